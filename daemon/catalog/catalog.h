@@ -1,0 +1,58 @@
+// Catalog: the registered datasets, persisted in the state directory so that a daemon
+// restart keeps them.
+//
+// Persistence: <state_dir>/catalog.yaml, rewritten whole with Env::WriteFileAtomic on
+// every change (a crash leaves the old or the new catalog, never a torn one). An entry
+// stores the spec and the probed info, so opening the catalog does not re-read data.
+// Thread-safety: all methods are safe to call concurrently.
+#ifndef EMBER_DAEMON_CATALOG_CATALOG_H_
+#define EMBER_DAEMON_CATALOG_CATALOG_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "daemon/catalog/dataset.h"
+#include "daemon/core/env.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+class Catalog {
+ public:
+  // Checks a spec's files and returns what they hold (ProbeDataset in production).
+  using Prober = std::function<Result<DatasetInfo>(const DatasetSpec&)>;
+
+  // Creates state_dir if needed and loads catalog.yaml if present. A corrupt catalog
+  // file is an error naming the file (the daemon refuses to start rather than lose it).
+  static Result<std::unique_ptr<Catalog>> Open(Env* env, const std::string& state_dir,
+                                               Prober prober);
+
+  // Validates the name, probes the files (outside the lock), then persists.
+  // kAlreadyExists if the name is taken; the probe's error (with the dataset's name as
+  // context) if the files are bad. On any error the catalog is unchanged.
+  Result<DatasetInfo> Add(const DatasetSpec& spec);
+
+  std::vector<DatasetInfo> List() const;  // sorted by name
+
+  // kNotFound naming the dataset.
+  Result<DatasetInfo> Get(const std::string& name) const;
+  Status Remove(const std::string& name);
+
+ private:
+  Catalog(Env* env, std::string path, Prober prober);
+  Status PersistLocked();
+
+  Env* env_;
+  const std::string path_;
+  const Prober prober_;
+  mutable std::mutex mu_;
+  std::map<std::string, DatasetInfo> entries_;  // guarded by mu_
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_CATALOG_CATALOG_H_

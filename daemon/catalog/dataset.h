@@ -1,0 +1,46 @@
+// What the daemon knows about a dataset: how it was registered (DatasetSpec) and what
+// probing its files found (DatasetInfo). Plain values, copied freely.
+#ifndef EMBER_DAEMON_CATALOG_DATASET_H_
+#define EMBER_DAEMON_CATALOG_DATASET_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/ring_layout.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+struct DatasetSpec {
+  std::string name;    // [A-Za-z0-9_.-]{1,64}
+  std::string format;  // "idx"
+  std::string path;    // for idx: a directory holding the split's files
+  std::string split;   // "train" or "test"
+};
+
+struct TensorSpec {
+  std::string name;  // "image", "label"
+  ring::DType dtype;
+  std::vector<int64_t> shape;  // per sample, without the batch dimension
+
+  uint64_t SampleBytes() const;  // product(shape) * DTypeSize(dtype)
+};
+
+struct DatasetInfo {
+  DatasetSpec spec;
+  uint64_t count = 0;
+  std::vector<TensorSpec> tensors;
+  std::vector<std::string> files;  // absolute paths the dataset reads
+};
+
+// Checks a dataset name: 1-64 characters of [A-Za-z0-9_.-], not starting with '.'.
+Status ValidateDatasetName(const std::string& name);
+
+// "uint8", "int8", "int16", "uint16", "int32", "int64", "float32", "float64".
+const char* DTypeName(ring::DType dtype);
+Result<ring::DType> ParseDType(const std::string& name);
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_CATALOG_DATASET_H_

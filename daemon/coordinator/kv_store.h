@@ -1,0 +1,79 @@
+// KvStore: the rendezvous store and barriers, per job, used by trainers to bootstrap
+// Gloo / NCCL through the daemon (no extra port to configure).
+//
+// Transport-free and callback-based so that RPC adapters can wait without blocking a
+// thread: a Get on a missing key registers a callback that runs when a Set (or Add)
+// creates the key. Timeouts belong to the caller (it calls CancelWaiter).
+// Thread-safety: NOT thread-safe; the daemon calls it only from its RPC event-loop
+// thread. Callbacks run synchronously inside Set/Add/Arrive on that thread.
+#ifndef EMBER_DAEMON_COORDINATOR_KV_STORE_H_
+#define EMBER_DAEMON_COORDINATOR_KV_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+class KvStore {
+ public:
+  using WaiterId = uint64_t;
+  using ValueCallback = std::function<void(const std::string& value)>;
+  using DoneCallback = std::function<void()>;
+
+  void Set(const std::string& job, const std::string& key, std::string value);
+
+  // Runs `on_value` now if the key exists (returns nullopt), else later (returns an id
+  // for CancelWaiter).
+  std::optional<WaiterId> Get(const std::string& job, const std::string& key,
+                              ValueCallback on_value);
+
+  // Treats the value as a decimal int64 (missing = 0), adds delta, stores and returns it.
+  // kInvalidArgument if the existing value is not an integer.
+  Result<int64_t> Add(const std::string& job, const std::string& key, int64_t delta);
+
+  bool Check(const std::string& job, const std::vector<std::string>& keys) const;
+  bool Delete(const std::string& job, const std::string& key);
+
+  // Barrier `name` of `job` for `world_size` participants: `on_done` runs for every
+  // participant once world_size have arrived; the barrier then resets (reusable).
+  // kInvalidArgument if world_size is 0 or differs from the one it was opened with.
+  Result<std::optional<WaiterId>> Arrive(const std::string& job, const std::string& name,
+                                         uint32_t world_size, DoneCallback on_done);
+
+  // Drops a pending Get or Arrive (after a timeout or a disconnect). A cancelled
+  // barrier participant no longer counts as arrived. No-op for unknown ids.
+  void CancelWaiter(WaiterId id);
+
+  // Forgets everything about a job (when it ends).
+  void DropJob(const std::string& job);
+
+  size_t NumKeys(const std::string& job) const;
+
+ private:
+  struct Waiter {
+    std::string job;
+    std::string key;  // or barrier name
+    bool barrier = false;
+    ValueCallback on_value;
+    DoneCallback on_done;
+  };
+  struct Barrier {
+    uint32_t world_size = 0;
+    std::vector<WaiterId> arrived;
+  };
+
+  WaiterId next_id_ = 1;
+  std::map<std::string, std::map<std::string, std::string>> values_;  // job -> key -> value
+  std::map<WaiterId, Waiter> waiters_;
+  std::map<std::pair<std::string, std::string>, Barrier> barriers_;   // (job, name)
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_COORDINATOR_KV_STORE_H_

@@ -1,0 +1,146 @@
+// ember::Client: a trainer's (or emberctl's) connection to the local emberd.
+//
+// Connects over the daemon's unix socket (ClientOptions::socket_path, else the
+// EMBER_SOCKET environment variable, else /run/ember/emberd.sock) and speaks Cap'n Proto
+// RPC on a private thread, so every method here is thread-safe and blocking: call it
+// from the training loop, from Gloo's threads, from anywhere.
+// Errors come back as Status with the daemon's message, e.g.
+//   not_found: dataset 'fmnist' is not registered
+//   unavailable: cannot connect to emberd at /run/ember/emberd.sock: No such file or directory
+#ifndef EMBER_CLIENT_H_
+#define EMBER_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/status.h"
+#include "ember/stream_reader.h"
+
+namespace ember {
+
+struct ClientOptions {
+  std::string socket_path;  // empty: $EMBER_SOCKET, else kDefaultSocket
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+inline constexpr const char* kDefaultSocket = "/run/ember/emberd.sock";
+
+struct DatasetSpec {
+  std::string name;
+  std::string format = "idx";
+  std::string path;
+  std::string split = "train";
+};
+
+struct TensorInfo {
+  std::string name;
+  std::string dtype;           // "uint8", "float32", ...
+  std::vector<int64_t> shape;  // per sample
+};
+
+struct DatasetInfo {
+  DatasetSpec spec;
+  uint64_t count = 0;
+  std::vector<TensorInfo> tensors;
+  std::vector<std::string> files;
+};
+
+// What a rank reads: a (job, rank) stream of batches of `dataset`.
+struct StreamOptions {
+  std::string job;        // shared by all ranks of a run (EMBER_JOB under ember-run)
+  std::string dataset;
+  uint32_t batch_size = 64;
+  uint64_t seed = 0;
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  uint32_t epochs = 1;    // 0: until the reader is destroyed
+  bool shuffle = true;
+  uint32_t slots = 0;     // ring depth; 0: the daemon's default
+  uint32_t start_epoch = 0;
+};
+
+struct StreamStatus {
+  uint64_t stream_id = 0;
+  std::string job;
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+  std::string dataset;
+  uint64_t epoch = 0;
+  uint64_t batches_published = 0;
+  uint64_t batches_consumed = 0;
+  double samples_per_second = 0;
+  double ring_fill = 0;  // fraction of slots holding unread batches
+  uint32_t slot_count = 0;
+};
+
+struct JobStatus {
+  std::string job;
+  uint32_t world_size = 0;
+  std::string dataset;
+  uint64_t epochs_started = 0;
+  uint64_t batches_leased = 0;
+  uint64_t batches_committed = 0;
+};
+
+struct DaemonStatus {
+  std::string version;
+  uint32_t pid = 0;
+  double uptime_seconds = 0;
+  std::vector<DatasetInfo> datasets;
+  std::vector<JobStatus> jobs;
+  std::vector<StreamStatus> streams;
+  uint64_t shm_bytes_in_use = 0;
+  uint64_t shm_bytes_budget = 0;
+};
+
+class Client {
+ public:
+  // kUnavailable (naming the socket) if the daemon cannot be reached in time.
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::string& socket_path() const;
+
+  // False once the connection to the daemon is lost; every call then fails kUnavailable.
+  bool connected() const;
+
+  // Catalog.
+  Result<DatasetInfo> AddDataset(const DatasetSpec& spec);
+  Result<std::vector<DatasetInfo>> ListDatasets();
+  Result<DatasetInfo> InspectDataset(const std::string& name);
+  Status RemoveDataset(const std::string& name);
+
+  Result<DaemonStatus> GetStatus();
+
+  // Opens this rank's stream and maps its ring. The stream lives as long as the returned
+  // reader (and at most as long as this client).
+  Result<std::unique_ptr<StreamReader>> OpenStream(const StreamOptions& options);
+
+  // Coordinator store, scoped by job. KvGet waits up to `timeout` for the key to appear
+  // (kDeadlineExceeded naming the key after that).
+  Status KvSet(const std::string& job, const std::string& key, const std::string& value);
+  Result<std::string> KvGet(const std::string& job, const std::string& key,
+                            std::chrono::milliseconds timeout);
+  Result<int64_t> KvAdd(const std::string& job, const std::string& key, int64_t delta);
+  Result<bool> KvCheck(const std::string& job, const std::vector<std::string>& keys);
+  Result<bool> KvDelete(const std::string& job, const std::string& key);
+
+  // Returns once `world_size` callers have reached barrier `name` of `job`.
+  Status Barrier(const std::string& job, const std::string& name, uint32_t world_size,
+                 std::chrono::milliseconds timeout);
+
+  class Impl;  // in sdk/src; holds the RPC thread
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ember
+
+#endif  // EMBER_CLIENT_H_

@@ -1,0 +1,63 @@
+// ember::Loader: batches of a stream as torch::Tensor views into the shared ring.
+//
+//   auto client = ember::Client::Connect().value();
+//   ember::Loader loader(*client, {.job = "run1", .dataset = "fmnist-train",
+//                                  .batch_size = 64, .rank = r, .world_size = w, .epochs = 2});
+//   for (int epoch = 0; epoch < 2; ++epoch)
+//     while (auto batch = loader.Next()) {
+//       torch::Tensor x = batch->at("image"), y = batch->at("label");  // no copy
+//       ...
+//     }
+//
+// The tensors share one slot of the ring; it goes back to the daemon when the last of
+// them (and the Batch) is released. Errors throw (TORCH_CHECK / c10::Error) with the
+// daemon's message; the loader is for one thread.
+#ifndef EMBER_LOADER_H_
+#define EMBER_LOADER_H_
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "ember/client.h"
+#include "ember/stream_reader.h"
+
+namespace ember {
+
+struct Batch {
+  uint64_t epoch = 0;
+  uint64_t index_in_epoch = 0;
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> tensors;  // CPU tensors viewing the ring
+
+  // The tensor named `name` ("image", "label"); throws if there is none.
+  const torch::Tensor& at(const std::string& name) const;
+};
+
+// Wraps a RawBatch as tensors whose deleters hold its slot. No copy.
+Batch ToTorch(RawBatch raw);
+
+class Loader {
+ public:
+  // Opens the stream; throws with the daemon's message on failure.
+  Loader(Client& client, const StreamOptions& options);
+
+  // The next batch of the current epoch; nullopt at the end of each epoch (the next call
+  // starts the following one) and once the stream has ended.
+  std::optional<Batch> Next();
+
+  bool ended() const { return reader_->ended(); }
+  uint64_t batches_per_epoch() const { return reader_->info().batches_per_epoch; }
+  const StreamReader& reader() const { return *reader_; }
+
+ private:
+  std::unique_ptr<StreamReader> reader_;
+};
+
+}  // namespace ember
+
+#endif  // EMBER_LOADER_H_

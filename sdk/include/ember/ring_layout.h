@@ -1,0 +1,143 @@
+// The ring: the binary contract between emberd (the only writer) and one trainer
+// process (the only reader) of a stream. Both sides include this header; nothing else
+// crosses the shared memory.
+//
+// Glossary
+//   ring    one shared-memory region (a sealed memfd): a RingHeader, then slot_count slots.
+//   slot    slot_size bytes: a SlotHeader, then the batch payload at payload_offset.
+//   batch   up to kMaxTensors tensors laid out in the slot's payload (descriptors in the
+//           SlotHeader, offsets relative to the start of the slot, 64-byte aligned).
+//
+// Protocol (single producer, single consumer, both in sequence order):
+//   The writer fills slot (seq % slot_count) only when its state is kFree, then publishes
+//   it by storing kReady (release). The reader takes slot (seq % slot_count) when it
+//   sees kReady (acquire), marks it kReading, and stores kFree (release) when the last
+//   tensor viewing it is released; slots may be released out of order. The final slot of
+//   a stream is published with state kEnd (no payload; end_status says why).
+//   A side that finds nothing to do sleeps on the slot's `state` word with a shared
+//   futex after incrementing `waiters`; the other side calls FUTEX_WAKE only when it sees
+//   waiters > 0. So the fast path has no syscall.
+//   Both sides treat the ring as hostile input: indexes, offsets and sizes are checked
+//   against the geometry in RingHeader before use.
+#ifndef EMBER_RING_LAYOUT_H_
+#define EMBER_RING_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace ember::ring {
+
+inline constexpr uint64_t kMagic = 0x31474e4952424d45ull;  // "EMBRING1", little-endian
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kCacheLine = 64;
+inline constexpr uint32_t kMaxTensors = 4;
+inline constexpr uint32_t kMaxDims = 6;
+inline constexpr size_t kNameBytes = 16;
+inline constexpr size_t kEndMessageBytes = 256;
+
+enum class DType : uint32_t {
+  kUInt8 = 0,
+  kInt8 = 1,
+  kInt16 = 2,
+  kInt32 = 3,
+  kInt64 = 4,
+  kFloat32 = 5,
+  kFloat64 = 6,
+  kUInt16 = 7,
+};
+
+// Bytes per element of `dtype`, or 0 if it is not a known value.
+constexpr size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kUInt8:
+    case DType::kInt8: return 1;
+    case DType::kInt16:
+    case DType::kUInt16: return 2;
+    case DType::kInt32:
+    case DType::kFloat32: return 4;
+    case DType::kInt64:
+    case DType::kFloat64: return 8;
+  }
+  return 0;
+}
+
+enum SlotState : uint32_t {
+  kFree = 0,     // owned by the writer
+  kReady = 1,    // a batch is published; owned by the reader
+  kReading = 2,  // the reader holds tensors viewing it
+  kEnd = 3,      // the stream is over; see SlotHeader::end_status
+};
+
+enum EndStatus : uint32_t {
+  kEndComplete = 0,   // all requested epochs were delivered
+  kEndCancelled = 1,  // the daemon closed the stream (shutdown, stream closed)
+  kEndError = 2,      // a data error stopped the stream; end_message says which
+};
+
+struct TensorDesc {
+  char name[kNameBytes];  // NUL-terminated, e.g. "image", "label"
+  uint32_t dtype;         // a DType
+  uint32_t ndim;          // <= kMaxDims; shape[0] is the batch dimension
+  int64_t shape[kMaxDims];
+  uint64_t offset;        // from the start of the slot, multiple of kCacheLine
+  uint64_t nbytes;        // product(shape) * DTypeSize(dtype)
+  uint64_t reserved;
+};
+
+struct alignas(kCacheLine) SlotHeader {
+  std::atomic<uint32_t> state;    // a SlotState; futex word
+  std::atomic<uint32_t> waiters;  // sleepers on `state`
+  uint32_t num_tensors;
+  uint32_t num_samples;           // rows in this batch (the last batches may be smaller)
+  uint64_t sequence;              // 0, 1, 2, ... over the life of the stream
+  uint64_t epoch;
+  uint64_t index_in_epoch;        // 0 .. batches_per_epoch-1 for this rank
+  uint32_t last_in_epoch;         // 1 on this rank's final batch of `epoch`
+  uint32_t end_status;            // an EndStatus, valid when state == kEnd
+  char end_message[kEndMessageBytes];
+  TensorDesc tensors[kMaxTensors];
+};
+
+struct alignas(kCacheLine) RingHeader {
+  uint64_t magic;           // kMagic
+  uint32_t version;         // kVersion
+  uint32_t slot_count;
+  uint64_t slot_size;       // bytes per slot, multiple of kCacheLine
+  uint64_t slots_offset;    // from the start of the ring to slot 0
+  uint64_t payload_offset;  // from the start of a slot to its payload
+  uint64_t total_bytes;     // size of the whole mapping
+  uint64_t batches_per_epoch;  // per rank
+  // Written by the writer only, read by anyone (status, tests).
+  alignas(kCacheLine) std::atomic<uint64_t> published;  // batches published so far
+  // Written by the reader only.
+  alignas(kCacheLine) std::atomic<uint64_t> consumed;   // batches taken so far
+};
+
+static_assert(std::is_standard_layout_v<SlotHeader>);
+static_assert(std::is_standard_layout_v<RingHeader>);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && sizeof(std::atomic<uint64_t>) == 8);
+static_assert(sizeof(TensorDesc) == 96);
+static_assert(sizeof(SlotHeader) % kCacheLine == 0);
+static_assert(sizeof(RingHeader) == 3 * kCacheLine);
+static_assert(offsetof(RingHeader, published) == kCacheLine);
+static_assert(offsetof(RingHeader, consumed) == 2 * kCacheLine);
+
+constexpr uint64_t AlignUp(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
+
+// Bytes needed for a slot whose payload is `payload_bytes` laid out as tensors each
+// padded to kCacheLine.
+constexpr uint64_t SlotSizeFor(uint64_t payload_bytes) {
+  return AlignUp(sizeof(SlotHeader), kCacheLine) + AlignUp(payload_bytes, kCacheLine);
+}
+
+constexpr uint64_t RingBytesFor(uint32_t slot_count, uint64_t slot_size) {
+  return AlignUp(sizeof(RingHeader), kCacheLine) + uint64_t{slot_count} * slot_size;
+}
+
+}  // namespace ember::ring
+
+#endif  // EMBER_RING_LAYOUT_H_
