@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,11 +63,15 @@ class JobLedger {
   // or the plan is impossible (see MakeEpochPlan).
   Status Join(const std::string& job, uint32_t rank, const JobParams& params);
 
-  // The next batch of `epoch` for `rank`: kOutOfRange-like kFailedPrecondition if the
-  // rank already had all its batches of that epoch; kNotFound if not joined.
+  // The next batch of `epoch` for `rank`, in plan order (batches given back by a leaving
+  // rank first). kFailedPrecondition if the rank already received all its batches of
+  // that epoch ("rank 1 already received all 469 batches of epoch 0"); kNotFound if the
+  // job does not exist or the rank is not joined.
   Result<Lease> Next(const std::string& job, uint32_t rank, uint64_t epoch);
 
-  // Marks a lease consumed. Idempotent.
+  // Marks a lease consumed. Idempotent (also once the epoch is finished and dropped).
+  // kNotFound if the job does not exist or `rank` holds no lease of that batch (e.g. it
+  // left, and the batch went back to the pool).
   Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch);
 
   // The rank leaves: uncommitted leases return to the pool. Forgets the job when no rank
@@ -77,21 +82,35 @@ class JobLedger {
   std::vector<JobSummary> Summaries() const;
 
  private:
+  // An epoch's state lives from its first lease until every batch is committed; then it
+  // is dropped and the epoch only recorded as finished, so memory stays bounded by the
+  // epochs in flight.
   struct EpochState {
     EpochPlan plan;
     uint64_t next_fresh = 0;                 // first never-leased batch
-    std::vector<uint64_t> returned;          // batches given back by a leaving rank
+    std::set<uint64_t> returned;             // batches given back by a leaving rank
     std::map<uint32_t, uint64_t> leased_by_rank;  // leases counted against the quota
     std::map<std::pair<uint32_t, uint64_t>, bool> outstanding;  // (rank, batch) -> committed
+    uint64_t committed = 0;                  // entries of `outstanding` that are committed
   };
   struct JobState {
     JobParams params;
     uint64_t batches_per_rank = 0;
     std::vector<bool> joined;  // by rank
-    std::map<uint64_t, EpochState> epochs;
+    std::map<uint64_t, EpochState> epochs;  // epochs in flight
+    uint64_t finished_below = 0;            // every epoch < this is finished
+    std::set<uint64_t> finished_above;      // finished epochs > finished_below
+    uint64_t epochs_started = 0;
     uint64_t batches_leased = 0;
     uint64_t batches_committed = 0;
+
+    bool IsFinished(uint64_t epoch) const {
+      return epoch < finished_below || finished_above.count(epoch) > 0;
+    }
+    void MarkFinished(uint64_t epoch);
   };
+
+  friend class JobLedgerTestPeer;  // job_ledger_test.cc: checks that memory stays bounded
 
   mutable std::mutex mu_;
   std::map<std::string, JobState> jobs_;  // guarded by mu_

@@ -34,7 +34,8 @@ class KvStore {
                               ValueCallback on_value);
 
   // Treats the value as a decimal int64 (missing = 0), adds delta, stores and returns it.
-  // kInvalidArgument if the existing value is not an integer.
+  // kInvalidArgument if the existing value is not an integer or the sum overflows int64;
+  // the stored value is then unchanged. Runs pending Gets of the key like Set.
   Result<int64_t> Add(const std::string& job, const std::string& key, int64_t delta);
 
   bool Check(const std::string& job, const std::vector<std::string>& keys) const;
@@ -42,7 +43,11 @@ class KvStore {
 
   // Barrier `name` of `job` for `world_size` participants: `on_done` runs for every
   // participant once world_size have arrived; the barrier then resets (reusable).
-  // kInvalidArgument if world_size is 0 or differs from the one it was opened with.
+  // The last arrival runs all callbacks (in arrival order, its own last) and gets nullopt;
+  // earlier ones get an id for CancelWaiter.
+  // kInvalidArgument if world_size is 0 or differs from the one the current round was
+  // opened with (a round opens with its first arrival and closes when it completes or
+  // every participant has been cancelled).
   Result<std::optional<WaiterId>> Arrive(const std::string& job, const std::string& name,
                                          uint32_t world_size, DoneCallback on_done);
 
@@ -50,7 +55,8 @@ class KvStore {
   // barrier participant no longer counts as arrived. No-op for unknown ids.
   void CancelWaiter(WaiterId id);
 
-  // Forgets everything about a job (when it ends).
+  // Forgets everything about a job (when it ends). Its pending waiters are discarded
+  // without being run.
   void DropJob(const std::string& job);
 
   size_t NumKeys(const std::string& job) const;
@@ -67,6 +73,10 @@ class KvStore {
     uint32_t world_size = 0;
     std::vector<WaiterId> arrived;
   };
+
+  // Takes every pending Get of (job, key) off the waiter list, then runs them with the
+  // key's current value.
+  void FireGetters(const std::string& job, const std::string& key);
 
   WaiterId next_id_ = 1;
   std::map<std::string, std::map<std::string, std::string>> values_;  // job -> key -> value

@@ -1,0 +1,294 @@
+#include "daemon/coordinator/kv_store.h"
+
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace ember::daemon {
+namespace {
+
+// Records what a Get callback received.
+struct Got {
+  int calls = 0;
+  std::string value;
+  KvStore::ValueCallback Callback() {
+    return [this](const std::string& v) {
+      ++calls;
+      value = v;
+    };
+  }
+};
+
+std::optional<KvStore::WaiterId> MustArrive(KvStore& kv, const std::string& job,
+                                            const std::string& name, uint32_t world, int* fired) {
+  Result<std::optional<KvStore::WaiterId>> r = kv.Arrive(job, name, world, [fired] { ++*fired; });
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return *r;
+}
+
+TEST_CASE("Get of an existing key answers at once") {
+  KvStore kv;
+  kv.Set("j", "addr", "10.0.0.1:29500");
+  Got got;
+  CHECK_FALSE(kv.Get("j", "addr", got.Callback()).has_value());
+  CHECK(got.calls == 1);
+  CHECK(got.value == "10.0.0.1:29500");
+  kv.Set("j", "addr", "10.0.0.2:29500");  // overwrite: the answered Get is not run again
+  CHECK(got.calls == 1);
+  Got again;
+  CHECK_FALSE(kv.Get("j", "addr", again.Callback()).has_value());
+  CHECK(again.value == "10.0.0.2:29500");
+}
+
+TEST_CASE("Get of a missing key waits for the Set, and runs exactly once") {
+  KvStore kv;
+  Got a, b, other;
+  std::optional<KvStore::WaiterId> ida = kv.Get("j", "nccl_id", a.Callback());
+  std::optional<KvStore::WaiterId> idb = kv.Get("j", "nccl_id", b.Callback());
+  std::optional<KvStore::WaiterId> ido = kv.Get("j", "other", other.Callback());
+  REQUIRE(ida.has_value());
+  REQUIRE(idb.has_value());
+  CHECK(ido.has_value());
+  CHECK(*ida != *idb);
+  CHECK(a.calls == 0);
+
+  kv.Set("j", "nccl_id", "abc");
+  CHECK(a.calls == 1);
+  CHECK(a.value == "abc");
+  CHECK(b.calls == 1);
+  CHECK(b.value == "abc");
+  CHECK(other.calls == 0);
+
+  kv.Set("j", "nccl_id", "def");
+  CHECK(a.calls == 1);
+  CHECK(b.calls == 1);
+  kv.CancelWaiter(*ida);  // already answered: a no-op
+  kv.Set("j", "other", "x");
+  CHECK(other.calls == 1);
+}
+
+TEST_CASE("a Get callback may use the store") {
+  KvStore kv;
+  std::vector<std::string> seen;
+  std::optional<KvStore::WaiterId> id = kv.Get("j", "k", [&](const std::string& v) {
+    seen.push_back(v);
+    kv.Set("j", "k", v + "!");  // must not re-run this (already removed) waiter
+  });
+  REQUIRE(id.has_value());
+  kv.Set("j", "k", "v");
+  CHECK(seen == std::vector<std::string>{"v"});
+  Got got;
+  kv.Get("j", "k", got.Callback());
+  CHECK(got.value == "v!");
+}
+
+TEST_CASE("Add counts from zero, stores decimals and refuses non-integers") {
+  KvStore kv;
+  Result<int64_t> r = kv.Add("j", "n", 5);
+  REQUIRE(r.ok());
+  CHECK(*r == 5);
+  r = kv.Add("j", "n", -7);
+  REQUIRE(r.ok());
+  CHECK(*r == -2);
+  Got got;
+  kv.Get("j", "n", got.Callback());
+  CHECK(got.value == "-2");
+
+  kv.Set("j", "m", "41");
+  r = kv.Add("j", "m", 1);
+  REQUIRE(r.ok());
+  CHECK(*r == 42);
+
+  for (const char* bad : {"abc", "12x", "", " 3", "1.5", "99999999999999999999"}) {
+    INFO("value '" << bad << "'");
+    kv.Set("j", "s", bad);
+    Result<int64_t> bad_add = kv.Add("j", "s", 1);
+    CHECK(bad_add.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(bad_add.status().message(), Catch::Contains("key 's'"));
+    Got unchanged;
+    kv.Get("j", "s", unchanged.Callback());
+    CHECK(unchanged.value == bad);
+  }
+
+  kv.Set("j", "max", std::to_string(INT64_MAX));
+  CHECK(kv.Add("j", "max", 1).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Add wakes a waiting Get") {
+  KvStore kv;
+  Got got;
+  REQUIRE(kv.Get("j", "count", got.Callback()).has_value());
+  REQUIRE(kv.Add("j", "count", 3).ok());
+  CHECK(got.calls == 1);
+  CHECK(got.value == "3");
+}
+
+TEST_CASE("Check and Delete") {
+  KvStore kv;
+  CHECK(kv.Check("j", {}));
+  CHECK_FALSE(kv.Check("j", {"a"}));
+  kv.Set("j", "a", "1");
+  kv.Set("j", "b", "2");
+  CHECK(kv.Check("j", {"a", "b"}));
+  CHECK_FALSE(kv.Check("j", {"a", "c"}));
+  CHECK(kv.NumKeys("j") == 2);
+
+  CHECK(kv.Delete("j", "a"));
+  CHECK_FALSE(kv.Delete("j", "a"));
+  CHECK_FALSE(kv.Delete("nope", "a"));
+  CHECK_FALSE(kv.Check("j", {"a"}));
+  CHECK(kv.NumKeys("j") == 1);
+
+  // A Get after the Delete waits again.
+  Got got;
+  CHECK(kv.Get("j", "a", got.Callback()).has_value());
+  kv.Set("j", "a", "back");
+  CHECK(got.value == "back");
+}
+
+TEST_CASE("a barrier of 3 releases everyone on the third arrival, and is reusable") {
+  KvStore kv;
+  int f0 = 0, f1 = 0, f2 = 0;
+  for (int round = 1; round <= 2; ++round) {
+    INFO("round " << round);
+    std::optional<KvStore::WaiterId> w0 = MustArrive(kv, "j", "init", 3, &f0);
+    CHECK(w0.has_value());
+    CHECK(f0 == round - 1);
+    std::optional<KvStore::WaiterId> w1 = MustArrive(kv, "j", "init", 3, &f1);
+    CHECK(w1.has_value());
+    CHECK(f0 == round - 1);
+    CHECK(f1 == round - 1);
+    std::optional<KvStore::WaiterId> w2 = MustArrive(kv, "j", "init", 3, &f2);
+    CHECK_FALSE(w2.has_value());
+    CHECK(f0 == round);
+    CHECK(f1 == round);
+    CHECK(f2 == round);
+  }
+}
+
+TEST_CASE("a barrier of 1 completes at once") {
+  KvStore kv;
+  int fired = 0;
+  CHECK_FALSE(MustArrive(kv, "j", "solo", 1, &fired).has_value());
+  CHECK(fired == 1);
+}
+
+TEST_CASE("barrier world_size must be positive and agree within a round") {
+  KvStore kv;
+  int fired = 0;
+  CHECK(kv.Arrive("j", "b", 0, [] {}).status().code() == StatusCode::kInvalidArgument);
+  MustArrive(kv, "j", "b", 3, &fired);
+  Result<std::optional<KvStore::WaiterId>> wrong = kv.Arrive("j", "b", 2, [&] { ++fired; });
+  CHECK(wrong.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(wrong.status().message(), Catch::Contains("world_size 3"));
+  CHECK_THAT(wrong.status().message(), Catch::Contains("barrier 'b'"));
+  // The refused arrival did not count.
+  MustArrive(kv, "j", "b", 3, &fired);
+  CHECK(fired == 0);
+  MustArrive(kv, "j", "b", 3, &fired);
+  CHECK(fired == 3);
+  // A new round may use another size.
+  CHECK_FALSE(MustArrive(kv, "j", "b", 1, &fired).has_value());
+  CHECK(fired == 4);
+}
+
+TEST_CASE("CancelWaiter drops a pending Get") {
+  KvStore kv;
+  Got got;
+  std::optional<KvStore::WaiterId> id = kv.Get("j", "k", got.Callback());
+  REQUIRE(id.has_value());
+  kv.CancelWaiter(*id);
+  kv.CancelWaiter(*id);
+  kv.CancelWaiter(123456);
+  kv.Set("j", "k", "v");
+  CHECK(got.calls == 0);
+}
+
+TEST_CASE("a cancelled barrier participant no longer counts") {
+  KvStore kv;
+  int f0 = 0, f1 = 0, f2 = 0, f3 = 0;
+  std::optional<KvStore::WaiterId> w0 = MustArrive(kv, "j", "b", 3, &f0);
+  REQUIRE(w0.has_value());
+  MustArrive(kv, "j", "b", 3, &f1);
+  kv.CancelWaiter(*w0);
+  // Two arrived, one cancelled: a third arrival does not complete the barrier.
+  CHECK(MustArrive(kv, "j", "b", 3, &f2).has_value());
+  CHECK(f1 == 0);
+  CHECK(f2 == 0);
+  CHECK_FALSE(MustArrive(kv, "j", "b", 3, &f3).has_value());
+  CHECK(f0 == 0);
+  CHECK(f1 == 1);
+  CHECK(f2 == 1);
+  CHECK(f3 == 1);
+}
+
+TEST_CASE("cancelling every participant closes the round") {
+  KvStore kv;
+  int fired = 0;
+  std::optional<KvStore::WaiterId> w = MustArrive(kv, "j", "b", 3, &fired);
+  REQUIRE(w.has_value());
+  kv.CancelWaiter(*w);
+  CHECK_FALSE(MustArrive(kv, "j", "b", 1, &fired).has_value());
+  CHECK(fired == 1);
+}
+
+TEST_CASE("jobs are isolated") {
+  KvStore kv;
+  kv.Set("a", "k", "from a");
+  Got got;
+  REQUIRE(kv.Get("b", "k", got.Callback()).has_value());
+  CHECK(got.calls == 0);
+  CHECK_FALSE(kv.Check("b", {"k"}));
+  CHECK(kv.NumKeys("b") == 0);
+  REQUIRE(kv.Add("b", "n", 1).ok());
+  REQUIRE(kv.Add("a", "n", 10).ok());
+  CHECK(*kv.Add("b", "n", 0) == 1);
+
+  int fa = 0, fb = 0;
+  MustArrive(kv, "a", "bar", 2, &fa);
+  MustArrive(kv, "b", "bar", 2, &fb);
+  CHECK(fa == 0);
+  CHECK(fb == 0);
+  // Same barrier name, other job, other size: no clash.
+  CHECK(kv.Arrive("c", "bar", 5, [] {}).ok());
+
+  kv.Set("b", "k", "from b");
+  CHECK(got.value == "from b");
+}
+
+TEST_CASE("DropJob forgets keys, waiters and barriers of that job only") {
+  KvStore kv;
+  kv.Set("a", "k", "1");
+  kv.Set("b", "k", "2");
+  Got waiting_a, waiting_b;
+  kv.Get("a", "later", waiting_a.Callback());
+  kv.Get("b", "later", waiting_b.Callback());
+  int fa = 0, fb = 0;
+  MustArrive(kv, "a", "bar", 2, &fa);
+  MustArrive(kv, "b", "bar", 2, &fb);
+
+  kv.DropJob("a");
+  CHECK(kv.NumKeys("a") == 0);
+  CHECK(kv.NumKeys("b") == 1);
+
+  kv.Set("a", "later", "x");
+  CHECK(waiting_a.calls == 0);
+  // The barrier of "a" starts over: one new arrival does not complete it, and its old
+  // participant is not run.
+  CHECK(MustArrive(kv, "a", "bar", 2, &fa).has_value());
+  CHECK(fa == 0);
+  // A dropped barrier can be reopened with another size.
+  kv.DropJob("a");
+  CHECK_FALSE(MustArrive(kv, "a", "bar", 1, &fa).has_value());
+  CHECK(fa == 1);
+
+  kv.Set("b", "later", "y");
+  CHECK(waiting_b.value == "y");
+  CHECK_FALSE(MustArrive(kv, "b", "bar", 2, &fb).has_value());
+  CHECK(fb == 2);
+}
+
+}  // namespace
+}  // namespace ember::daemon

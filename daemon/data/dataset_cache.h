@@ -1,0 +1,54 @@
+// DatasetCache: loaded datasets shared by all streams that read them.
+//
+// Loading (file reads, gzip inflate) runs asynchronously on a Boost.Asio thread pool so
+// that neither the RPC thread nor a stream's producer waits on I/O it did not ask for.
+// A dataset stays loaded while any stream holds it, and is freed when the last one lets
+// go. Thread-safety: all methods are safe to call concurrently.
+#ifndef EMBER_DAEMON_DATA_DATASET_CACHE_H_
+#define EMBER_DAEMON_DATA_DATASET_CACHE_H_
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include "daemon/catalog/dataset.h"
+#include "daemon/core/env.h"
+#include "daemon/data/source.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+class DatasetCache {
+ public:
+  using SourceFuture = std::shared_future<Result<std::shared_ptr<const Source>>>;
+
+  // `io_threads` threads load datasets.
+  DatasetCache(Env* env, unsigned io_threads);
+  ~DatasetCache();  // waits for loads in flight
+
+  // The loaded dataset, or a future that becomes ready when it is. Concurrent requests for
+  // the same dataset share one load. A failed load is not cached.
+  SourceFuture Get(const DatasetInfo& info);
+
+  // Number of datasets currently held in memory.
+  size_t NumLoaded() const;
+
+ private:
+  struct Entry {
+    std::weak_ptr<const Source> loaded;
+    SourceFuture pending;
+  };
+
+  Env* env_;
+  boost::asio::thread_pool pool_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;  // by Key(spec); guarded by mu_
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_DATA_DATASET_CACHE_H_

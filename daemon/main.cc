@@ -1,0 +1,193 @@
+// emberd: wiring only. Reads the config, opens the catalog, starts the pools and serves
+// Cap'n Proto RPC on the unix socket until SIGTERM / SIGINT.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/async-unix.h>
+#include <spdlog/sinks/stderr_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "daemon/catalog/catalog.h"
+#include "daemon/config/config.h"
+#include "daemon/coordinator/job_ledger.h"
+#include "daemon/coordinator/kv_store.h"
+#include "daemon/core/env.h"
+#include "daemon/data/dataset_cache.h"
+#include "daemon/data/formats.h"
+#include "daemon/rpc/daemon_server.h"
+#include "daemon/stream/stream_manager.h"
+
+namespace ember::daemon {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+constexpr unsigned kMaxFdsPerMessage = 4;
+
+// One client connection: its RPC system and the DaemonServer it bootstraps.
+struct Connection {
+  Connection(ServerContext& ctx, kj::Own<kj::AsyncCapabilityStream> s)
+      : stream(kj::mv(s)),
+        network(*stream, kMaxFdsPerMessage, capnp::rpc::twoparty::Side::SERVER),
+        rpc(capnp::makeRpcServer(network, kj::heap<DaemonServer>(ctx))) {}
+  kj::Own<kj::AsyncCapabilityStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
+class LogErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& e) override {
+    spdlog::warn("connection ended: {}", e.getDescription().cStr());
+  }
+};
+
+kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, ServerContext& ctx,
+                             kj::TaskSet& connections) {
+  return listener.accept().then([&](kj::Own<kj::AsyncIoStream>&& io) {
+    auto connection = kj::heap<Connection>(ctx, io.downcast<kj::AsyncCapabilityStream>());
+    auto disconnected = connection->network.onDisconnect();
+    connections.add(disconnected.attach(kj::mv(connection)));
+    return AcceptLoop(listener, ctx, connections);
+  });
+}
+
+// A socket file left by a daemon that died is removed; one that still answers means
+// another emberd is serving there, which is an error.
+Status PrepareSocketPath(Env& env, const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un::sun_path))
+    return InvalidArgument("socket: path '" + path + "' is longer than " +
+                           std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0)
+    EMBER_RETURN_IF_ERROR(env.CreateDirs(path.substr(0, slash)));
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return Status::Ok();
+  if (!S_ISSOCK(st.st_mode))
+    return FailedPrecondition("socket: '" + path + "' exists and is not a socket");
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  if (live) return FailedPrecondition("another emberd is already serving on " + path);
+  spdlog::info("removing stale socket {}", path);
+  if (unlink(path.c_str()) != 0) return ErrnoStatus("removing stale socket " + path, errno);
+  return Status::Ok();
+}
+
+int Serve(const std::string& config_path) {
+  std::unique_ptr<Env> env = NewPosixEnv();
+  auto config = LoadConfig(*env, config_path);
+  if (!config.ok()) {
+    spdlog::error("{}", config.status().message());
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned decode_threads = config->decode_threads ? config->decode_threads : cores;
+
+  auto catalog = Catalog::Open(env.get(), config->state_dir, [&env](const DatasetSpec& spec) {
+    return ProbeDataset(*env, spec);
+  });
+  if (!catalog.ok()) {
+    spdlog::error("{}", catalog.status().message());
+    return 2;
+  }
+  Status socket_ok = PrepareSocketPath(*env, config->socket_path);
+  if (!socket_ok.ok()) {
+    spdlog::error("{}", socket_ok.message());
+    return 2;
+  }
+
+  JobLedger ledger;
+  KvStore kv;
+  DatasetCache cache(env.get(), decode_threads);
+  boost::asio::thread_pool blocking(2);
+  StreamLimits limits;
+  limits.shm_budget_bytes = config->shm_budget_bytes;
+  limits.default_slots = config->default_slots;
+  StreamManager streams(env.get(), catalog->get(), &ledger, &cache, limits);
+
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  auto io = kj::setupAsyncIo();
+  ServerContext ctx;
+  ctx.catalog = catalog->get();
+  ctx.streams = &streams;
+  ctx.ledger = &ledger;
+  ctx.kv = &kv;
+  ctx.timer = &io.provider->getTimer();
+  ctx.blocking = &blocking;
+  ctx.env = env.get();
+  ctx.start_micros = env->NowMicros();
+  ctx.version = kVersion;
+
+  int exit_code = 0;
+  {
+    LogErrors log_errors;
+    kj::TaskSet connections(log_errors);
+    kj::Own<kj::ConnectionReceiver> listener;
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
+      auto address =
+          io.provider->getNetwork().parseAddress("unix:" + kj::str(config->socket_path.c_str()))
+              .wait(io.waitScope);
+      listener = address->listen();
+    })) {
+      spdlog::error("cannot listen on {}: {}", config->socket_path, e->getDescription().cStr());
+      return 2;
+    }
+    spdlog::info("emberd {} serving on {} (state {}, {} decode threads, shm budget {} bytes, "
+                 "{} datasets)",
+                 kVersion, config->socket_path, config->state_dir, decode_threads,
+                 config->shm_budget_bytes, ctx.catalog->List().size());
+    sd_notify(0, ("READY=1\nSTATUS=serving on " + config->socket_path).c_str());
+
+    auto accepting = AcceptLoop(*listener, ctx, connections)
+                         .eagerlyEvaluate([&](kj::Exception&& e) {
+                           spdlog::error("accept failed: {}", e.getDescription().cStr());
+                           exit_code = 1;
+                         });
+    auto sigterm = io.unixEventPort.onSignal(SIGTERM).then([](siginfo_t) { return SIGTERM; });
+    auto sigint = io.unixEventPort.onSignal(SIGINT).then([](siginfo_t) { return SIGINT; });
+    int sig = sigterm.exclusiveJoin(kj::mv(sigint)).wait(io.waitScope);
+    spdlog::info("signal {} received, shutting down", sig);
+    sd_notify(0, "STOPPING=1");
+  }  // drops the listener and every connection: their streams close and free their rings
+  unlink(config->socket_path.c_str());
+  spdlog::info("emberd stopped");
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace ember::daemon
+
+int main(int argc, char** argv) {
+  CLI::App app{"emberd: serves training data to PyTorch distributed training"};
+  std::string config_path = "/etc/ember/emberd.yaml";
+  app.add_option("-c,--config", config_path, "YAML config file (see configs/emberd.yaml)");
+  app.set_version_flag("--version", "emberd 0.1.0");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("emberd"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  signal(SIGPIPE, SIG_IGN);
+  return ember::daemon::Serve(config_path);
+}

@@ -1,0 +1,72 @@
+// RingWriter: the daemon's (producer's) end of one stream's ring. See
+// ember/ring_layout.h for the layout and protocol.
+//
+// Owns the sealed memfd and its mapping; the fd is what the RPC layer hands to the
+// trainer. Thread-safety: one producer thread calls Acquire/Publish*; stats accessors and
+// Wake() may be called from any thread.
+#ifndef EMBER_DAEMON_RING_RING_WRITER_H_
+#define EMBER_DAEMON_RING_RING_WRITER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "daemon/core/env.h"
+#include "ember/ring_layout.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+class RingWriter {
+ public:
+  // A ring of `slot_count` slots, each able to hold `payload_bytes` of tensors.
+  // kResourceExhausted if the memfd cannot be created; kInvalidArgument for 0 slots.
+  static Result<std::unique_ptr<RingWriter>> Create(Env& env, const std::string& name,
+                                                    uint32_t slot_count, uint64_t payload_bytes,
+                                                    uint64_t batches_per_epoch);
+
+  int fd() const { return shm_->fd(); }
+  size_t size() const { return shm_->size(); }
+  uint32_t slot_count() const { return header_->slot_count; }
+  uint64_t slot_size() const { return header_->slot_size; }
+
+  // The slot for the next sequence number, once the reader has freed it. Blocks; returns
+  // nullptr if `stop` becomes true first (checked at least every 50 ms and after Wake()).
+  ring::SlotHeader* Acquire(const std::atomic<bool>& stop);
+
+  // Index (0..slot_count-1) of a slot returned by Acquire.
+  uint32_t IndexOf(const ring::SlotHeader* slot) const;
+
+  // Start of the slot's bytes (tensor offsets are relative to it) and its payload area.
+  uint8_t* SlotBase(ring::SlotHeader* slot) const { return reinterpret_cast<uint8_t*>(slot); }
+  uint64_t payload_offset() const { return header_->payload_offset; }
+  uint64_t payload_capacity() const { return header_->slot_size - header_->payload_offset; }
+
+  // Publishes the acquired slot (its header fields and payload filled by the caller).
+  void Publish(ring::SlotHeader* slot);
+
+  // Publishes the acquired slot as the end of the stream.
+  void PublishEnd(ring::SlotHeader* slot, ring::EndStatus status, const std::string& message);
+
+  // True if the slot with index `i` has been freed by the reader (or never used).
+  bool SlotFree(uint32_t i) const;
+
+  // Wakes a producer sleeping in Acquire (after setting its stop flag).
+  void Wake();
+
+  uint64_t published() const { return header_->published.load(std::memory_order_relaxed); }
+  uint64_t consumed() const { return header_->consumed.load(std::memory_order_relaxed); }
+
+ private:
+  explicit RingWriter(std::unique_ptr<SharedMemory> shm);
+  ring::SlotHeader* Slot(uint32_t i) const;
+
+  std::unique_ptr<SharedMemory> shm_;
+  ring::RingHeader* header_;
+  uint64_t next_sequence_ = 0;  // producer thread only
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_RING_RING_WRITER_H_

@@ -1,0 +1,196 @@
+#include "daemon/stream/stream.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace ember::daemon {
+namespace {
+
+constexpr uint64_t kRateWindowUs = 2'000'000;
+
+}  // namespace
+
+uint64_t BatchPayloadBytes(const DatasetInfo& info, uint32_t batch_size) {
+  uint64_t bytes = 0;
+  for (const TensorSpec& t : info.tensors)
+    bytes += ring::AlignUp(t.SampleBytes() * batch_size, ring::kCacheLine);
+  return bytes;
+}
+
+Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& ledger,
+                                              const DatasetInfo& info,
+                                              DatasetCache::SourceFuture source,
+                                              const StreamParams& params) {
+  if (info.tensors.empty() || info.tensors.size() > ring::kMaxTensors)
+    return InvalidArgument("dataset '" + info.spec.name + "' has " +
+                           std::to_string(info.tensors.size()) + " tensors per sample (1.." +
+                           std::to_string(ring::kMaxTensors) + " supported)");
+  for (const TensorSpec& t : info.tensors)
+    if (t.shape.size() + 1 > ring::kMaxDims)
+      return InvalidArgument("dataset '" + info.spec.name + "': tensor '" + t.name +
+                             "' has too many dimensions");
+  JobParams job_params;
+  job_params.dataset = info.spec.name;
+  job_params.num_samples = info.count;
+  job_params.batch_size = params.batch_size;
+  job_params.world_size = params.world_size;
+  job_params.seed = params.seed;
+  job_params.shuffle = params.shuffle;
+  EMBER_RETURN_IF_ERROR(ledger.Join(params.job, params.rank, job_params));
+  auto batches = ledger.BatchesPerRank(params.job);
+  if (!batches.ok()) {
+    ledger.Leave(params.job, params.rank);
+    return batches.status();
+  }
+  const std::string ring_name = "ember-" + params.job + "-r" + std::to_string(params.rank);
+  auto ring = RingWriter::Create(env, ring_name, params.slots,
+                                 BatchPayloadBytes(info, params.batch_size), *batches);
+  if (!ring.ok()) {
+    ledger.Leave(params.job, params.rank);
+    return ring.status();
+  }
+  std::unique_ptr<Stream> stream(new Stream(id, env, ledger, info, std::move(source), params,
+                                            *batches, std::move(ring).value()));
+  stream->producer_ = std::thread([s = stream.get()] { s->Run(); });
+  return stream;
+}
+
+Stream::Stream(uint64_t id, Env& env, JobLedger& ledger, DatasetInfo info,
+               DatasetCache::SourceFuture source, StreamParams params,
+               uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring)
+    : id_(id),
+      env_(env),
+      ledger_(ledger),
+      info_(std::move(info)),
+      source_future_(std::move(source)),
+      params_(std::move(params)),
+      batches_per_epoch_(batches_per_epoch),
+      ring_(std::move(ring)),
+      epoch_(params_.start_epoch),
+      in_slot_(ring_->slot_count()) {}
+
+Stream::~Stream() {
+  stop_.store(true, std::memory_order_release);
+  ring_->Wake();
+  if (producer_.joinable()) producer_.join();
+  CommitFreedSlots();
+  ledger_.Leave(params_.job, params_.rank);
+}
+
+void Stream::Run() {
+  Status status = Produce();
+  if (stop_.load()) return;
+  ring::SlotHeader* slot = ring_->Acquire(stop_);
+  if (slot == nullptr) return;
+  if (status.ok()) {
+    ring_->PublishEnd(slot, ring::kEndComplete, "");
+    spdlog::info("stream {} (job '{}' rank {}): all epochs delivered", id_, params_.job,
+                 params_.rank);
+  } else {
+    ring_->PublishEnd(slot, ring::kEndError, status.message());
+    spdlog::error("stream {} (job '{}' rank {}): {}", id_, params_.job, params_.rank,
+                  status.ToString());
+  }
+}
+
+Status Stream::Produce() {
+  // Wait for the dataset to load, waking regularly to notice a stop.
+  while (source_future_.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+    if (stop_.load()) return Cancelled("stream closed");
+  const Result<std::shared_ptr<const Source>>& loaded = source_future_.get();
+  if (!loaded.ok()) return loaded.status();
+  std::shared_ptr<const Source> source = *loaded;
+  source_future_ = DatasetCache::SourceFuture();  // keep only the shared_ptr
+
+  for (uint64_t epoch = params_.start_epoch;
+       params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
+    epoch_.store(epoch, std::memory_order_relaxed);
+    for (uint64_t i = 0; i < batches_per_epoch_; ++i) {
+      ring::SlotHeader* slot = ring_->Acquire(stop_);
+      if (slot == nullptr) return Cancelled("stream closed");
+      std::optional<Lease>& previous = in_slot_[ring_->IndexOf(slot)];
+      if (previous) {
+        // The reader handed this slot back: its batch was consumed.
+        (void)ledger_.Commit(params_.job, params_.rank, previous->epoch, previous->batch);
+        previous.reset();
+      }
+      auto lease = ledger_.Next(params_.job, params_.rank, epoch);
+      if (!lease.ok()) return lease.status().WithContext("job '" + params_.job + "'");
+      EMBER_RETURN_IF_ERROR(Fill(slot, *lease, *source));
+      previous = std::move(lease).value();
+      ring_->Publish(slot);
+
+      std::lock_guard<std::mutex> lock(rate_mu_);
+      const uint64_t now = env_.NowMicros();
+      if (rate_window_start_us_ == 0) rate_window_start_us_ = now;
+      rate_window_samples_ += previous->sample_ids.size();
+      if (now - rate_window_start_us_ >= kRateWindowUs) {
+        samples_per_second_ = rate_window_samples_ * 1e6 / (now - rate_window_start_us_);
+        rate_window_start_us_ = now;
+        rate_window_samples_ = 0;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& source) {
+  uint8_t* base = ring_->SlotBase(slot);
+  const uint64_t rows = lease.sample_ids.size();
+  uint64_t offset = ring_->payload_offset();
+  slot->num_tensors = static_cast<uint32_t>(info_.tensors.size());
+  slot->num_samples = static_cast<uint32_t>(rows);
+  slot->epoch = lease.epoch;
+  slot->index_in_epoch = lease.index_in_epoch;
+  slot->last_in_epoch = lease.last_in_epoch ? 1 : 0;
+  for (size_t t = 0; t < info_.tensors.size(); ++t) {
+    const TensorSpec& spec = info_.tensors[t];
+    const uint64_t sample_bytes = spec.SampleBytes();
+    ring::TensorDesc& desc = slot->tensors[t];
+    std::memset(desc.name, 0, sizeof(desc.name));
+    std::strncpy(desc.name, spec.name.c_str(), sizeof(desc.name) - 1);
+    desc.dtype = static_cast<uint32_t>(spec.dtype);
+    desc.ndim = static_cast<uint32_t>(spec.shape.size() + 1);
+    desc.shape[0] = static_cast<int64_t>(rows);
+    for (size_t k = 0; k < spec.shape.size(); ++k) desc.shape[k + 1] = spec.shape[k];
+    desc.offset = offset;
+    desc.nbytes = sample_bytes * rows;
+    for (uint64_t r = 0; r < rows; ++r) {
+      Status s = source.ReadSample(lease.sample_ids[r], t, base + offset + r * sample_bytes);
+      if (!s.ok())
+        return s.WithContext("dataset '" + info_.spec.name + "' sample " +
+                             std::to_string(lease.sample_ids[r]));
+    }
+    offset += ring::AlignUp(desc.nbytes, ring::kCacheLine);
+  }
+  return Status::Ok();
+}
+
+void Stream::CommitFreedSlots() {
+  for (uint32_t i = 0; i < in_slot_.size(); ++i) {
+    if (in_slot_[i] && ring_->SlotFree(i))
+      (void)ledger_.Commit(params_.job, params_.rank, in_slot_[i]->epoch, in_slot_[i]->batch);
+    in_slot_[i].reset();
+  }
+}
+
+StreamStats Stream::Stats() const {
+  StreamStats stats;
+  stats.id = id_;
+  stats.params = params_;
+  stats.epoch = epoch_.load(std::memory_order_relaxed);
+  stats.batches_published = ring_->published();
+  stats.batches_consumed = ring_->consumed();
+  stats.slot_count = ring_->slot_count();
+  const uint64_t unread = stats.batches_published > stats.batches_consumed
+                              ? stats.batches_published - stats.batches_consumed
+                              : 0;
+  stats.ring_fill = static_cast<double>(unread) / stats.slot_count;
+  std::lock_guard<std::mutex> lock(rate_mu_);
+  stats.samples_per_second = samples_per_second_;
+  return stats;
+}
+
+}  // namespace ember::daemon

@@ -1,0 +1,113 @@
+// Stream: what one rank of a job reads. A producer thread leases the rank's batches from
+// the JobLedger, gathers their samples from the dataset's Source and writes them in
+// place into the stream's ring; the trainer reads them from the same memory.
+//
+// Lifetime: the RPC layer holds a Stream for as long as the trainer holds its Stream
+// capability (or its connection lives). Destroying the Stream stops the producer, commits
+// what the trainer consumed, returns the rest of its leases to the job, and unmaps the
+// ring (the memfd itself dies with the trainer's mapping).
+// Thread-safety: Stats() and the accessors may be called from any thread.
+#ifndef EMBER_DAEMON_STREAM_STREAM_H_
+#define EMBER_DAEMON_STREAM_STREAM_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/catalog/dataset.h"
+#include "daemon/coordinator/job_ledger.h"
+#include "daemon/core/env.h"
+#include "daemon/data/dataset_cache.h"
+#include "daemon/ring/ring_writer.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+struct StreamParams {
+  std::string job;
+  std::string dataset;
+  uint32_t batch_size = 0;
+  uint64_t seed = 0;
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  uint32_t epochs = 1;  // 0: unbounded
+  bool shuffle = true;
+  uint32_t slots = 0;   // resolved by the caller (never 0 here)
+  uint32_t start_epoch = 0;
+};
+
+struct StreamStats {
+  uint64_t id = 0;
+  StreamParams params;
+  uint64_t epoch = 0;
+  uint64_t batches_published = 0;
+  uint64_t batches_consumed = 0;
+  double samples_per_second = 0;  // over the last few seconds of publishing
+  double ring_fill = 0;
+  uint32_t slot_count = 0;
+};
+
+// Bytes of payload one batch of `batch_size` samples of `info` needs in a slot.
+uint64_t BatchPayloadBytes(const DatasetInfo& info, uint32_t batch_size);
+
+class Stream {
+ public:
+  // Joins the job in `ledger` (kInvalidArgument on params that do not match the job's),
+  // creates the ring and starts the producer. The dataset loads in the background; a load
+  // error ends the stream with it (the reader sees kDataLoss and the message).
+  static Result<std::unique_ptr<Stream>> Start(uint64_t id, Env& env, JobLedger& ledger,
+                                               const DatasetInfo& info,
+                                               DatasetCache::SourceFuture source,
+                                               const StreamParams& params);
+  ~Stream();
+
+  uint64_t id() const { return id_; }
+  int ring_fd() const { return ring_->fd(); }
+  size_t ring_bytes() const { return ring_->size(); }
+  uint32_t slot_count() const { return ring_->slot_count(); }
+  uint64_t slot_size() const { return ring_->slot_size(); }
+  uint64_t batches_per_epoch() const { return batches_per_epoch_; }
+  uint64_t samples_per_epoch() const { return info_.count; }
+  const StreamParams& params() const { return params_; }
+
+  StreamStats Stats() const;
+
+ private:
+  Stream(uint64_t id, Env& env, JobLedger& ledger, DatasetInfo info,
+         DatasetCache::SourceFuture source, StreamParams params, uint64_t batches_per_epoch,
+         std::unique_ptr<RingWriter> ring);
+  void Run();
+  Status Produce();
+  Status Fill(ring::SlotHeader* slot, const Lease& lease, const Source& source);
+  void CommitFreedSlots();
+
+  const uint64_t id_;
+  Env& env_;
+  JobLedger& ledger_;
+  const DatasetInfo info_;
+  DatasetCache::SourceFuture source_future_;
+  const StreamParams params_;
+  const uint64_t batches_per_epoch_;
+  std::unique_ptr<RingWriter> ring_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> epoch_{0};
+
+  // Producer thread only: the lease whose batch sits in each slot, until committed.
+  std::vector<std::optional<Lease>> in_slot_;
+
+  mutable std::mutex rate_mu_;
+  uint64_t rate_window_start_us_ = 0;      // guarded by rate_mu_
+  uint64_t rate_window_samples_ = 0;       // guarded by rate_mu_
+  double samples_per_second_ = 0;          // guarded by rate_mu_
+
+  std::thread producer_;
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_STREAM_STREAM_H_

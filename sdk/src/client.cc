@@ -1,0 +1,394 @@
+// ember::Client: Cap'n Proto RPC on a private thread. Public methods run a lambda on that
+// thread through kj::Executor::executeSync and convert kj exceptions to Status there.
+#include "ember/client.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "schemas/ember.capnp.h"
+#include "sdk/src/ring_reader.h"
+#include "sdk/src/rpc_status.h"
+
+namespace ember {
+namespace {
+
+constexpr unsigned kMaxFdsPerMessage = 4;
+
+std::string ToStd(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+DatasetInfo FromRpc(rpc::DatasetInfo::Reader r) {
+  DatasetInfo info;
+  info.spec.name = ToStd(r.getSpec().getName());
+  info.spec.format = ToStd(r.getSpec().getFormat());
+  info.spec.path = ToStd(r.getSpec().getPath());
+  info.spec.split = ToStd(r.getSpec().getSplit());
+  info.count = r.getCount();
+  for (auto t : r.getTensors()) {
+    TensorInfo tensor;
+    tensor.name = ToStd(t.getName());
+    tensor.dtype = ToStd(t.getDtype());
+    for (int64_t d : t.getShape()) tensor.shape.push_back(d);
+    info.tensors.push_back(std::move(tensor));
+  }
+  for (auto f : r.getFiles()) info.files.push_back(ToStd(f));
+  return info;
+}
+
+// Turns a promise for T into a promise for Result<T>, mapping exceptions to Status.
+template <typename T>
+kj::Promise<Result<T>> Catch(kj::Promise<T> promise) {
+  return promise.then([](T value) { return Result<T>(std::move(value)); },
+                      [](kj::Exception&& e) { return Result<T>(rpc_status::FromException(e)); });
+}
+
+kj::Promise<Status> CatchVoid(kj::Promise<void> promise) {
+  return promise.then([]() { return Status::Ok(); },
+                      [](kj::Exception&& e) { return rpc_status::FromException(e); });
+}
+
+}  // namespace
+
+// State that only the RPC thread touches.
+struct RpcState {
+  kj::AsyncIoContext* io = nullptr;
+  rpc::Daemon::Client daemon = nullptr;
+  std::map<uint64_t, rpc::Stream::Client> streams;  // held open by live readers
+};
+
+class Client::Impl {
+ public:
+  ~Impl() {
+    if (executor_) {
+      try {
+        executor_->executeSync([this] { shutdown_->fulfill(); });
+      } catch (const kj::Exception&) {
+        // The loop already ended.
+      }
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  Status Start(const std::string& socket_path, std::chrono::milliseconds timeout) {
+    socket_path_ = socket_path;
+    thread_ = std::thread([this, timeout] { Run(timeout); });
+    std::unique_lock<std::mutex> lock(mu_);
+    started_cv_.wait(lock, [this] { return started_; });
+    return start_status_;
+  }
+
+  // Runs `fn` (returning kj::Promise<R>) on the RPC thread and waits for R.
+  template <typename R, typename Fn>
+  R Call(Fn&& fn) {
+    if (!connected_->load()) return R(Unavailable("not connected to emberd at " + socket_path_));
+    try {
+      return executor_->executeSync([&]() -> kj::Promise<R> { return fn(*state_); });
+    } catch (const kj::Exception& e) {
+      return R(rpc_status::FromException(e));
+    }
+  }
+
+  const std::string& socket_path() const { return socket_path_; }
+  bool connected() const { return connected_->load(); }
+  std::shared_ptr<std::atomic<bool>> connected_flag() const { return connected_; }
+  kj::Own<const kj::Executor> executor() const { return executor_->addRef(); }
+  RpcState* state() const { return state_; }
+
+ private:
+  void Finish(Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_status_ = std::move(status);
+    started_ = true;
+    started_cv_.notify_all();
+  }
+
+  void Run(std::chrono::milliseconds timeout) {
+    auto io = kj::setupAsyncIo();
+    RpcState state;
+    state.io = &io;
+    kj::Own<kj::AsyncIoStream> stream;
+    const std::string where = "cannot connect to emberd at " + socket_path_;
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
+      auto address = io.provider->getNetwork()
+                         .parseAddress(kj::str("unix:", socket_path_.c_str()))
+                         .wait(io.waitScope);
+      stream = io.provider->getTimer()
+                   .timeoutAfter(timeout.count() * kj::MILLISECONDS, address->connect())
+                   .wait(io.waitScope);
+    })) {
+      std::string why = e->getDescription().cStr();
+      Finish(Unavailable(where + ": " + why + " (is emberd running? set --socket or EMBER_SOCKET)"));
+      return;
+    }
+    auto caps = stream.downcast<kj::AsyncCapabilityStream>();
+    capnp::TwoPartyClient client(*caps, kMaxFdsPerMessage);
+    state.daemon = client.bootstrap().castAs<rpc::Daemon>();
+    auto disconnected = client.onDisconnect()
+                            .then([this] { connected_->store(false); },
+                                  [this](kj::Exception&&) { connected_->store(false); })
+                            .eagerlyEvaluate(nullptr);
+    auto shutdown = kj::newPromiseAndFulfiller<void>();
+    shutdown_ = kj::mv(shutdown.fulfiller);
+    executor_ = kj::getCurrentThreadExecutor().addRef();
+    state_ = &state;
+    connected_->store(true);
+    Finish(Status::Ok());
+    shutdown.promise.wait(io.waitScope);
+    connected_->store(false);
+    state.streams.clear();
+  }
+
+  std::string socket_path_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable started_cv_;
+  bool started_ = false;
+  Status start_status_;
+  std::shared_ptr<std::atomic<bool>> connected_ = std::make_shared<std::atomic<bool>>(false);
+  kj::Own<const kj::Executor> executor_;
+  kj::Own<kj::PromiseFulfiller<void>> shutdown_;  // RPC thread only
+  RpcState* state_ = nullptr;                      // RPC thread only
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  std::string path = options.socket_path;
+  if (path.empty()) {
+    const char* env = std::getenv("EMBER_SOCKET");
+    path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
+  }
+  auto impl = std::make_unique<Impl>();
+  EMBER_RETURN_IF_ERROR(impl->Start(path, options.connect_timeout));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+const std::string& Client::socket_path() const { return impl_->socket_path(); }
+bool Client::connected() const { return impl_->connected(); }
+
+Result<DatasetInfo> Client::AddDataset(const DatasetSpec& spec) {
+  return impl_->Call<Result<DatasetInfo>>([&](RpcState& s) {
+    auto req = s.daemon.addDatasetRequest();
+    auto b = req.initSpec();
+    b.setName(spec.name);
+    b.setFormat(spec.format);
+    b.setPath(spec.path);
+    b.setSplit(spec.split);
+    return Catch(req.send().then([](auto r) { return FromRpc(r.getInfo()); }));
+  });
+}
+
+Result<std::vector<DatasetInfo>> Client::ListDatasets() {
+  return impl_->Call<Result<std::vector<DatasetInfo>>>([&](RpcState& s) {
+    return Catch(s.daemon.listDatasetsRequest().send().then([](auto r) {
+      std::vector<DatasetInfo> all;
+      for (auto d : r.getDatasets()) all.push_back(FromRpc(d));
+      return all;
+    }));
+  });
+}
+
+Result<DatasetInfo> Client::InspectDataset(const std::string& name) {
+  return impl_->Call<Result<DatasetInfo>>([&](RpcState& s) {
+    auto req = s.daemon.inspectDatasetRequest();
+    req.setName(name);
+    return Catch(req.send().then([](auto r) { return FromRpc(r.getInfo()); }));
+  });
+}
+
+Status Client::RemoveDataset(const std::string& name) {
+  return impl_->Call<Status>([&](RpcState& s) {
+    auto req = s.daemon.removeDatasetRequest();
+    req.setName(name);
+    return CatchVoid(req.send().ignoreResult());
+  });
+}
+
+Result<DaemonStatus> Client::GetStatus() {
+  return impl_->Call<Result<DaemonStatus>>([&](RpcState& s) {
+    return Catch(s.daemon.statusRequest().send().then([](auto r) {
+      auto st = r.getStatus();
+      DaemonStatus out;
+      out.version = ToStd(st.getVersion());
+      out.pid = st.getPid();
+      out.uptime_seconds = st.getUptimeSeconds();
+      for (auto d : st.getDatasets()) out.datasets.push_back(FromRpc(d));
+      for (auto j : st.getJobs()) {
+        JobStatus job;
+        job.job = ToStd(j.getJob());
+        job.world_size = j.getWorldSize();
+        job.dataset = ToStd(j.getDataset());
+        job.epochs_started = j.getEpochsStarted();
+        job.batches_leased = j.getBatchesLeased();
+        job.batches_committed = j.getBatchesCommitted();
+        out.jobs.push_back(std::move(job));
+      }
+      for (auto x : st.getStreams()) {
+        StreamStatus stream;
+        stream.stream_id = x.getStreamId();
+        stream.job = ToStd(x.getJob());
+        stream.rank = x.getRank();
+        stream.world_size = x.getWorldSize();
+        stream.dataset = ToStd(x.getDataset());
+        stream.epoch = x.getEpoch();
+        stream.batches_published = x.getBatchesPublished();
+        stream.batches_consumed = x.getBatchesConsumed();
+        stream.samples_per_second = x.getSamplesPerSecond();
+        stream.ring_fill = x.getRingFill();
+        stream.slot_count = x.getSlotCount();
+        out.streams.push_back(std::move(stream));
+      }
+      out.shm_bytes_in_use = st.getShmBytesInUse();
+      out.shm_bytes_budget = st.getShmBytesBudget();
+      return out;
+    }));
+  });
+}
+
+namespace {
+
+struct OpenedStream {
+  int fd = -1;
+  StreamInfo info;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& options) {
+  auto opened = impl_->Call<Result<OpenedStream>>([&](RpcState& s) {
+    auto req = s.daemon.openStreamRequest();
+    auto r = req.initRequest();
+    r.setJob(options.job);
+    r.setDataset(options.dataset);
+    r.setBatchSize(options.batch_size);
+    r.setSeed(options.seed);
+    r.setRank(options.rank);
+    r.setWorldSize(options.world_size);
+    r.setEpochs(options.epochs);
+    r.setShuffle(options.shuffle);
+    r.setSlots(options.slots);
+    r.setStartEpoch(options.start_epoch);
+    return Catch(req.send().then([&s](auto response) {
+      StreamInfo info;
+      auto i = response.getInfo();
+      info.stream_id = i.getStreamId();
+      info.slot_count = i.getSlotCount();
+      info.slot_size = i.getSlotSize();
+      info.ring_bytes = i.getRingBytes();
+      info.batches_per_epoch = i.getBatchesPerEpoch();
+      info.samples_per_epoch = i.getSamplesPerEpoch();
+      s.streams.emplace(info.stream_id, response.getStream());
+      return response.getRing().getFd().then(
+          [info, &s](kj::Maybe<int> maybe_fd) mutable -> OpenedStream {
+            KJ_IF_MAYBE(fd, maybe_fd) {
+              // The capability owns its fd; keep our own copy.
+              OpenedStream opened;
+              opened.fd = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+              opened.info = info;
+              if (opened.fd < 0) {
+                s.streams.erase(info.stream_id);
+                kj::throwFatalException(rpc_status::ToException(
+                    ErrnoStatus("duplicating the ring fd", errno)));
+              }
+              return opened;
+            }
+            s.streams.erase(info.stream_id);
+            kj::throwFatalException(rpc_status::ToException(Internal(
+                "emberd sent no ring descriptor (is the socket a unix socket?)")));
+          });
+    }));
+  });
+  if (!opened.ok()) return opened.status();
+
+  // Closing the reader drops the stream capability on the RPC thread, which closes the
+  // daemon's side. If the client is already gone, so is the connection (and the stream).
+  const uint64_t id = opened->info.stream_id;
+  std::shared_ptr<void> handle(
+      nullptr, [executor = std::make_shared<kj::Own<const kj::Executor>>(impl_->executor()),
+                state = impl_->state(), id](void*) {
+        try {
+          (*executor)->executeSync([state, id] { state->streams.erase(id); });
+        } catch (const kj::Exception&) {
+        }
+      });
+  auto connected = impl_->connected_flag();
+  return sdk::OpenRingReader(opened->fd, opened->info, [connected] { return connected->load(); },
+                             std::move(handle));
+}
+
+Status Client::KvSet(const std::string& job, const std::string& key, const std::string& value) {
+  return impl_->Call<Status>([&](RpcState& s) {
+    auto req = s.daemon.kvSetRequest();
+    req.setJob(job);
+    req.setKey(key);
+    req.setValue(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(value.data()), value.size()));
+    return CatchVoid(req.send().ignoreResult());
+  });
+}
+
+Result<std::string> Client::KvGet(const std::string& job, const std::string& key,
+                                  std::chrono::milliseconds timeout) {
+  return impl_->Call<Result<std::string>>([&](RpcState& s) {
+    auto req = s.daemon.kvGetRequest();
+    req.setJob(job);
+    req.setKey(key);
+    req.setTimeoutMs(static_cast<uint32_t>(timeout.count()));
+    return Catch(req.send().then([](auto r) {
+      auto v = r.getValue();
+      return std::string(reinterpret_cast<const char*>(v.begin()), v.size());
+    }));
+  });
+}
+
+Result<int64_t> Client::KvAdd(const std::string& job, const std::string& key, int64_t delta) {
+  return impl_->Call<Result<int64_t>>([&](RpcState& s) {
+    auto req = s.daemon.kvAddRequest();
+    req.setJob(job);
+    req.setKey(key);
+    req.setDelta(delta);
+    return Catch(req.send().then([](auto r) { return r.getValue(); }));
+  });
+}
+
+Result<bool> Client::KvCheck(const std::string& job, const std::vector<std::string>& keys) {
+  return impl_->Call<Result<bool>>([&](RpcState& s) {
+    auto req = s.daemon.kvCheckRequest();
+    req.setJob(job);
+    auto list = req.initKeys(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) list.set(i, keys[i]);
+    return Catch(req.send().then([](auto r) { return r.getPresent(); }));
+  });
+}
+
+Result<bool> Client::KvDelete(const std::string& job, const std::string& key) {
+  return impl_->Call<Result<bool>>([&](RpcState& s) {
+    auto req = s.daemon.kvDeleteRequest();
+    req.setJob(job);
+    req.setKey(key);
+    return Catch(req.send().then([](auto r) { return r.getDeleted(); }));
+  });
+}
+
+Status Client::Barrier(const std::string& job, const std::string& name, uint32_t world_size,
+                       std::chrono::milliseconds timeout) {
+  return impl_->Call<Status>([&](RpcState& s) {
+    auto req = s.daemon.barrierRequest();
+    req.setJob(job);
+    req.setName(name);
+    req.setWorldSize(world_size);
+    req.setTimeoutMs(static_cast<uint32_t>(timeout.count()));
+    return CatchVoid(req.send().ignoreResult());
+  });
+}
+
+}  // namespace ember
