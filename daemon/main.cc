@@ -12,7 +12,7 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 #include <kj/async-unix.h>
-#include <spdlog/sinks/stderr_color_sinks.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -91,6 +91,10 @@ Status PrepareSocketPath(Env& env, const std::string& path) {
 }
 
 int Serve(const std::string& config_path) {
+  // Before any thread starts: the signals must stay blocked in every thread but the
+  // event loop's.
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
   std::unique_ptr<Env> env = NewPosixEnv();
   auto config = LoadConfig(*env, config_path);
   if (!config.ok()) {
@@ -123,8 +127,6 @@ int Serve(const std::string& config_path) {
   limits.default_slots = config->default_slots;
   StreamManager streams(env.get(), catalog->get(), &ledger, &cache, limits);
 
-  kj::UnixEventPort::captureSignal(SIGTERM);
-  kj::UnixEventPort::captureSignal(SIGINT);
   auto io = kj::setupAsyncIo();
   ServerContext ctx;
   ctx.catalog = catalog->get();
@@ -144,7 +146,7 @@ int Serve(const std::string& config_path) {
     kj::Own<kj::ConnectionReceiver> listener;
     KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
       auto address =
-          io.provider->getNetwork().parseAddress("unix:" + kj::str(config->socket_path.c_str()))
+          io.provider->getNetwork().parseAddress(kj::str("unix:", config->socket_path.c_str()))
               .wait(io.waitScope);
       listener = address->listen();
     })) {

@@ -58,6 +58,7 @@ Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& p
                            " is already joined");
     }
     state.joined[rank] = true;
+    state.ever_joined[rank] = true;
     return Status::Ok();
   }
 
@@ -74,6 +75,8 @@ Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& p
   state.batches_per_rank = *per_rank;
   state.joined.assign(params.world_size, false);
   state.joined[rank] = true;
+  state.ever_joined.assign(params.world_size, false);
+  state.ever_joined[rank] = true;
   jobs_.emplace(job, std::move(state));
   return Status::Ok();
 }
@@ -173,9 +176,13 @@ void JobLedger::Leave(const std::string& job, uint32_t rank) {
   if (rank >= state.joined.size() || !state.joined[rank]) return;
   state.joined[rank] = false;
 
+  // A rank that finished early must not take the job with it: the job is forgotten only
+  // once every rank of the world has joined and all have left.
   bool anyone_left = false;
   for (bool joined : state.joined) anyone_left = anyone_left || joined;
-  if (!anyone_left) {
+  bool all_came = true;
+  for (bool came : state.ever_joined) all_came = all_came && came;
+  if (!anyone_left && all_came) {
     jobs_.erase(it);
     return;
   }

@@ -11,7 +11,8 @@
 // per epoch. When a rank leaves (its stream closed or its trainer died), its uncommitted
 // leases go back to the pool, and its lease count drops by as many, so a restarted rank
 // picks them up again: each sample is still delivered exactly once per epoch.
-// A job is forgotten when its last rank leaves.
+// A job is forgotten once every rank of its world has joined and all have left, so a rank
+// that finishes (or crashes) before another rank joins does not reset the job.
 //
 // Thread-safety: all methods are safe to call concurrently (one mutex).
 #ifndef EMBER_DAEMON_COORDINATOR_JOB_LEDGER_H_
@@ -96,7 +97,8 @@ class JobLedger {
   struct JobState {
     JobParams params;
     uint64_t batches_per_rank = 0;
-    std::vector<bool> joined;  // by rank
+    std::vector<bool> joined;       // by rank: joined now
+    std::vector<bool> ever_joined;  // by rank: joined at some point
     std::map<uint64_t, EpochState> epochs;  // epochs in flight
     uint64_t finished_below = 0;            // every epoch < this is finished
     std::set<uint64_t> finished_above;      // finished epochs > finished_below

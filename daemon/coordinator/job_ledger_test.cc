@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+
 namespace ember::daemon {
 
 class JobLedgerTestPeer {
@@ -386,7 +388,7 @@ TEST_CASE("Summaries count epochs, leases and commits per job") {
   CHECK(b->batches_leased == 0);
 }
 
-TEST_CASE("a job is forgotten when its last rank leaves") {
+TEST_CASE("a job is forgotten once every rank has joined and all have left") {
   JobLedger ledger;
   MustJoin(ledger, "j", 0, Params(100, 10, 2));
   MustJoin(ledger, "j", 1, Params(100, 10, 2));
@@ -404,6 +406,29 @@ TEST_CASE("a job is forgotten when its last rank leaves") {
   Result<uint64_t> per_rank = ledger.BatchesPerRank("j");
   REQUIRE(per_rank.ok());
   CHECK(*per_rank == 3);
+}
+
+TEST_CASE("a rank that finishes before the next one joins does not reset the job") {
+  JobLedger ledger;
+  MustJoin(ledger, "j", 0, Params(100, 10, 2));
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 5; ++i) {
+    Lease lease = MustNext(ledger, "j", 0, 0);
+    seen.insert(lease.sample_ids.begin(), lease.sample_ids.end());
+    MustCommit(ledger, "j", 0, lease);
+  }
+  ledger.Leave("j", 0);
+  // Rank 1 was never there: the job (and rank 0's progress) must still exist.
+  REQUIRE(ledger.BatchesPerRank("j").ok());
+  MustJoin(ledger, "j", 1, Params(100, 10, 2));
+  for (int i = 0; i < 5; ++i) {
+    Lease lease = MustNext(ledger, "j", 1, 0);
+    seen.insert(lease.sample_ids.begin(), lease.sample_ids.end());
+    MustCommit(ledger, "j", 1, lease);
+  }
+  CHECK(seen.size() == 100);
+  ledger.Leave("j", 1);
+  CHECK(ledger.Summaries().empty());
 }
 
 TEST_CASE("a finished epoch's plan is dropped, and the epoch stays finished") {

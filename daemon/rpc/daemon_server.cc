@@ -77,7 +77,7 @@ kj::Promise<void> Timeout(kj::Timer& timer, uint32_t timeout_ms, const std::stri
 class RingServer final : public rpc::Ring::Server {
  public:
   explicit RingServer(int fd) : fd_(dup(fd)) {}
-  ~RingServer() override {
+  ~RingServer() {
     if (fd_ >= 0) close(fd_);
   }
   kj::Maybe<int> getFd() override {
@@ -93,7 +93,7 @@ class RingServer final : public rpc::Ring::Server {
 class StreamServer final : public rpc::Stream::Server {
  public:
   StreamServer(StreamManager& streams, uint64_t id) : streams_(streams), id_(id) {}
-  ~StreamServer() override { streams_.Close(id_); }
+  ~StreamServer() { streams_.Close(id_); }
 
  protected:
   kj::Promise<void> close(CloseContext) override {

@@ -43,7 +43,7 @@ struct ServerContext {
 class DaemonServer final : public rpc::Daemon::Server {
  public:
   explicit DaemonServer(ServerContext& context) : ctx_(context) {}
-  ~DaemonServer() override;
+  ~DaemonServer();
 
  protected:
   kj::Promise<void> addDataset(AddDatasetContext context) override;

@@ -82,7 +82,7 @@ Stream::~Stream() {
 void Stream::Run() {
   Status status = Produce();
   if (stop_.load()) return;
-  ring::SlotHeader* slot = ring_->Acquire(stop_);
+  ring::SlotHeader* slot = AcquireSlot();
   if (slot == nullptr) return;
   if (status.ok()) {
     ring_->PublishEnd(slot, ring::kEndComplete, "");
@@ -108,14 +108,9 @@ Status Stream::Produce() {
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
     epoch_.store(epoch, std::memory_order_relaxed);
     for (uint64_t i = 0; i < batches_per_epoch_; ++i) {
-      ring::SlotHeader* slot = ring_->Acquire(stop_);
+      ring::SlotHeader* slot = AcquireSlot();
       if (slot == nullptr) return Cancelled("stream closed");
       std::optional<Lease>& previous = in_slot_[ring_->IndexOf(slot)];
-      if (previous) {
-        // The reader handed this slot back: its batch was consumed.
-        (void)ledger_.Commit(params_.job, params_.rank, previous->epoch, previous->batch);
-        previous.reset();
-      }
       auto lease = ledger_.Next(params_.job, params_.rank, epoch);
       if (!lease.ok()) return lease.status().WithContext("job '" + params_.job + "'");
       EMBER_RETURN_IF_ERROR(Fill(slot, *lease, *source));
@@ -166,6 +161,18 @@ Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& so
     offset += ring::AlignUp(desc.nbytes, ring::kCacheLine);
   }
   return Status::Ok();
+}
+
+ring::SlotHeader* Stream::AcquireSlot() {
+  ring::SlotHeader* slot = ring_->Acquire(stop_);
+  if (slot == nullptr) return nullptr;
+  std::optional<Lease>& previous = in_slot_[ring_->IndexOf(slot)];
+  if (previous) {
+    // The reader handed this slot back: its batch was consumed.
+    (void)ledger_.Commit(params_.job, params_.rank, previous->epoch, previous->batch);
+    previous.reset();
+  }
+  return slot;
 }
 
 void Stream::CommitFreedSlots() {

@@ -84,6 +84,9 @@ class Stream {
   void Run();
   Status Produce();
   Status Fill(ring::SlotHeader* slot, const Lease& lease, const Source& source);
+  // The next free slot (nullptr once stopped), committing the batch it held before.
+  ring::SlotHeader* AcquireSlot();
+  // At close: commits batches whose slots the reader has handed back.
   void CommitFreedSlots();
 
   const uint64_t id_;

@@ -1,0 +1,260 @@
+#include "daemon/catalog/catalog.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <utility>
+
+namespace ember::daemon {
+
+namespace {
+
+constexpr int kCatalogVersion = 1;
+constexpr const char* kCatalogFile = "catalog.yaml";
+
+std::string Quoted(const std::string& name) { return "dataset '" + name + "'"; }
+
+std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
+  YAML::Emitter out;
+  out << YAML::Comment("emberd dataset catalog; rewritten by the daemon on every change");
+  out << YAML::BeginMap;
+  out << YAML::Key << "version" << YAML::Value << kCatalogVersion;
+  out << YAML::Key << "datasets" << YAML::Value << YAML::BeginSeq;
+  for (const auto& [name, info] : entries) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << info.spec.name;
+    out << YAML::Key << "format" << YAML::Value << info.spec.format;
+    out << YAML::Key << "path" << YAML::Value << info.spec.path;
+    out << YAML::Key << "split" << YAML::Value << info.spec.split;
+    out << YAML::Key << "count" << YAML::Value << info.count;
+    out << YAML::Key << "tensors" << YAML::Value << YAML::BeginSeq;
+    for (const TensorSpec& tensor : info.tensors) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "name" << YAML::Value << tensor.name;
+      out << YAML::Key << "dtype" << YAML::Value << DTypeName(tensor.dtype);
+      out << YAML::Key << "shape" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (int64_t dim : tensor.shape) out << dim;
+      out << YAML::EndSeq;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+    out << YAML::Key << "files" << YAML::Value << YAML::BeginSeq;
+    for (const std::string& file : info.files) out << file;
+    out << YAML::EndSeq;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+// Reads the catalog file's YAML; every error is kDataLoss and names `where` (the file
+// plus the entry), since the daemon wrote the file and anything unexpected is damage.
+class Reader {
+ public:
+  explicit Reader(const std::string& file) : file_(file) {}
+
+  Status Corrupt(const std::string& where, const std::string& what) const {
+    return DataLoss(file_ + ": " + (where.empty() ? "" : where + ": ") + what);
+  }
+
+  Result<YAML::Node> Field(const YAML::Node& map, const char* key, const std::string& where) const {
+    const YAML::Node node = map[key];
+    if (!node.IsDefined()) return Corrupt(where, std::string("missing '") + key + "'");
+    return node;
+  }
+
+  Result<std::string> String(const YAML::Node& map, const char* key,
+                             const std::string& where) const {
+    EMBER_ASSIGN_OR_RETURN(YAML::Node node, Field(map, key, where));
+    if (!node.IsScalar()) return Corrupt(where, std::string("'") + key + "' is not a string");
+    return node.Scalar();
+  }
+
+  Result<uint64_t> Unsigned(const YAML::Node& node, const std::string& what,
+                            const std::string& where) const {
+    const std::string bad = what + " is not a non-negative integer";
+    if (!node.IsScalar() || node.Scalar().empty() || node.Scalar().size() > 19) {
+      return Corrupt(where, bad);
+    }
+    uint64_t value = 0;
+    for (char c : node.Scalar()) {
+      if (!std::isdigit(static_cast<unsigned char>(c))) {
+        return Corrupt(where, bad + ": '" + node.Scalar() + "'");
+      }
+      value = value * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return value;
+  }
+
+  Result<YAML::Node> Sequence(const YAML::Node& map, const char* key,
+                              const std::string& where) const {
+    EMBER_ASSIGN_OR_RETURN(YAML::Node node, Field(map, key, where));
+    if (!node.IsSequence()) return Corrupt(where, std::string("'") + key + "' is not a list");
+    return node;
+  }
+
+  Result<TensorSpec> Tensor(const YAML::Node& node, const std::string& where) const {
+    if (!node.IsMap()) return Corrupt(where, "not a map");
+    TensorSpec tensor;
+    EMBER_ASSIGN_OR_RETURN(tensor.name, String(node, "name", where));
+    EMBER_ASSIGN_OR_RETURN(std::string dtype_name, String(node, "dtype", where));
+    Result<ring::DType> dtype = ParseDType(dtype_name);
+    if (!dtype.ok()) return Corrupt(where, dtype.status().message());
+    tensor.dtype = *dtype;
+    EMBER_ASSIGN_OR_RETURN(YAML::Node shape, Sequence(node, "shape", where));
+    for (const YAML::Node& dim : shape) {
+      EMBER_ASSIGN_OR_RETURN(uint64_t value, Unsigned(dim, "a shape dimension", where));
+      tensor.shape.push_back(static_cast<int64_t>(value));
+    }
+    return tensor;
+  }
+
+  Result<DatasetInfo> Entry(const YAML::Node& node, size_t index) const {
+    std::string where = "entry " + std::to_string(index);
+    if (!node.IsMap()) return Corrupt(where, "not a map");
+    DatasetInfo info;
+    EMBER_ASSIGN_OR_RETURN(info.spec.name, String(node, "name", where));
+    Status name_ok = ValidateDatasetName(info.spec.name);
+    if (!name_ok.ok()) return Corrupt(where, name_ok.message());
+    where = Quoted(info.spec.name);
+    EMBER_ASSIGN_OR_RETURN(info.spec.format, String(node, "format", where));
+    EMBER_ASSIGN_OR_RETURN(info.spec.path, String(node, "path", where));
+    EMBER_ASSIGN_OR_RETURN(info.spec.split, String(node, "split", where));
+    EMBER_ASSIGN_OR_RETURN(YAML::Node count, Field(node, "count", where));
+    EMBER_ASSIGN_OR_RETURN(info.count, Unsigned(count, "'count'", where));
+    EMBER_ASSIGN_OR_RETURN(YAML::Node tensors, Sequence(node, "tensors", where));
+    size_t tensor_index = 0;
+    for (const YAML::Node& tensor : tensors) {
+      EMBER_ASSIGN_OR_RETURN(TensorSpec spec,
+                             Tensor(tensor, where + ": tensor " + std::to_string(tensor_index++)));
+      info.tensors.push_back(std::move(spec));
+    }
+    EMBER_ASSIGN_OR_RETURN(YAML::Node files, Sequence(node, "files", where));
+    for (const YAML::Node& file : files) {
+      if (!file.IsScalar()) return Corrupt(where, "an entry of 'files' is not a string");
+      info.files.push_back(file.Scalar());
+    }
+    return info;
+  }
+
+  Result<std::map<std::string, DatasetInfo>> Catalog(const std::string& text) const {
+    const YAML::Node root = YAML::Load(text);
+    if (!root.IsMap()) return Corrupt("", "expected a map with 'version' and 'datasets'");
+    EMBER_ASSIGN_OR_RETURN(YAML::Node version_node, Field(root, "version", ""));
+    EMBER_ASSIGN_OR_RETURN(uint64_t version, Unsigned(version_node, "'version'", ""));
+    if (version != kCatalogVersion) {
+      return Corrupt("", "unsupported version " + std::to_string(version) + " (this emberd reads " +
+                             std::to_string(kCatalogVersion) + ")");
+    }
+    EMBER_ASSIGN_OR_RETURN(YAML::Node datasets, Sequence(root, "datasets", ""));
+    std::map<std::string, DatasetInfo> entries;
+    size_t index = 0;
+    for (const YAML::Node& node : datasets) {
+      EMBER_ASSIGN_OR_RETURN(DatasetInfo info, Entry(node, index++));
+      std::string name = info.spec.name;
+      if (!entries.emplace(name, std::move(info)).second) {
+        return Corrupt(Quoted(name), "listed more than once");
+      }
+    }
+    return entries;
+  }
+
+ private:
+  const std::string& file_;
+};
+
+Result<std::map<std::string, DatasetInfo>> ParseCatalog(const std::string& text,
+                                                        const std::string& file) {
+  Reader reader(file);
+  try {
+    return reader.Catalog(text);
+  } catch (const YAML::Exception& e) {
+    std::string where;
+    if (!e.mark.is_null()) {
+      where = "line " + std::to_string(e.mark.line + 1) + ", column " +
+              std::to_string(e.mark.column + 1);
+    }
+    return reader.Corrupt(where, e.msg);
+  } catch (const std::exception& e) {
+    return reader.Corrupt("", e.what());
+  }
+}
+
+}  // namespace
+
+Catalog::Catalog(Env* env, std::string path, Prober prober)
+    : env_(env), path_(std::move(path)), prober_(std::move(prober)) {}
+
+Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& state_dir,
+                                               Prober prober) {
+  if (env == nullptr || !prober)
+    return InvalidArgument("Catalog::Open: env and prober are required");
+  if (state_dir.empty()) return InvalidArgument("Catalog::Open: empty state directory");
+  EMBER_RETURN_IF_ERROR(env->CreateDirs(state_dir).WithContext("catalog state directory"));
+  std::string dir = state_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::string path = (dir == "/" ? "" : dir) + "/" + kCatalogFile;
+
+  std::unique_ptr<Catalog> catalog(new Catalog(env, path, std::move(prober)));
+  if (env->FileExists(path)) {
+    EMBER_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+    EMBER_ASSIGN_OR_RETURN(catalog->entries_, ParseCatalog(text, path));
+  }
+  return catalog;
+}
+
+Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec) {
+  EMBER_RETURN_IF_ERROR(ValidateDatasetName(spec.name));
+  const std::string context = Quoted(spec.name);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
+  }
+  // Probing reads data files and may take seconds: never under the lock.
+  Result<DatasetInfo> probed = prober_(spec);
+  if (!probed.ok()) return probed.status().WithContext(context);
+  DatasetInfo info = std::move(probed).value();
+  info.spec.name = spec.name;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
+  entries_.emplace(spec.name, info);
+  Status persisted = PersistLocked();
+  if (!persisted.ok()) {
+    entries_.erase(spec.name);
+    return persisted.WithContext("adding " + context);
+  }
+  return info;
+}
+
+std::vector<DatasetInfo> Catalog::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<DatasetInfo> infos;
+  infos.reserve(entries_.size());
+  for (const auto& entry : entries_) infos.push_back(entry.second);
+  return infos;
+}
+
+Result<DatasetInfo> Catalog::Get(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return NotFound(Quoted(name) + " not found");
+  return it->second;
+}
+
+Status Catalog::Remove(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto node = entries_.extract(name);
+  if (node.empty()) return NotFound(Quoted(name) + " not found");
+  Status persisted = PersistLocked();
+  if (!persisted.ok()) {
+    entries_.insert(std::move(node));
+    return persisted.WithContext("removing " + Quoted(name));
+  }
+  return Status::Ok();
+}
+
+Status Catalog::PersistLocked() { return env_->WriteFileAtomic(path_, Serialize(entries_)); }
+
+}  // namespace ember::daemon

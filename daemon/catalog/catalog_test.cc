@@ -1,0 +1,372 @@
+#include "daemon/catalog/catalog.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <thread>
+
+#include "daemon/catalog/dataset.h"
+#include "daemon/core/env.h"
+#include "daemon/core/fault_env.h"
+#include "ember/ring_layout.h"
+
+namespace ember::daemon {
+namespace {
+
+using ring::DType;
+
+std::string TestDir(Env& env, const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  std::string dir = std::string(tmp) + "/catalog_test/" + name;
+  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+  REQUIRE(env.CreateDirs(dir).ok());
+  return dir;
+}
+
+DatasetSpec Spec(const std::string& name, const std::string& path = "/data/fmnist") {
+  return DatasetSpec{name, "idx", path, "train"};
+}
+
+// What a real probe of an MNIST-like split would report.
+DatasetInfo InfoFor(const DatasetSpec& spec) {
+  DatasetInfo info;
+  info.spec = spec;
+  info.count = 60000;
+  info.tensors = {TensorSpec{"image", DType::kUInt8, {28, 28}},
+                  TensorSpec{"label", DType::kUInt8, {}}};
+  info.files = {spec.path + "/train-images-idx3-ubyte.gz",
+                spec.path + "/train-labels-idx1-ubyte.gz"};
+  return info;
+}
+
+// A prober that succeeds unless the spec's path is "/bad", and counts its calls.
+struct FakeProber {
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+
+  Catalog::Prober Get() const {
+    auto counter = calls;
+    return [counter](const DatasetSpec& spec) -> Result<DatasetInfo> {
+      ++*counter;
+      if (spec.path == "/bad") return DataLoss("/bad/train-images-idx3-ubyte.gz: truncated");
+      return InfoFor(spec);
+    };
+  }
+};
+
+void CheckSameInfo(const DatasetInfo& a, const DatasetInfo& b) {
+  CHECK(a.spec.name == b.spec.name);
+  CHECK(a.spec.format == b.spec.format);
+  CHECK(a.spec.path == b.spec.path);
+  CHECK(a.spec.split == b.spec.split);
+  CHECK(a.count == b.count);
+  CHECK(a.files == b.files);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    CHECK(a.tensors[i].name == b.tensors[i].name);
+    CHECK(a.tensors[i].dtype == b.tensors[i].dtype);
+    CHECK(a.tensors[i].shape == b.tensors[i].shape);
+  }
+}
+
+std::vector<std::string> Names(const Catalog& catalog) {
+  std::vector<std::string> names;
+  for (const DatasetInfo& info : catalog.List()) names.push_back(info.spec.name);
+  return names;
+}
+
+TEST_CASE("TensorSpec::SampleBytes") {
+  CHECK(TensorSpec{"image", DType::kUInt8, {28, 28}}.SampleBytes() == 784);
+  CHECK(TensorSpec{"label", DType::kInt64, {}}.SampleBytes() == 8);
+  CHECK(TensorSpec{"x", DType::kFloat32, {3, 4, 5}}.SampleBytes() == 240);
+  CHECK(TensorSpec{"x", DType::kInt16, {7}}.SampleBytes() == 14);
+}
+
+TEST_CASE("ValidateDatasetName") {
+  const std::vector<std::string> good_names = {"a", "fmnist", "Fashion-MNIST_v1.2", "0",
+                                               std::string(64, 'x')};
+  for (const std::string& good : good_names) {
+    INFO(good);
+    CHECK(ValidateDatasetName(good).ok());
+  }
+  const std::vector<std::string> bad_names = {
+      "", ".hidden", "a/b", "a b", "\xc3\xa4", "../x", "x\n", std::string(65, 'x'), "a:b"};
+  for (const std::string& bad : bad_names) {
+    INFO(bad);
+    Status s = ValidateDatasetName(bad);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    if (!bad.empty()) CHECK_THAT(s.message(), Catch::Contains("'" + bad + "'"));
+  }
+}
+
+TEST_CASE("DTypeName and ParseDType round-trip every dtype") {
+  for (DType dtype : {DType::kUInt8, DType::kInt8, DType::kInt16, DType::kUInt16, DType::kInt32,
+                      DType::kInt64, DType::kFloat32, DType::kFloat64}) {
+    Result<DType> parsed = ParseDType(DTypeName(dtype));
+    REQUIRE(parsed.ok());
+    CHECK(*parsed == dtype);
+  }
+  CHECK(std::string(DTypeName(DType::kFloat32)) == "float32");
+  Result<DType> bad = ParseDType("float16");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(bad.status().message(), Catch::Contains("'float16'") && Catch::Contains("uint8"));
+}
+
+TEST_CASE("add, list, get and remove") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "basic");
+  FakeProber prober;
+  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE(catalog.ok());
+  CHECK((*catalog)->List().empty());
+
+  Result<DatasetInfo> added = (*catalog)->Add(Spec("zeta"));
+  REQUIRE(added.ok());
+  CheckSameInfo(*added, InfoFor(Spec("zeta")));
+  REQUIRE((*catalog)->Add(Spec("alpha", "/data/other")).ok());
+  CHECK(Names(**catalog) == std::vector<std::string>{"alpha", "zeta"});
+
+  Result<DatasetInfo> got = (*catalog)->Get("alpha");
+  REQUIRE(got.ok());
+  CheckSameInfo(*got, InfoFor(Spec("alpha", "/data/other")));
+
+  Result<DatasetInfo> missing = (*catalog)->Get("nope");
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("'nope'"));
+
+  REQUIRE((*catalog)->Remove("zeta").ok());
+  CHECK(Names(**catalog) == std::vector<std::string>{"alpha"});
+  Status again = (*catalog)->Remove("zeta");
+  CHECK(again.code() == StatusCode::kNotFound);
+  CHECK_THAT(again.message(), Catch::Contains("'zeta'"));
+  CHECK(*prober.calls == 2);
+}
+
+TEST_CASE("a daemon restart keeps the catalog") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "restart") + "/state/nested";  // Open creates it
+  FakeProber prober;
+  DatasetSpec odd{"odd.name-1", "idx", "/data/with: colon # and 'quotes' \"dq\" ", "test"};
+  {
+    auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+    REQUIRE(catalog.ok());
+    REQUIRE((*catalog)->Add(Spec("fmnist")).ok());
+    REQUIRE((*catalog)->Add(odd).ok());
+    REQUIRE((*catalog)->Add(Spec("gone")).ok());
+    REQUIRE((*catalog)->Remove("gone").ok());
+  }
+  CHECK(env->FileExists(dir + "/catalog.yaml"));
+  CHECK(*prober.calls == 3);
+
+  auto reopened = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE(reopened.ok());
+  CHECK(*prober.calls == 3);  // opening does not re-probe
+  CHECK(Names(**reopened) == std::vector<std::string>{"fmnist", "odd.name-1"});
+  CheckSameInfo(*(*reopened)->Get("fmnist"), InfoFor(Spec("fmnist")));
+  CheckSameInfo(*(*reopened)->Get("odd.name-1"), InfoFor(odd));
+  CHECK((*reopened)->Get("gone").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("strings that look like other YAML values persist as the same strings") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "yaml_lookalikes");
+  FakeProber prober;
+  const std::vector<DatasetSpec> specs = {{"n1", "~", "null", ""},
+                                          {"n2", "true", "123", "- x"},
+                                          {"n3", "{a: 1}", " lead", "[1]"},
+                                          {"n4", "idx", "/t\ttab\nnewline", "\xc3\xa4"}};
+  {
+    auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+    REQUIRE(catalog.ok());
+    for (const DatasetSpec& spec : specs) REQUIRE((*catalog)->Add(spec).ok());
+  }
+  auto reopened = Catalog::Open(env.get(), dir, prober.Get());
+  INFO(reopened.status().ToString());
+  REQUIRE(reopened.ok());
+  for (const DatasetSpec& spec : specs) CheckSameInfo(*(*reopened)->Get(spec.name), InfoFor(spec));
+}
+
+TEST_CASE("an empty state directory opens as an empty catalog") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "empty");
+  FakeProber prober;
+  auto catalog = Catalog::Open(env.get(), dir + "/", prober.Get());
+  REQUIRE(catalog.ok());
+  CHECK((*catalog)->List().empty());
+  REQUIRE((*catalog)->Add(Spec("a")).ok());
+  CHECK(env->FileExists(dir + "/catalog.yaml"));
+}
+
+TEST_CASE("a duplicate name is kAlreadyExists and a bad name kInvalidArgument, without probing") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "names");
+  FakeProber prober;
+  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE(catalog.ok());
+  REQUIRE((*catalog)->Add(Spec("fmnist")).ok());
+  REQUIRE(*prober.calls == 1);
+
+  Result<DatasetInfo> dup = (*catalog)->Add(Spec("fmnist", "/elsewhere"));
+  CHECK(dup.status().code() == StatusCode::kAlreadyExists);
+  CHECK_THAT(dup.status().message(), Catch::Contains("'fmnist'"));
+  CHECK((*catalog)->Get("fmnist")->spec.path == "/data/fmnist");
+
+  Result<DatasetInfo> bad = (*catalog)->Add(Spec("../etc"));
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(bad.status().message(), Catch::Contains("'../etc'"));
+  CHECK(*prober.calls == 1);
+  CHECK(Names(**catalog) == std::vector<std::string>{"fmnist"});
+}
+
+TEST_CASE("a failing probe leaves the catalog and its file unchanged") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "bad_probe");
+  FakeProber prober;
+  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE(catalog.ok());
+  REQUIRE((*catalog)->Add(Spec("good")).ok());
+  const std::string before = *env->ReadFile(dir + "/catalog.yaml");
+
+  Result<DatasetInfo> bad = (*catalog)->Add(Spec("broken", "/bad"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == StatusCode::kDataLoss);
+  CHECK(bad.status().message() == "dataset 'broken': /bad/train-images-idx3-ubyte.gz: truncated");
+  CHECK(Names(**catalog) == std::vector<std::string>{"good"});
+  CHECK(*env->ReadFile(dir + "/catalog.yaml") == before);
+}
+
+TEST_CASE("a failing atomic write leaves the in-memory catalog unchanged") {
+  auto base = NewPosixEnv();
+  std::string dir = TestDir(*base, "bad_write");
+  const std::string file = dir + "/catalog.yaml";
+  FaultEnv env(base.get());
+  FakeProber prober;
+  auto catalog = Catalog::Open(&env, dir, prober.Get());
+  REQUIRE(catalog.ok());
+  REQUIRE((*catalog)->Add(Spec("kept")).ok());
+  const std::string before = *base->ReadFile(file);
+
+  env.FailWriteFileAtomic(file, ResourceExhausted(file + ": write: No space left on device"));
+  Result<DatasetInfo> add = (*catalog)->Add(Spec("new"));
+  REQUIRE_FALSE(add.ok());
+  CHECK(add.status().code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(add.status().message(), Catch::Contains("'new'") && Catch::Contains(file));
+  CHECK((*catalog)->Get("new").status().code() == StatusCode::kNotFound);
+
+  Status remove = (*catalog)->Remove("kept");
+  CHECK(remove.code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(remove.message(), Catch::Contains("'kept'"));
+  CHECK(Names(**catalog) == std::vector<std::string>{"kept"});
+  CHECK(*base->ReadFile(file) == before);
+  CHECK(env.WriteCount(file) == 3);
+
+  // Once the disk recovers, the same calls succeed: nothing half-done was left behind.
+  env.ClearFaults();
+  REQUIRE((*catalog)->Add(Spec("new")).ok());
+  REQUIRE((*catalog)->Remove("kept").ok());
+  auto reopened = Catalog::Open(base.get(), dir, prober.Get());
+  REQUIRE(reopened.ok());
+  CHECK(Names(**reopened) == std::vector<std::string>{"new"});
+}
+
+TEST_CASE("a catalog file that cannot be read fails Open") {
+  auto base = NewPosixEnv();
+  std::string dir = TestDir(*base, "unreadable");
+  FakeProber prober;
+  {
+    auto catalog = Catalog::Open(base.get(), dir, prober.Get());
+    REQUIRE(catalog.ok());
+    REQUIRE((*catalog)->Add(Spec("a")).ok());
+  }
+  FaultEnv env(base.get());
+  env.FailReadFile(dir + "/catalog.yaml",
+                   Internal(dir + "/catalog.yaml: read: Input/output error"));
+  auto catalog = Catalog::Open(&env, dir, prober.Get());
+  REQUIRE_FALSE(catalog.ok());
+  CHECK(catalog.status().code() == StatusCode::kInternal);
+  CHECK_THAT(catalog.status().message(), Catch::Contains(dir + "/catalog.yaml"));
+}
+
+TEST_CASE("a corrupt catalog.yaml is an error naming the file") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "corrupt");
+  const std::string file = dir + "/catalog.yaml";
+  FakeProber prober;
+  const std::string good_entry =
+      "  - name: a\n    format: idx\n    path: /d\n    split: train\n    count: 3\n"
+      "    tensors:\n      - {name: image, dtype: uint8, shape: [2, 2]}\n    files: [/d/x]\n";
+  REQUIRE(env->WriteFileAtomic(file, "version: 1\ndatasets:\n" + good_entry).ok());
+  auto ok = Catalog::Open(env.get(), dir, prober.Get());
+  INFO(ok.status().ToString());
+  REQUIRE(ok.ok());
+  CHECK((*ok)->Get("a")->tensors.at(0).shape == std::vector<int64_t>{2, 2});
+
+  struct Case {
+    std::string text;
+    std::string detail;
+  };
+  const Case cases[] = {
+      {"version: 1\ndatasets: [unclosed\n", "line "},
+      {"", "expected a map"},
+      {"- a\n- b\n", "expected a map"},
+      {"datasets: []\n", "missing 'version'"},
+      {"version: 2\ndatasets: []\n", "unsupported version 2"},
+      {"version: 1\n", "missing 'datasets'"},
+      {"version: 1\ndatasets: {a: 1}\n", "'datasets' is not a list"},
+      {"version: 1\ndatasets:\n  - name: a\n", "dataset 'a': missing 'format'"},
+      {"version: 1\ndatasets:\n  - name: ../x\n", "entry 0"},
+      {"version: 1\ndatasets:\n" + good_entry + good_entry, "dataset 'a': listed more than once"},
+      {"version: 1\ndatasets:\n  - name: a\n    format: idx\n    path: /d\n    split: train\n"
+       "    count: many\n    tensors: []\n    files: []\n",
+       "'count' is not a non-negative integer: 'many'"},
+      {"version: 1\ndatasets:\n  - name: a\n    format: idx\n    path: /d\n    split: train\n"
+       "    count: 1\n    tensors: [{name: x, dtype: half, shape: []}]\n    files: []\n",
+       "tensor 0: unknown dtype 'half'"},
+      {"version: 1\ndatasets:\n  - name: a\n    format: idx\n    path: /d\n    split: train\n"
+       "    count: 1\n    tensors: [{name: x, dtype: uint8, shape: [-1]}]\n    files: []\n",
+       "shape dimension"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.text);
+    REQUIRE(env->WriteFileAtomic(file, c.text).ok());
+    auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+    REQUIRE_FALSE(catalog.ok());
+    CHECK(catalog.status().code() == StatusCode::kDataLoss);
+    CHECK_THAT(catalog.status().message(), Catch::StartsWith(file + ": "));
+    CHECK_THAT(catalog.status().message(), Catch::Contains(c.detail));
+  }
+}
+
+TEST_CASE("concurrent adds and reads keep every entry") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "concurrent");
+  FakeProber prober;
+  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE(catalog.ok());
+  Catalog* c = catalog->get();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([c, t, &failures] {
+      for (int i = 0; i < 8; ++i) {
+        std::string name = "t" + std::to_string(t) + "-" + std::to_string(i);
+        if (!c->Add(Spec(name)).ok()) ++failures;
+        if (!c->Get(name).ok()) ++failures;
+        // Everyone races for the same name; exactly one wins.
+        Result<DatasetInfo> shared = c->Add(Spec("shared"));
+        if (!shared.ok() && shared.status().code() != StatusCode::kAlreadyExists) ++failures;
+        c->List();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(failures == 0);
+  CHECK(c->List().size() == 33);
+  auto reopened = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE(reopened.ok());
+  CHECK((*reopened)->List().size() == 33);
+}
+
+}  // namespace
+}  // namespace ember::daemon

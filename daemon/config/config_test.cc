@@ -1,0 +1,175 @@
+#include "daemon/config/config.h"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
+
+#include "daemon/core/env.h"
+
+namespace ember::daemon {
+namespace {
+
+// Parses `text` expecting kInvalidArgument; returns the message.
+std::string ErrorOf(const std::string& text) {
+  Result<DaemonConfig> result = ParseConfig(text, "test.yaml");
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(result.status().message(), Catch::StartsWith("test.yaml: "));
+  return result.status().message();
+}
+
+void CheckDefaults(const DaemonConfig& c) {
+  CHECK(c.socket_path == "/run/ember/emberd.sock");
+  CHECK(c.state_dir == "/var/lib/ember");
+  CHECK(c.decode_threads == 0);
+  CHECK(c.shm_budget_bytes == (uint64_t{4} << 30));
+  CHECK(c.default_slots == 8);
+  CHECK(c.log_level == "info");
+}
+
+TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names every key") {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  REQUIRE(srcdir != nullptr);
+  const std::string path = std::string(srcdir) + "/ember/configs/emberd.yaml";
+  auto env = NewPosixEnv();
+  Result<DaemonConfig> config = LoadConfig(*env, path);
+  INFO(config.status().ToString());
+  REQUIRE(config.ok());
+  CheckDefaults(*config);
+
+  std::string text = *env->ReadFile(path);
+  for (const char* key :
+       {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level"}) {
+    INFO(key);
+    CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
+  }
+}
+
+TEST_CASE("an empty document gives the defaults") {
+  for (const char* text : {"", "\n", "# only a comment\n", "---\n"}) {
+    INFO(text);
+    Result<DaemonConfig> config = ParseConfig(text, "empty.yaml");
+    REQUIRE(config.ok());
+    CheckDefaults(*config);
+  }
+}
+
+TEST_CASE("every key is read") {
+  Result<DaemonConfig> config = ParseConfig(
+      "socket: /tmp/e.sock\n"
+      "state_dir: /srv/ember\n"
+      "decode_threads: 12\n"
+      "shm_budget: 512MiB\n"
+      "ring_slots: 32\n"
+      "log_level: debug\n",
+      "all.yaml");
+  INFO(config.status().ToString());
+  REQUIRE(config.ok());
+  CHECK(config->socket_path == "/tmp/e.sock");
+  CHECK(config->state_dir == "/srv/ember");
+  CHECK(config->decode_threads == 12);
+  CHECK(config->shm_budget_bytes == (uint64_t{512} << 20));
+  CHECK(config->default_slots == 32);
+  CHECK(config->log_level == "debug");
+}
+
+TEST_CASE("keys left out keep their defaults") {
+  Result<DaemonConfig> config = ParseConfig("ring_slots: 2\nshm_budget: 1000\n", "t.yaml");
+  REQUIRE(config.ok());
+  CHECK(config->default_slots == 2);
+  CHECK(config->shm_budget_bytes == 1000);
+  CHECK(config->state_dir == "/var/lib/ember");
+  CHECK(config->log_level == "info");
+}
+
+TEST_CASE("an unknown key is an error naming the key and the file") {
+  std::string m = ErrorOf("socket: /a\nthreads: 4\n");
+  CHECK_THAT(m, Catch::Contains("unknown key 'threads'"));
+  CHECK_THAT(m, Catch::Contains("decode_threads"));  // the known keys are listed
+}
+
+TEST_CASE("a wrong type or value is an error naming the key and the value") {
+  CHECK(ErrorOf("decode_threads: many\n") ==
+        "test.yaml: key 'decode_threads': expected a non-negative integer, got 'many'");
+  CHECK_THAT(ErrorOf("decode_threads: -1\n"),
+             Catch::Contains("'decode_threads'") && Catch::Contains("'-1'"));
+  CHECK_THAT(ErrorOf("decode_threads: 1.5\n"), Catch::Contains("'1.5'"));
+  CHECK_THAT(ErrorOf("decode_threads: 5000\n"),
+             Catch::Contains("0..1024") && Catch::Contains("'5000'"));
+  CHECK_THAT(ErrorOf("decode_threads: [1, 2]\n"), Catch::Contains("got a list"));
+  CHECK_THAT(ErrorOf("ring_slots: 1\n"), Catch::Contains("key 'ring_slots'") &&
+                                             Catch::Contains("2..1024") && Catch::Contains("'1'"));
+  CHECK_THAT(ErrorOf("ring_slots: 1025\n"), Catch::Contains("'1025'"));
+  CHECK_THAT(ErrorOf("ring_slots: 99999999999999999999999\n"),
+             Catch::Contains("'99999999999999999999999'"));
+  CHECK_THAT(ErrorOf("shm_budget: 4GB\n"),
+             Catch::Contains("key 'shm_budget'") && Catch::Contains("'4GB'"));
+  CHECK_THAT(ErrorOf("shm_budget: 0\n"), Catch::Contains("must be positive"));
+  CHECK_THAT(ErrorOf("log_level: verbose\n"),
+             Catch::Contains("key 'log_level'") && Catch::Contains("'verbose'"));
+  CHECK_THAT(ErrorOf("socket:\n"),
+             Catch::Contains("key 'socket'") && Catch::Contains("got nothing"));
+  CHECK_THAT(ErrorOf("state_dir: {a: 1}\n"),
+             Catch::Contains("key 'state_dir'") && Catch::Contains("got a map"));
+  CHECK_THAT(ErrorOf("socket: /" + std::string(120, 's') + "\n"),
+             Catch::Contains("key 'socket'") && Catch::Contains("107 bytes"));
+}
+
+TEST_CASE("structural problems are errors") {
+  CHECK_THAT(ErrorOf("- socket\n- state_dir\n"), Catch::Contains("top level"));
+  CHECK_THAT(ErrorOf("ring_slots: 4\nring_slots: 5\n"),
+             Catch::Contains("'ring_slots'") && Catch::Contains("more than once"));
+}
+
+TEST_CASE("YAML syntax errors report line and column") {
+  std::string m = ErrorOf("socket: /a\nstate_dir: [unclosed\n");
+  CHECK_THAT(m, Catch::Contains("line "));
+  CHECK_THAT(m, Catch::Contains("column "));
+  std::string tab = ErrorOf("socket: /a\n  log_level: info\n bad\n");
+  CHECK_THAT(tab, Catch::Contains("line "));
+}
+
+TEST_CASE("ParseByteSize") {
+  CHECK(*ParseByteSize("1000") == 1000);
+  CHECK(*ParseByteSize("0") == 0);
+  CHECK(*ParseByteSize("64KiB") == 64 * 1024);
+  CHECK(*ParseByteSize("512MiB") == (uint64_t{512} << 20));
+  CHECK(*ParseByteSize("4GiB") == (uint64_t{4} << 30));
+  CHECK(*ParseByteSize("2TiB") == (uint64_t{2} << 40));
+  CHECK(*ParseByteSize("18446744073709551615") == UINT64_MAX);
+  for (const char* bad : {"", "GiB", "4 GiB", "4gib", "4GB", "-1", "+1", "1.5GiB", "0x10",
+                          "18446744073709551616", "99999999TiB", "4GiBx", " 4"}) {
+    INFO(bad);
+    Result<uint64_t> r = ParseByteSize(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains(std::string("'") + bad + "'"));
+  }
+}
+
+TEST_CASE("LoadConfig names the missing file") {
+  auto env = NewPosixEnv();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  const std::string path = std::string(tmp) + "/missing.yaml";
+  Result<DaemonConfig> config = LoadConfig(*env, path);
+  REQUIRE_FALSE(config.ok());
+  CHECK(config.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(config.status().message(), Catch::Contains(path));
+}
+
+TEST_CASE("LoadConfig names the file in value errors") {
+  auto env = NewPosixEnv();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  const std::string path = std::string(tmp) + "/bad.yaml";
+  REQUIRE(env->WriteFileAtomic(path, "log_level: loud\n").ok());
+  Result<DaemonConfig> config = LoadConfig(*env, path);
+  REQUIRE_FALSE(config.ok());
+  CHECK(config.status().message() ==
+        path +
+            ": key 'log_level': expected one of trace, debug, info, warn, error, off, got 'loud'");
+}
+
+}  // namespace
+}  // namespace ember::daemon

@@ -1,0 +1,82 @@
+#include "daemon/data/formats.h"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "daemon/catalog/dataset.h"
+#include "daemon/core/env.h"
+#include "daemon/data/source.h"
+
+namespace ember::daemon {
+namespace {
+
+std::string TestDir(Env& env, const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  std::string dir = std::string(tmp) + "/formats_test/" + name;
+  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+  REQUIRE(env.CreateDirs(dir).ok());
+  return dir;
+}
+
+// A raw IDX file of uint8 elements.
+std::string IdxU8(const std::vector<uint32_t>& dims, const std::string& payload) {
+  std::string out = {0, 0, 0x08, static_cast<char>(dims.size())};
+  for (uint32_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(d >> shift));
+  }
+  return out + payload;
+}
+
+TEST_CASE("an unknown format is kInvalidArgument naming it and the known ones") {
+  auto env = NewPosixEnv();
+  DatasetSpec spec{"d", "csv", "/nowhere", "train"};
+  Result<DatasetInfo> probe = ProbeDataset(*env, spec);
+  REQUIRE_FALSE(probe.ok());
+  CHECK(probe.status().code() == StatusCode::kInvalidArgument);
+  CHECK(probe.status().message() == "unknown format 'csv' (known: idx)");
+  Result<std::unique_ptr<Source>> load = LoadDataset(*env, spec);
+  REQUIRE_FALSE(load.ok());
+  CHECK(load.status().ToString() == probe.status().ToString());
+
+  spec.format = "IDX";
+  CHECK(ProbeDataset(*env, spec).status().message() == "unknown format 'IDX' (known: idx)");
+}
+
+TEST_CASE("format idx probes and loads through the registry") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "idx");
+  REQUIRE(
+      env->WriteFileAtomic(dir + "/train-images-idx3-ubyte", IdxU8({2, 2, 2}, "abcdefgh")).ok());
+  REQUIRE(env->WriteFileAtomic(dir + "/train-labels-idx1-ubyte", IdxU8({2}, "\x03\x04")).ok());
+  DatasetSpec spec{"d", "idx", dir, "train"};
+
+  Result<DatasetInfo> info = ProbeDataset(*env, spec);
+  INFO(info.status().ToString());
+  REQUIRE(info.ok());
+  CHECK(info->count == 2);
+  CHECK(info->tensors.size() == 2);
+
+  Result<std::unique_ptr<Source>> source = LoadDataset(*env, spec);
+  REQUIRE(source.ok());
+  char image[4];
+  REQUIRE((*source)->ReadSample(1, 0, image).ok());
+  CHECK(std::string(image, 4) == "efgh");
+  char label = 0;
+  REQUIRE((*source)->ReadSample(0, 1, &label).ok());
+  CHECK(label == 3);
+}
+
+TEST_CASE("format idx passes its errors through unchanged") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "idx_missing");
+  DatasetSpec spec{"d", "idx", dir, "train"};
+  Result<DatasetInfo> info = ProbeDataset(*env, spec);
+  REQUIRE_FALSE(info.ok());
+  CHECK(info.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(info.status().message(), Catch::Contains(dir + "/train-images-idx3-ubyte.gz"));
+  CHECK(LoadDataset(*env, spec).status().ToString() == info.status().ToString());
+}
+
+}  // namespace
+}  // namespace ember::daemon

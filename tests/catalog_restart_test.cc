@@ -1,0 +1,56 @@
+// A registered dataset survives a daemon restart (clean stop and SIGKILL alike).
+#include <catch2/catch.hpp>
+
+#include "tests/support/test_env.h"
+
+namespace ember::testing {
+namespace {
+
+std::vector<std::string> Names(Client& client) {
+  auto all = client.ListDatasets();
+  REQUIRE(all.ok());
+  std::vector<std::string> names;
+  for (const auto& d : *all) names.push_back(d.spec.name + ":" + std::to_string(d.count));
+  return names;
+}
+
+TEST_CASE("the catalog is intact after emberd restarts") {
+  const std::string dir = MakeTempDir();
+  WriteSyntheticIdx(dir, "train", 300);
+  WriteSyntheticIdx(dir, "t10k", 50);
+  {
+    Daemon daemon(dir);
+    daemon.Start();
+    auto client = daemon.Connect();
+    REQUIRE(client->AddDataset({"small-train", "idx", dir, "train"}).ok());
+    REQUIRE(client->AddDataset({"small-test", "idx", dir, "test"}).ok());
+    REQUIRE(client->AddDataset({"doomed", "idx", dir, "test"}).ok());
+    REQUIRE(client->RemoveDataset("doomed").ok());
+    const std::vector<std::string> before = Names(*client);
+    CHECK(before == std::vector<std::string>{"small-test:50", "small-train:300"});
+    client.reset();
+
+    daemon.Stop();
+    daemon.Start();
+    client = daemon.Connect();
+    CHECK(Names(*client) == before);
+    auto info = client->InspectDataset("small-train");
+    REQUIRE(info.ok());
+    REQUIRE(info->tensors.size() == 2);
+    CHECK(info->tensors[0].name == "image");
+    CHECK(info->tensors[0].shape == std::vector<int64_t>{28, 28});
+    client.reset();
+
+    // A daemon that dies without warning loses nothing either.
+    daemon.Kill();
+    daemon.Start();
+    client = daemon.Connect();
+    CHECK(Names(*client) == before);
+    client.reset();
+    daemon.Stop();
+  }
+  RemoveTree(dir);
+}
+
+}  // namespace
+}  // namespace ember::testing

@@ -1,0 +1,120 @@
+// A trainer SIGKILLed mid-epoch: emberd frees its ring and keeps serving other streams;
+// the daemon's open descriptors and shared memory return to their earlier level.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "tests/support/test_env.h"
+
+namespace ember::testing {
+namespace {
+
+template <typename Pred>
+bool Eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+TEST_CASE("a killed reader's ring is freed and other streams keep flowing") {
+  const std::string dir = MakeTempDir();
+  WriteSyntheticIdx(dir, "train", 2000);
+  Daemon daemon(dir);
+  daemon.Start();
+  {
+    auto client = daemon.Connect();
+    REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
+    StreamOptions options;
+    options.job = "survivor";
+    options.dataset = "syn";
+    options.batch_size = 16;
+    options.epochs = 0;
+    auto survivor = client->OpenStream(options);
+    REQUIRE(survivor.ok());
+    REQUIRE((*survivor)->Next().ok());
+
+    auto status = client->GetStatus();
+    REQUIRE(status.ok());
+    const uint64_t shm_before = status->shm_bytes_in_use;
+    const int fds_before = CountFds(daemon.pid());
+    const int memfds_before = CountMemfds(daemon.pid());
+    const int maps_before = CountMemfdMappings(daemon.pid());
+    REQUIRE(memfds_before == 1);
+
+    const std::string out = dir + "/victim.out";
+    pid_t victim = Spawn({Runfile("tests/stream_reader_main"), daemon.socket(), "syn", "victim", "2"},
+                         {}, out, dir + "/victim.err");
+    REQUIRE(Eventually([&] { return ReadFileOrEmpty(out).find("ready") != std::string::npos; }));
+    CHECK(CountMemfds(daemon.pid()) == memfds_before + 1);
+    CHECK(CountMemfdMappings(daemon.pid()) > maps_before);
+    status = client->GetStatus();
+    REQUIRE(status.ok());
+    CHECK(status->streams.size() == 2);
+    CHECK(status->shm_bytes_in_use > shm_before);
+
+    REQUIRE(kill(victim, SIGKILL) == 0);
+    REQUIRE(WaitFor(victim, std::chrono::seconds(5)) != -1);
+
+    CHECK(Eventually([&] {
+      return CountFds(daemon.pid()) == fds_before && CountMemfds(daemon.pid()) == memfds_before &&
+             CountMemfdMappings(daemon.pid()) == maps_before;
+    }));
+    status = client->GetStatus();
+    REQUIRE(status.ok());
+    REQUIRE(status->streams.size() == 1);
+    CHECK(status->streams[0].job == "survivor");
+    CHECK(status->shm_bytes_in_use == shm_before);
+    // The victim's job is gone from the ledger too.
+    for (const auto& job : status->jobs) CHECK(job.job != "victim");
+
+    // The surviving stream keeps serving.
+    for (int i = 0; i < 300; ++i) {
+      auto next = (*survivor)->Next();
+      REQUIRE(next.ok());
+    }
+    CHECK((*survivor)->batches_read() >= 290);
+  }
+  daemon.Stop();
+  RemoveTree(dir);
+}
+
+TEST_CASE("a reader that disconnects without closing its stream frees it too") {
+  const std::string dir = MakeTempDir();
+  WriteSyntheticIdx(dir, "train", 200);
+  Daemon daemon(dir);
+  daemon.Start();
+  {
+    auto admin = daemon.Connect();
+    REQUIRE(admin->AddDataset({"syn", "idx", dir, "train"}).ok());
+    const int memfds_before = CountMemfds(daemon.pid());
+    {
+      auto client = daemon.Connect();
+      StreamOptions options;
+      options.job = "brief";
+      options.dataset = "syn";
+      options.batch_size = 10;
+      options.epochs = 0;
+      auto reader = client->OpenStream(options);
+      REQUIRE(reader.ok());
+      auto next = (*reader)->Next();
+      REQUIRE(next.ok());
+      // The client goes away first; the reader (and a batch) outlive it.
+      client.reset();
+    }
+    CHECK(Eventually([&] {
+      auto s = admin->GetStatus();
+      return s.ok() && s->streams.empty() && CountMemfds(daemon.pid()) == memfds_before;
+    }));
+  }
+  daemon.Stop();
+  RemoveTree(dir);
+}
+
+}  // namespace
+}  // namespace ember::testing

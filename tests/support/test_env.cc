@@ -1,0 +1,237 @@
+#include "tests/support/test_env.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace ember::testing {
+namespace {
+
+[[noreturn]] void Die(const std::string& what) { throw std::runtime_error(what); }
+
+void PutBigEndian32(std::string& out, uint32_t v) {
+  out.push_back(static_cast<char>(v >> 24));
+  out.push_back(static_cast<char>(v >> 16));
+  out.push_back(static_cast<char>(v >> 8));
+  out.push_back(static_cast<char>(v));
+}
+
+void WriteGzip(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  if (f == nullptr) Die("gzopen " + path);
+  if (gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) != static_cast<int>(bytes.size()))
+    Die("gzwrite " + path);
+  gzclose(f);
+}
+
+}  // namespace
+
+std::string Runfile(const std::string& rel) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  if (srcdir == nullptr) Die("TEST_SRCDIR is not set: run under bazel test");
+  return std::string(srcdir) + "/ember/" + rel;
+}
+
+std::string MakeTempDir() {
+  char tmpl[] = "/tmp/ember-test-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) Die("mkdtemp");
+  return tmpl;
+}
+
+void RemoveTree(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+void WriteSyntheticIdx(const std::string& dir, const std::string& prefix, uint32_t count,
+                       uint32_t rows, uint32_t cols) {
+  std::string images;
+  images.append("\0\0\x08\x03", 4);
+  PutBigEndian32(images, count);
+  PutBigEndian32(images, rows);
+  PutBigEndian32(images, cols);
+  std::string labels;
+  labels.append("\0\0\x08\x01", 4);
+  PutBigEndian32(labels, count);
+  for (uint32_t i = 0; i < count; ++i) {
+    for (uint32_t k = 0; k < rows * cols; ++k) {
+      uint8_t v = k < 4 ? static_cast<uint8_t>(i >> (8 * k)) : static_cast<uint8_t>((i + k) % 251);
+      images.push_back(static_cast<char>(v));
+    }
+    labels.push_back(static_cast<char>(i % 10));
+  }
+  WriteGzip(dir + "/" + prefix + "-images-idx3-ubyte.gz", images);
+  WriteGzip(dir + "/" + prefix + "-labels-idx1-ubyte.gz", labels);
+}
+
+uint32_t SyntheticId(const uint8_t* image) {
+  return uint32_t{image[0]} | uint32_t{image[1]} << 8 | uint32_t{image[2]} << 16 |
+         uint32_t{image[3]} << 24;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+            const std::string& stdout_path, const std::string& stderr_path) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (const auto& e : extra_env) env_strings.push_back(e);
+  std::vector<char*> env;
+  for (auto& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!stdout_path.empty())
+    posix_spawn_file_actions_addopen(&actions, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (!stderr_path.empty())
+    posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid;
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) Die("posix_spawn " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+int WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0) Die("waitpid " + std::to_string(pid) + ": " + std::strerror(errno));
+    if (std::chrono::steady_clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+namespace {
+
+template <typename Fn>
+int ForEachFd(pid_t pid, Fn&& fn) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) Die("opendir " + dir);
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char target[512];
+    ssize_t len = readlink((dir + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
+    if (len < 0) continue;
+    target[len] = '\0';
+    if (fn(std::string(target))) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+}  // namespace
+
+int CountFds(pid_t pid) {
+  return ForEachFd(pid, [](const std::string&) { return true; });
+}
+
+int CountMemfds(pid_t pid) {
+  return ForEachFd(pid, [](const std::string& t) { return t.rfind("/memfd:", 0) == 0; });
+}
+
+int CountMemfdMappings(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);)
+    if (line.find("/memfd:") != std::string::npos) ++n;
+  return n;
+}
+
+Daemon::Daemon(std::string dir, uint32_t ring_slots) : dir_(std::move(dir)) {
+  socket_ = dir_ + "/emberd.sock";
+  config_path_ = dir_ + "/emberd.yaml";
+  log_path_ = dir_ + "/emberd.log";
+  std::ofstream config(config_path_);
+  config << "socket: " << socket_ << "\n"
+         << "state_dir: " << dir_ << "/state\n"
+         << "decode_threads: 2\n"
+         << "shm_budget: 256MiB\n"
+         << "ring_slots: " << ring_slots << "\n"
+         << "log_level: debug\n";
+}
+
+Daemon::~Daemon() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    WaitFor(pid_, std::chrono::seconds(10));
+  }
+}
+
+void Daemon::Start() {
+  pid_ = Spawn({Runfile("daemon/emberd"), "--config", config_path_}, {}, log_path_, log_path_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      Die("emberd exited during start-up; its log:\n" + log());
+    }
+    ClientOptions options;
+    options.socket_path = socket_;
+    options.connect_timeout = std::chrono::milliseconds(500);
+    struct stat st;
+    if (stat(socket_.c_str(), &st) == 0 && Client::Connect(options).ok()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Die("emberd did not start serving within 20 s; its log:\n" + log());
+}
+
+void Daemon::Stop() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  int status = WaitFor(pid_, std::chrono::seconds(15));
+  const pid_t pid = pid_;
+  pid_ = -1;
+  if (status == -1) {
+    kill(pid, SIGKILL);
+    WaitFor(pid, std::chrono::seconds(5));
+    Die("emberd did not stop within 15 s of SIGTERM; its log:\n" + log());
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    Die("emberd did not exit cleanly (status " + std::to_string(status) + "); its log:\n" + log());
+}
+
+void Daemon::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  WaitFor(pid_, std::chrono::seconds(10));
+  pid_ = -1;
+}
+
+std::unique_ptr<Client> Daemon::Connect() const {
+  ClientOptions options;
+  options.socket_path = socket_;
+  auto client = Client::Connect(options);
+  if (!client.ok()) Die("connect: " + client.status().ToString() + "\nemberd log:\n" + log());
+  return std::move(client).value();
+}
+
+}  // namespace ember::testing

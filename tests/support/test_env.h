@@ -1,0 +1,78 @@
+// Helpers for multi-process tests: a real emberd in a private directory, synthetic IDX
+// data whose samples say who they are, and child processes.
+#ifndef EMBER_TESTS_SUPPORT_TEST_ENV_H_
+#define EMBER_TESTS_SUPPORT_TEST_ENV_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/client.h"
+
+namespace ember::testing {
+
+// Path of a file in this test's runfiles, e.g. "daemon/emberd".
+std::string Runfile(const std::string& workspace_relative);
+
+// A fresh directory under /tmp (short, so unix socket paths fit), removed by the caller
+// via RemoveTree.
+std::string MakeTempDir();
+void RemoveTree(const std::string& dir);
+
+// Writes <dir>/<prefix>-images-idx3-ubyte.gz and <dir>/<prefix>-labels-idx1-ubyte.gz with
+// `count` samples of rows x cols uint8 pixels. Sample i's first four pixels hold i
+// (little-endian), the rest are (i + k) % 251; its label is i % 10. `prefix` is "train"
+// or "t10k".
+void WriteSyntheticIdx(const std::string& dir, const std::string& prefix, uint32_t count,
+                       uint32_t rows = 28, uint32_t cols = 28);
+
+// The sample id a synthetic image carries.
+uint32_t SyntheticId(const uint8_t* image);
+
+// Starts `argv` with extra environment entries ("NAME=value"); returns its pid.
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+            const std::string& stdout_path = "", const std::string& stderr_path = "");
+
+// Waits for `pid`; returns its wait status, or -1 if it is still running after `timeout`.
+int WaitFor(pid_t pid, std::chrono::milliseconds timeout);
+
+std::string ReadFileOrEmpty(const std::string& path);
+
+// Open descriptors of a process, and how many of them are memfds.
+int CountFds(pid_t pid);
+int CountMemfds(pid_t pid);
+// Mappings of memfd-backed memory in a process (from /proc/PID/maps).
+int CountMemfdMappings(pid_t pid);
+
+// A real emberd (the //daemon:emberd binary) with its own socket, state dir and log.
+class Daemon {
+ public:
+  explicit Daemon(std::string dir, uint32_t ring_slots = 4);
+  ~Daemon();  // stops it
+
+  void Start();  // waits until it serves; fails the test with its log if it does not
+  void Stop();   // SIGTERM, waits; fails the test if it does not exit cleanly
+  void Kill();   // SIGKILL, waits
+
+  pid_t pid() const { return pid_; }
+  const std::string& socket() const { return socket_; }
+  const std::string& dir() const { return dir_; }
+  std::string log() const { return ReadFileOrEmpty(log_path_); }
+
+  std::unique_ptr<Client> Connect() const;
+
+ private:
+  std::string dir_;
+  std::string socket_;
+  std::string config_path_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace ember::testing
+
+#endif  // EMBER_TESTS_SUPPORT_TEST_ENV_H_

@@ -1,0 +1,95 @@
+// Batch tensors are views into the mapped ring (no copy), and a slot goes back to the
+// daemon only when the last tensor viewing it is released.
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "ember/loader.h"
+#include "tests/support/test_env.h"
+
+namespace ember::testing {
+namespace {
+
+bool Inside(const StreamReader& reader, const void* p, size_t n) {
+  auto base = reinterpret_cast<uintptr_t>(reader.ring_base());
+  auto at = reinterpret_cast<uintptr_t>(p);
+  return at >= base && at + n <= base + reader.ring_size();
+}
+
+TEST_CASE("batch tensors' storage lies inside the mapped ring") {
+  const std::string dir = MakeTempDir();
+  WriteSyntheticIdx(dir, "train", 500);
+  Daemon daemon(dir);
+  daemon.Start();
+  {
+    auto client = daemon.Connect();
+    REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
+    StreamOptions options;
+    options.job = "zero-copy";
+    options.dataset = "syn";
+    options.batch_size = 32;
+    options.epochs = 2;
+    Loader loader(*client, options);
+    int batches = 0;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      while (auto batch = loader.Next()) {
+        const torch::Tensor& image = batch->at("image");
+        const torch::Tensor& label = batch->at("label");
+        REQUIRE(image.dtype() == torch::kUInt8);
+        REQUIRE(image.dim() == 3);
+        REQUIRE(image.size(1) == 28);
+        REQUIRE(Inside(loader.reader(), image.data_ptr(), image.nbytes()));
+        REQUIRE(Inside(loader.reader(), label.data_ptr(), label.nbytes()));
+        REQUIRE(Inside(loader.reader(), image.storage().data(), image.storage().nbytes()));
+        // The tensor is the ring's bytes: the id the daemon wrote is in the first pixels.
+        const auto id = SyntheticId(image[0].data_ptr<uint8_t>());
+        CHECK(label[0].item<int>() == static_cast<int>(id % 10));
+        ++batches;
+      }
+    }
+    CHECK(batches == 2 * 16);
+  }
+  daemon.Stop();
+  RemoveTree(dir);
+}
+
+TEST_CASE("a slot is held while any tensor views it") {
+  const std::string dir = MakeTempDir();
+  WriteSyntheticIdx(dir, "train", 500);
+  Daemon daemon(dir);
+  daemon.Start();
+  {
+    auto client = daemon.Connect();
+    REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
+    StreamOptions options;
+    options.job = "holding";
+    options.dataset = "syn";
+    options.batch_size = 8;
+    options.epochs = 0;
+    options.slots = 2;
+    auto reader = client->OpenStream(options);
+    REQUIRE(reader.ok());
+    auto first = (*reader)->Next();
+    auto second = (*reader)->Next();
+    REQUIRE(first.ok());
+    REQUIRE(second.ok());
+    // Keep only a label tensor of the first batch alive; release the second batch.
+    torch::Tensor label = ToTorch(std::move(**first)).at("label");
+    second->reset();
+    // The next sequence number needs slot 0 again, which `label` still holds.
+    auto blocked = (*reader)->Next();
+    REQUIRE_FALSE(blocked.ok());
+    CHECK(blocked.status().code() == StatusCode::kFailedPrecondition);
+    // Dropping the last view hands the slot back; the daemon refills it.
+    label = torch::Tensor();
+    auto third = (*reader)->Next();
+    REQUIRE(third.ok());
+    REQUIRE(third->has_value());
+    CHECK((*third)->num_samples == 8);
+  }
+  daemon.Stop();
+  RemoveTree(dir);
+}
+
+}  // namespace
+}  // namespace ember::testing
