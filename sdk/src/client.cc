@@ -288,8 +288,11 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
       info.batches_per_epoch = i.getBatchesPerEpoch();
       info.samples_per_epoch = i.getSamplesPerEpoch();
       s.streams.emplace(info.stream_id, response.getStream());
-      return response.getRing().getFd().then(
-          [info, &s](kj::Maybe<int> maybe_fd) mutable -> OpenedStream {
+      // The fd belongs to the imported capability: keep it alive until we have a copy.
+      rpc::Ring::Client ring = response.getRing();
+      auto fd_promise = ring.getFd();
+      return fd_promise.then(
+          [info, &s, ring = kj::mv(ring)](kj::Maybe<int> maybe_fd) mutable -> OpenedStream {
             KJ_IF_MAYBE(fd, maybe_fd) {
               // The capability owns its fd; keep our own copy.
               OpenedStream opened;
