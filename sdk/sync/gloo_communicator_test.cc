@@ -1,0 +1,120 @@
+#include "sdk/sync/gloo_communicator.h"
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/torch.h>
+
+namespace ember::sdk {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "";
+}
+
+// Runs `body(rank, comm)` for every rank of `world` on its own thread, all ranks meeting
+// in one in-process store; rethrows the first failure.
+void RunRanks(int world, const std::function<void(int, Communicator&)>& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto comm = MakeGlooCommunicator(store, rank, world, milliseconds(10000), "test");
+        body(rank, *comm);
+      } catch (...) {
+        errors[rank] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+TEST_CASE("all-reduce sums tensors of several shapes and dtypes in place") {
+  std::vector<std::vector<torch::Tensor>> results(2);
+  RunRanks(2, [&](int rank, Communicator& comm) {
+    CHECK(comm.rank() == rank);
+    CHECK(comm.world_size() == 2);
+    torch::Tensor strided = torch::arange(6, torch::kFloat32).view({2, 3}).t() * (rank + 1);
+    std::vector<torch::Tensor> tensors = {
+        torch::full({2, 3}, rank + 1.0f),
+        torch::tensor({int64_t{10} * (rank + 1), int64_t{-1}}),
+        strided,
+    };
+    torch::Tensor strided_alias = tensors[2];
+    comm.AllReduceSum(tensors);
+    CHECK(tensors[2].is_same(strided_alias));
+    results[rank] = tensors;
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(torch::equal(results[rank][0], torch::full({2, 3}, 3.0f)));
+    CHECK(torch::equal(results[rank][1], torch::tensor({int64_t{30}, int64_t{-2}})));
+    CHECK(torch::equal(results[rank][2], torch::arange(6, torch::kFloat32).view({2, 3}).t() * 3));
+  }
+}
+
+TEST_CASE("broadcast copies the root's tensors to every rank") {
+  std::vector<torch::Tensor> results(3);
+  RunRanks(3, [&](int rank, Communicator& comm) {
+    std::vector<torch::Tensor> tensors = {torch::full({4}, static_cast<double>(rank))};
+    comm.Broadcast(tensors, 2);
+    results[rank] = tensors[0];
+  });
+  for (const torch::Tensor& result : results) CHECK(torch::equal(result, torch::full({4}, 2.0)));
+}
+
+TEST_CASE("a single rank needs no peers") {
+  auto comm = MakeGlooCommunicator(c10::make_intrusive<c10d::HashStore>(), 0, 1,
+                                   milliseconds(1000));
+  std::vector<torch::Tensor> tensors = {torch::ones({3})};
+  comm->AllReduceSum(tensors);
+  CHECK(torch::equal(tensors[0], torch::ones({3})));
+  CHECK(ErrorOf([&] { comm->Broadcast(tensors, 1); }).find("root 1 is not a rank") !=
+        std::string::npos);
+  std::vector<torch::Tensor> undefined = {torch::Tensor()};
+  CHECK(ErrorOf([&] { comm->AllReduceSum(undefined); }).find("tensor 0 is undefined") !=
+        std::string::npos);
+}
+
+TEST_CASE("bad arguments are rejected with the rank and world") {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::string error = ErrorOf([&] { MakeGlooCommunicator(store, 2, 2, milliseconds(1000)); });
+  CHECK(error.find("gloo communicator 'default' (rank 2 of 2): rank is outside the world") !=
+        std::string::npos);
+  error = ErrorOf([&] { MakeGlooCommunicator(store, 0, 1, milliseconds(0)); });
+  CHECK(error.find("timeout must be positive") != std::string::npos);
+}
+
+TEST_CASE("a missing peer fails the rendezvous within the timeout") {
+  auto start = std::chrono::steady_clock::now();
+  std::string error = ErrorOf([] {
+    MakeGlooCommunicator(c10::make_intrusive<c10d::HashStore>(), 0, 2, milliseconds(300),
+                         "lonely");
+  });
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(error);
+  CHECK(error.find("gloo communicator 'lonely' (rank 0 of 2): rendezvous failed (timeout 300 ms)") !=
+        std::string::npos);
+  CHECK(seconds < 5);
+}
+
+}  // namespace
+}  // namespace ember::sdk

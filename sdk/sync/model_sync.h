@@ -1,0 +1,76 @@
+// Data-parallel model synchronization: every rank holds a replica of one module;
+// ModelSync keeps the replicas identical by broadcasting rank 0's state once and
+// averaging gradients after every backward pass.
+//
+//   auto client = ember::Client::Connect().value();
+//   ember::ModelSync sync(model, ember::MakeGlooCommunicator(*client, job, rank, world));
+//   sync.BroadcastParameters();
+//   for (...) {
+//     optimizer.zero_grad();
+//     loss.backward();
+//     sync.AverageGradients();
+//     optimizer.step();
+//   }
+//
+// Every ModelSync call is a collective: all ranks must make the same calls in the same
+// order. Errors throw c10::Error (see ember/communicator.h).
+#ifndef EMBER_MODEL_SYNC_H_
+#define EMBER_MODEL_SYNC_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "ember/client.h"
+#include "ember/communicator.h"
+
+namespace ember {
+
+// Gloo on CPU tensors, bootstrapped through emberd's Coordinator store: rendezvous keys
+// are scoped by `job` and live under "ember/gloo/<name>/", so several communicators of
+// one job need distinct names, and a name is for one run of a job. All ranks on one
+// node for now. `timeout` bounds the rendezvous and every collective. Blocks until all
+// `world_size` ranks have joined; throws c10::Error if that fails or times out.
+// `client` must outlive the communicator.
+std::unique_ptr<Communicator> MakeGlooCommunicator(
+    Client& client, const std::string& job, int rank, int world_size,
+    std::chrono::milliseconds timeout = std::chrono::seconds(300),
+    const std::string& name = "default");
+
+// Keeps a reference to `module` (which must outlive this object) and reads its
+// parameters and buffers at every call; tensors are grouped by dtype, in the module's
+// registration order, and each group goes over the wire as one flat buffer.
+// Not thread-safe; use it from the training loop.
+class ModelSync {
+ public:
+  ModelSync(torch::nn::Module& module, std::shared_ptr<Communicator> comm);
+
+  // Overwrites this rank's parameters and buffers with rank 0's. First checks that all
+  // ranks have the same layout (count, dtypes and shapes of the tensors) and throws on
+  // every rank if not.
+  void BroadcastParameters();
+
+  // Replaces the gradient of every parameter that requires grad by the mean over ranks
+  // (sum / world_size). A rank without a gradient for a parameter contributes zeros;
+  // a parameter that no rank has a gradient for keeps an undefined gradient. Dense
+  // gradients only.
+  void AverageGradients();
+
+  // True if this rank's parameters and buffers are bitwise identical to rank 0's
+  // (which it receives by broadcast). Each rank learns only its own answer. Needs the
+  // same layout on every rank, which BroadcastParameters has checked.
+  bool MatchesRoot();
+
+  const Communicator& comm() const { return *comm_; }
+  Communicator& comm() { return *comm_; }
+
+ private:
+  torch::nn::Module& module_;
+  std::shared_ptr<Communicator> comm_;
+};
+
+}  // namespace ember
+
+#endif  // EMBER_MODEL_SYNC_H_

@@ -1,0 +1,195 @@
+// One rank of model_sync_test: data-parallel training of a tiny network through
+// ModelSync over a Gloo communicator that meets its peers in a c10d::FileStore.
+//
+// Every rank starts from a different random init; after BroadcastParameters and after
+// every optimizer step it checks that its parameters are bitwise identical to rank 0's,
+// and at the end that they match (1e-5 relative) the same network trained in one process
+// on the concatenated batches of all ranks, which it computes itself.
+//
+// Exit codes (the reason is on stderr): 0 ok, 1 bad arguments, 2 a collective failed,
+// 3 parameters differ from rank 0's, 4 parameters differ from single-process training,
+// 5 a parameter that no rank used got a gradient, 6 ranks agreed before the broadcast.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/torch.h>
+
+#include "ember/model_sync.h"
+#include "sdk/sync/gloo_communicator.h"
+
+namespace {
+
+constexpr int64_t kBatch = 16;
+constexpr int64_t kInputs = 8;
+constexpr int64_t kHidden = 16;
+constexpr int64_t kClasses = 4;
+constexpr uint64_t kInitSeed = 100;  // rank r initializes from kInitSeed + r
+constexpr double kLearningRate = 0.1;
+constexpr double kTolerance = 1e-5;
+
+// Rank 0 alone goes through `aux`, so on other ranks its parameters have no gradient;
+// `unused` is used by no rank; `scale` is float64, so gradients travel in two dtype
+// groups; `marker` is a buffer.
+struct TinyNetImpl : torch::nn::Module {
+  explicit TinyNetImpl(int64_t hidden) {
+    fc = register_module("fc", torch::nn::Linear(kInputs, hidden));
+    aux = register_module("aux", torch::nn::Linear(hidden, hidden));
+    unused = register_module("unused", torch::nn::Linear(kClasses, kClasses));
+    head = register_module("head", torch::nn::Linear(hidden, kClasses));
+    scale = register_parameter("scale", 1 + 0.1 * torch::randn({kClasses}, torch::kFloat64));
+    marker = register_buffer("marker", torch::randn({3}));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, bool use_aux) {
+    torch::Tensor h = torch::relu(fc(x));
+    if (use_aux) h = h + torch::tanh(aux(h));
+    return head(h) * scale.to(torch::kFloat32);
+  }
+
+  torch::nn::Linear fc{nullptr}, aux{nullptr}, unused{nullptr}, head{nullptr};
+  torch::Tensor scale, marker;
+};
+TORCH_MODULE(TinyNet);
+
+TinyNet MakeNet(uint64_t seed, int64_t hidden = kHidden) {
+  torch::manual_seed(seed);
+  return TinyNet(hidden);
+}
+
+// Rank `rank`'s batch for optimizer step `step`.
+std::pair<torch::Tensor, torch::Tensor> MakeBatch(int rank, int step) {
+  torch::manual_seed(1000 + 100 * step + rank);
+  torch::Tensor x = torch::randn({kBatch, kInputs});
+  torch::Tensor y = torch::randint(0, kClasses, {kBatch}, torch::kInt64);
+  return {x, y};
+}
+
+torch::Tensor RankLoss(TinyNet& net, int rank, int step) {
+  auto [x, y] = MakeBatch(rank, step);
+  return torch::nn::functional::cross_entropy(net->forward(x, rank == 0), y);
+}
+
+// The same training in one process: the loss is the mean over all ranks' batches.
+TinyNet TrainReference(int world_size, int steps) {
+  TinyNet net = MakeNet(kInitSeed);
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(kLearningRate));
+  for (int step = 1; step <= steps; ++step) {
+    optimizer.zero_grad();
+    torch::Tensor loss = torch::zeros({});
+    for (int rank = 0; rank < world_size; ++rank) loss = loss + RankLoss(net, rank, step);
+    (loss / world_size).backward();
+    optimizer.step();
+  }
+  return net;
+}
+
+std::string Message(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"one rank of model_sync_test"};
+  std::string store_path;
+  int rank = 0, world_size = 1, steps = 10, die_after_step = 0;
+  int odd_rank = -1;
+  int64_t timeout_ms = 30000;
+  app.add_option("--store", store_path, "c10d::FileStore file shared by the ranks")->required();
+  app.add_option("--rank", rank)->required();
+  app.add_option("--world", world_size)->required();
+  app.add_option("--steps", steps);
+  app.add_option("--timeout-ms", timeout_ms);
+  app.add_option("--die-after-step", die_after_step, "SIGKILL this rank after that step");
+  app.add_option("--odd-rank", odd_rank, "this rank builds a network unlike the others'");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;
+  }
+  torch::set_num_threads(1);
+
+  try {
+    auto store = c10::make_intrusive<c10d::FileStore>(store_path, world_size);
+    std::shared_ptr<ember::Communicator> comm = ember::sdk::MakeGlooCommunicator(
+        store, rank, world_size, std::chrono::milliseconds(timeout_ms), "model_sync_test");
+
+    TinyNet net = MakeNet(kInitSeed + rank, rank == odd_rank ? kHidden + 1 : kHidden);
+    ember::ModelSync sync(*net, comm);
+    // MatchesRoot needs equal layouts; only BroadcastParameters checks them.
+    const bool layouts_differ = odd_rank >= 0;
+    const bool matched_before = !layouts_differ && sync.MatchesRoot();
+    if (!layouts_differ && rank == 0 && !matched_before) {
+      std::fprintf(stderr, "rank 0: differs from itself before the broadcast\n");
+      return 3;
+    }
+    if (!layouts_differ && rank != 0 && matched_before) {
+      std::fprintf(stderr, "rank %d: already equal to rank 0 before the broadcast\n", rank);
+      return 6;
+    }
+    sync.BroadcastParameters();
+    if (!sync.MatchesRoot()) {
+      std::fprintf(stderr, "rank %d: differs from rank 0 after BroadcastParameters\n", rank);
+      return 3;
+    }
+
+    torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(kLearningRate));
+    for (int step = 1; step <= steps; ++step) {
+      optimizer.zero_grad();
+      RankLoss(net, rank, step).backward();
+      sync.AverageGradients();
+      optimizer.step();
+      if (!sync.MatchesRoot()) {
+        std::fprintf(stderr, "rank %d: parameters differ from rank 0 after step %d\n", rank,
+                     step);
+        return 3;
+      }
+      if (step == die_after_step) {
+        std::fprintf(stderr, "rank %d: killing itself after step %d as asked\n", rank, step);
+        kill(getpid(), SIGKILL);
+      }
+    }
+
+    if (net->unused->weight.grad().defined()) {
+      std::fprintf(stderr, "rank %d: the unused layer got a gradient\n", rank);
+      return 5;
+    }
+
+    TinyNet reference = TrainReference(world_size, steps);
+    auto named = net->named_parameters();
+    auto reference_named = reference->named_parameters();
+    double worst = 0;
+    for (const auto& item : named) {
+      torch::NoGradGuard no_grad;
+      torch::Tensor expected = reference_named[item.key()].to(torch::kFloat64);
+      torch::Tensor actual = item.value().to(torch::kFloat64);
+      double scale = std::max(expected.abs().max().item<double>(), 1e-12);
+      double relative = (actual - expected).abs().max().item<double>() / scale;
+      worst = std::max(worst, relative);
+      if (relative > kTolerance) {
+        std::fprintf(stderr,
+                     "rank %d: parameter %s differs from single-process training by %.3g "
+                     "(relative)\n",
+                     rank, item.key().c_str(), relative);
+        return 4;
+      }
+    }
+    std::fprintf(stderr, "rank %d: ok after %d steps; worst relative difference %.3g\n", rank,
+                 steps, worst);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, Message(e).c_str());
+    return 2;
+  }
+}

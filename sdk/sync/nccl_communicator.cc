@@ -1,0 +1,288 @@
+#include "ember/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sdk/sync/ember_store.h"
+
+namespace ember {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::microseconds kPollInterval{20};
+
+std::string CudaMessage(cudaError_t error) {
+  return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
+}
+
+std::string NcclMessage(ncclResult_t result, ncclComm_t comm) {
+  std::string message = ncclGetErrorString(result);
+  const char* detail = comm != nullptr ? ncclGetLastError(comm) : nullptr;
+  if (detail != nullptr && *detail != '\0') message += std::string(" (") + detail + ")";
+  return message;
+}
+
+std::optional<ncclDataType_t> ToNccl(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat: return ncclFloat32;
+    case torch::kDouble: return ncclFloat64;
+    case torch::kHalf: return ncclFloat16;
+    case torch::kBFloat16: return ncclBfloat16;
+    case torch::kInt: return ncclInt32;
+    case torch::kLong: return ncclInt64;
+    case torch::kByte: return ncclUint8;
+    case torch::kChar: return ncclInt8;
+    default: return std::nullopt;
+  }
+}
+
+std::string Describe(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+// One NCCL communicator in non-blocking mode plus its stream. Every wait polls against
+// a deadline; a failure aborts the communicator, and later calls fail at once.
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(int rank, int world_size, int device, std::chrono::milliseconds timeout,
+                   std::string name)
+      : rank_(rank), world_size_(world_size), device_(device), timeout_(timeout),
+        name_(std::move(name)) {}
+
+  ~NcclCommunicator() override {
+    if (comm_ != nullptr) {
+      bool finalized = false;
+      ncclResult_t result = ncclInternalError;
+      if (broken_.empty() && cudaSetDevice(device_) == cudaSuccess) {
+        result = ncclCommFinalize(comm_);
+      }
+      if (result == ncclSuccess || result == ncclInProgress) {
+        const Clock::time_point deadline = Clock::now() + timeout_;
+        ncclResult_t state = ncclInProgress;
+        while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress &&
+               Clock::now() < deadline) {
+          std::this_thread::sleep_for(kPollInterval);
+        }
+        finalized = state == ncclSuccess;
+      }
+      if (finalized) {
+        ncclCommDestroy(comm_);
+      } else {
+        ncclCommAbort(comm_);
+      }
+    }
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // Rendezvous and NCCL initialization; throws on failure (the destructor cleans up).
+  void Init(c10d::Store& store) {
+    const Clock::time_point deadline = Clock::now() + timeout_;
+    CheckCuda(cudaSetDevice(device_), "init", "cudaSetDevice(" + std::to_string(device_) + ")");
+
+    const std::string key = "ember/nccl/" + name_ + "/unique_id";
+    ncclUniqueId id;
+    if (rank_ == 0) {
+      CheckNccl(ncclGetUniqueId(&id), "init", "ncclGetUniqueId");
+      std::vector<uint8_t> bytes(sizeof(id));
+      std::memcpy(bytes.data(), &id, sizeof(id));
+      RunStore("init", "publishing the NCCL id under '" + key + "'",
+               [&] { store.set(key, bytes); });
+    } else {
+      std::vector<uint8_t> bytes;
+      RunStore("init", "waiting for rank 0's NCCL id under '" + key + "'", [&] {
+        store.wait({key}, timeout_);
+        bytes = store.get(key);
+      });
+      TORCH_CHECK(bytes.size() == sizeof(id), Where("init"), ": the NCCL id under '", key,
+                  "' has ", bytes.size(), " bytes, expected ", sizeof(id));
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    CheckNccl(ncclCommInitRankConfig(&comm_, world_size_, id, rank_, &config), "init",
+              "ncclCommInitRankConfig");
+    AwaitComm("init", deadline);
+    CheckCuda(cudaStreamCreate(&stream_), "init", "cudaStreamCreate");
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+
+  void AllReduceSum(std::vector<torch::Tensor>& tensors) override {
+    Run("all-reduce", tensors, [this](void* data, size_t count, ncclDataType_t type) {
+      return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_);
+    });
+  }
+
+  void Broadcast(std::vector<torch::Tensor>& tensors, int root) override {
+    TORCH_CHECK(root >= 0 && root < world_size_, Where("broadcast"), ": root ", root,
+                " is not a rank of this world");
+    Run("broadcast", tensors, [this, root](void* data, size_t count, ncclDataType_t type) {
+      return ncclBroadcast(data, data, count, type, root, comm_, stream_);
+    });
+  }
+
+ private:
+  std::string Where(const std::string& op) const {
+    return "nccl " + op + " (group '" + name_ + "', rank " + std::to_string(rank_) + " of " +
+           std::to_string(world_size_) + ", cuda device " + std::to_string(device_) + ")";
+  }
+
+  // Records the error, aborts the communicator (so that peers and our stream stop) and
+  // throws.
+  [[noreturn]] void Fail(const std::string& op, const std::string& why) {
+    broken_ = why;
+    if (comm_ != nullptr) {
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    TORCH_CHECK(false, Where(op), ": ", why);
+    std::abort();  // unreachable: TORCH_CHECK(false) throws
+  }
+
+  void CheckCuda(cudaError_t error, const std::string& op, const std::string& call) {
+    if (error != cudaSuccess) Fail(op, call + ": " + CudaMessage(error));
+  }
+
+  // ncclInProgress is success in non-blocking mode: the work finishes asynchronously.
+  void CheckNccl(ncclResult_t result, const std::string& op, const std::string& call) {
+    if (result != ncclSuccess && result != ncclInProgress) {
+      Fail(op, call + ": " + NcclMessage(result, comm_));
+    }
+  }
+
+  void RunStore(const std::string& op, const std::string& what, const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      Fail(op, what + ": " + Describe(e));
+    }
+  }
+
+  void CheckDeadline(const std::string& op, Clock::time_point deadline, const char* waiting) {
+    if (Clock::now() > deadline) {
+      Fail(op, std::string("timed out after ") + std::to_string(timeout_.count()) +
+                   " ms waiting for " + waiting + " (a peer may have died or stopped answering)");
+    }
+  }
+
+  // Waits until the communicator has no call in progress.
+  void AwaitComm(const std::string& op, Clock::time_point deadline) {
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      CheckNccl(ncclCommGetAsyncError(comm_, &state), op, "ncclCommGetAsyncError");
+      if (state == ncclSuccess) return;
+      CheckNccl(state, op, "NCCL");
+      CheckDeadline(op, deadline, "NCCL");
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  }
+
+  // Waits until the stream's work is done, watching for NCCL errors meanwhile.
+  void AwaitStream(const std::string& op, Clock::time_point deadline) {
+    while (true) {
+      cudaError_t query = cudaStreamQuery(stream_);
+      if (query == cudaSuccess) return;
+      if (query != cudaErrorNotReady) CheckCuda(query, op, "cudaStreamQuery");
+      ncclResult_t state = ncclSuccess;
+      CheckNccl(ncclCommGetAsyncError(comm_, &state), op, "ncclCommGetAsyncError");
+      CheckNccl(state, op, "NCCL");
+      CheckDeadline(op, deadline, "the GPU");
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  }
+
+  void Run(const std::string& op, std::vector<torch::Tensor>& tensors,
+           const std::function<ncclResult_t(void*, size_t, ncclDataType_t)>& enqueue) {
+    TORCH_CHECK(broken_.empty(), Where(op),
+                ": communicator is unusable after an earlier error: ", broken_);
+    std::vector<ncclDataType_t> types;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const torch::Tensor& tensor = tensors[i];
+      TORCH_CHECK(tensor.defined(), Where(op), ": tensor ", i, " is undefined");
+      TORCH_CHECK(tensor.is_cuda() && tensor.get_device() == device_, Where(op), ": tensor ", i,
+                  " is on ", tensor.device(), ", expected cuda:", device_);
+      TORCH_CHECK(tensor.is_contiguous() && tensor.layout() == torch::kStrided, Where(op),
+                  ": tensor ", i, " must be dense and contiguous");
+      std::optional<ncclDataType_t> type = ToNccl(tensor.scalar_type());
+      TORCH_CHECK(type.has_value(), Where(op), ": tensor ", i, " has dtype ",
+                  tensor.scalar_type(), ", which NCCL does not reduce");
+      types.push_back(*type);
+    }
+    if (tensors.empty()) return;
+
+    const Clock::time_point deadline = Clock::now() + timeout_;
+    CheckCuda(cudaSetDevice(device_), op, "cudaSetDevice(" + std::to_string(device_) + ")");
+    CheckNccl(ncclGroupStart(), op, "ncclGroupStart");
+    ncclResult_t first_error = ncclSuccess;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      ncclResult_t result = enqueue(tensors[i].data_ptr(), tensors[i].numel(), types[i]);
+      if (first_error == ncclSuccess && result != ncclInProgress) first_error = result;
+    }
+    ncclResult_t end = ncclGroupEnd();
+    CheckNccl(first_error, op, "enqueueing " + std::to_string(tensors.size()) + " tensors");
+    CheckNccl(end, op, "ncclGroupEnd");
+    AwaitComm(op, deadline);
+    AwaitStream(op, deadline);
+  }
+
+  const int rank_;
+  const int world_size_;
+  const int device_;
+  const std::chrono::milliseconds timeout_;
+  const std::string name_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::string broken_;  // the first error, once there was one
+};
+
+}  // namespace
+
+bool CudaDeviceAvailable() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    cudaGetLastError();  // clear it: the runtime would report it again on the next call
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Communicator> MakeNcclCommunicator(c10::intrusive_ptr<c10d::Store> store,
+                                                   int rank, int world_size, int device,
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::string& name) {
+  const std::string where = "nccl communicator '" + name + "' (rank " + std::to_string(rank) +
+                            " of " + std::to_string(world_size) + ")";
+  TORCH_CHECK(store, where, ": no store");
+  TORCH_CHECK(world_size >= 1, where, ": world size must be at least 1");
+  TORCH_CHECK(rank >= 0 && rank < world_size, where, ": rank is outside the world");
+  TORCH_CHECK(device >= 0, where, ": bad cuda device ", device);
+  TORCH_CHECK(timeout.count() > 0, where, ": timeout must be positive, got ", timeout.count(),
+              " ms");
+  auto comm = std::make_unique<NcclCommunicator>(rank, world_size, device, timeout, name);
+  comm->Init(*store);
+  return comm;
+}
+
+std::unique_ptr<Communicator> MakeNcclCommunicator(Client& client, const std::string& job,
+                                                   int rank, int world_size, int device,
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::string& name) {
+  auto store = c10::make_intrusive<sdk::EmberStore>(client, job, timeout);
+  return MakeNcclCommunicator(std::move(store), rank, world_size, device, timeout, name);
+}
+
+}  // namespace ember
