@@ -15,7 +15,8 @@ std::vector<std::string> Names(Client& client) {
 }
 
 TEST_CASE("the catalog is intact after emberd restarts") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "train", 300);
   WriteSyntheticIdx(dir, "t10k", 50);
   {
@@ -49,7 +50,6 @@ TEST_CASE("the catalog is intact after emberd restarts") {
     client.reset();
     daemon.Stop();
   }
-  RemoveTree(dir);
 }
 
 }  // namespace

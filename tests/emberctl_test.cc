@@ -40,7 +40,8 @@ void Truncate(const std::string& path, size_t keep) {
 }
 
 TEST_CASE("emberctl dataset add rejects truncated and corrupt IDX files") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string good = dir + "/good", cut = dir + "/cut", bad = dir + "/bad";
   for (const auto& d : {good, cut, bad}) {
     std::filesystem::create_directories(d);
@@ -81,11 +82,11 @@ TEST_CASE("emberctl dataset add rejects truncated and corrupt IDX files") {
   CHECK(after.out == listing);
   CHECK(kill(daemon.pid(), 0) == 0);
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 TEST_CASE("emberctl explains a missing daemon, an unknown dataset and bad arguments") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   Run no_daemon = Emberctl(dir, {"--socket", dir + "/none.sock", "status"});
   CHECK(no_daemon.exit_code != 0);
   CHECK(no_daemon.err.find(dir + "/none.sock") != std::string::npos);
@@ -124,7 +125,6 @@ TEST_CASE("emberctl explains a missing daemon, an unknown dataset and bad argume
   CHECK(rm.exit_code == 0);
   CHECK(Emberctl(dir, {sock, "dataset", "rm", "syn"}).exit_code != 0);
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 }  // namespace

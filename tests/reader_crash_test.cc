@@ -23,7 +23,8 @@ bool Eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
 }
 
 TEST_CASE("a killed reader's ring is freed and other streams keep flowing") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "train", 2000);
   Daemon daemon(dir);
   daemon.Start();
@@ -81,11 +82,11 @@ TEST_CASE("a killed reader's ring is freed and other streams keep flowing") {
     CHECK((*survivor)->batches_read() >= 290);
   }
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 TEST_CASE("a reader that disconnects without closing its stream frees it too") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "train", 200);
   Daemon daemon(dir);
   daemon.Start();
@@ -113,7 +114,6 @@ TEST_CASE("a reader that disconnects without closing its stream frees it too") {
     }));
   }
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ RankLog ReadAll(Client& client, const StreamOptions& options) {
 }
 
 TEST_CASE("two ranks of a job see every sample exactly once per epoch") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   const uint32_t kSamples = 1000;  // 1000 / (64 * 2) -> 8 batches per rank, last ones short
   WriteSyntheticIdx(dir, "train", kSamples);
   Daemon daemon(dir);
@@ -106,11 +107,11 @@ TEST_CASE("two ranks of a job see every sample exactly once per epoch") {
     CHECK(logs[0].ids_by_epoch[0] != logs[0].ids_by_epoch[1]);
   }
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 TEST_CASE("one rank without shuffle reads the dataset in order, and a rerun is identical") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "train", 130);
   Daemon daemon(dir);
   daemon.Start();
@@ -141,11 +142,11 @@ TEST_CASE("one rank without shuffle reads the dataset in order, and a rerun is i
     CHECK(a.ids_by_epoch[0] != expected);
   }
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 TEST_CASE("bad stream requests fail with a message naming the field") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "train", 100);
   Daemon daemon(dir);
   daemon.Start();
@@ -185,7 +186,6 @@ TEST_CASE("bad stream requests fail with a message naming the field") {
     CHECK(r.status().message().find("batch_size") != std::string::npos);
   }
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ namespace {
 int ExitCode(int status) { return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
 TEST_CASE("2 ranks train with identical parameters after every optimizer step") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "train", 2048);
   WriteSyntheticIdx(dir, "t10k", 256);
   Daemon daemon(dir);
@@ -42,11 +43,11 @@ TEST_CASE("2 ranks train with identical parameters after every optimizer step") 
   CHECK(output.find("result: test_accuracy=") != std::string::npos);
   CHECK(output.find("ranks=2") != std::string::npos);
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 TEST_CASE("ember-run fails the whole run, naming the rank, when one rank fails") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string err = dir + "/run.err";
   const auto start = std::chrono::steady_clock::now();
   pid_t run = Spawn({Runfile("sdk/launcher/ember-run"), "--nproc", "3", "--job", "t", "--",
@@ -62,7 +63,6 @@ TEST_CASE("ember-run fails the whole run, naming the rank, when one rank fails")
   INFO(message);
   CHECK(message.find("rank 1") != std::string::npos);
   CHECK(message.find("exited with code 7") != std::string::npos);
-  RemoveTree(dir);
 }
 
 }  // namespace

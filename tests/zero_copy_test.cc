@@ -17,7 +17,8 @@ bool Inside(const StreamReader& reader, const void* p, size_t n) {
 }
 
 TEST_CASE("batch tensors' storage lies inside the mapped ring") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "train", 500);
   Daemon daemon(dir);
   daemon.Start();
@@ -50,11 +51,11 @@ TEST_CASE("batch tensors' storage lies inside the mapped ring") {
     CHECK(batches == 2 * 16);
   }
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 TEST_CASE("a slot is held while any tensor views it") {
-  const std::string dir = MakeTempDir();
+  TempDir tmp;
+  const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "train", 500);
   Daemon daemon(dir);
   daemon.Start();
@@ -88,7 +89,6 @@ TEST_CASE("a slot is held while any tensor views it") {
     CHECK((*third)->num_samples == 8);
   }
   daemon.Stop();
-  RemoveTree(dir);
 }
 
 }  // namespace

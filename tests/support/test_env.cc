@@ -47,15 +47,15 @@ std::string Runfile(const std::string& rel) {
   return std::string(srcdir) + "/ember/" + rel;
 }
 
-std::string MakeTempDir() {
+TempDir::TempDir() {
   char tmpl[] = "/tmp/ember-test-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) Die("mkdtemp");
-  return tmpl;
+  path_ = tmpl;
 }
 
-void RemoveTree(const std::string& dir) {
+TempDir::~TempDir() {
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove_all(path_, ec);
 }
 
 void WriteSyntheticIdx(const std::string& dir, const std::string& prefix, uint32_t count,

@@ -18,10 +18,19 @@ namespace ember::testing {
 // Path of a file in this test's runfiles, e.g. "daemon/emberd".
 std::string Runfile(const std::string& workspace_relative);
 
-// A fresh directory under /tmp (short, so unix socket paths fit), removed by the caller
-// via RemoveTree.
-std::string MakeTempDir();
-void RemoveTree(const std::string& dir);
+// A fresh directory under /tmp (short, so unix socket paths fit), removed with
+// everything in it when the TempDir goes out of scope, also when a test fails.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Writes <dir>/<prefix>-images-idx3-ubyte.gz and <dir>/<prefix>-labels-idx1-ubyte.gz with
 // `count` samples of rows x cols uint8 pixels. Sample i's first four pixels hold i
