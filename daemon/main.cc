@@ -170,6 +170,9 @@ int Serve(const std::string& config_path) {
     spdlog::info("signal {} received, shutting down", sig);
     sd_notify(0, "STOPPING=1");
   }  // drops the listener and every connection: their streams close and free their rings
+  // Let file work in flight (a dataset being probed) finish while the event loop it
+  // would report to still exists; its caller is gone, so the result is dropped.
+  blocking.join();
   unlink(config->socket_path.c_str());
   spdlog::info("emberd stopped");
   return exit_code;

@@ -118,3 +118,42 @@ TEST_CASE("a reader that disconnects without closing its stream frees it too") {
 
 }  // namespace
 }  // namespace ember::testing
+
+namespace ember::testing {
+namespace {
+
+TEST_CASE("a reader gets an error, not a hang, when emberd stops under it") {
+  TempDir tmp;
+  const std::string& dir = tmp.path();
+  WriteSyntheticIdx(dir, "train", 500);
+  Daemon daemon(dir);
+  daemon.Start();
+  auto client = daemon.Connect();
+  REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
+  StreamOptions options;
+  options.job = "orphan";
+  options.dataset = "syn";
+  options.batch_size = 10;
+  options.epochs = 0;
+  auto reader = client->OpenStream(options);
+  REQUIRE(reader.ok());
+  auto held = (*reader)->Next();  // a batch still viewed while the daemon goes away
+  REQUIRE(held.ok());
+  daemon.Stop();  // must stop cleanly although a client and a stream are live
+
+  const auto start = std::chrono::steady_clock::now();
+  Status error;
+  for (int i = 0; i < 100 && error.ok(); ++i) {
+    auto next = (*reader)->Next();  // batches already in the ring, then the end
+    if (!next.ok()) error = next.status();
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  INFO(error.ToString());
+  CHECK((error.code() == StatusCode::kCancelled || error.code() == StatusCode::kUnavailable));
+  CHECK(!client->connected());
+  // The batch taken before is still readable: the mapping outlives the daemon.
+  CHECK((*held)->tensors.at(1).nbytes == 10);
+}
+
+}  // namespace
+}  // namespace ember::testing

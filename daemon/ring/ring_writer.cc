@@ -62,6 +62,11 @@ ring::SlotHeader* RingWriter::Acquire(const std::atomic<bool>& stop) {
   return nullptr;
 }
 
+ring::SlotHeader* RingWriter::TryAcquire() {
+  ring::SlotHeader* slot = Slot(static_cast<uint32_t>(next_sequence_ % header_->slot_count));
+  return slot->state.load(std::memory_order_acquire) == ring::kFree ? slot : nullptr;
+}
+
 void RingWriter::Publish(ring::SlotHeader* slot) {
   slot->sequence = next_sequence_++;
   header_->published.fetch_add(1, std::memory_order_relaxed);

@@ -35,6 +35,10 @@ class RingWriter {
   // nullptr if `stop` becomes true first (checked at least every 50 ms and after Wake()).
   ring::SlotHeader* Acquire(const std::atomic<bool>& stop);
 
+  // The slot for the next sequence number if the reader has freed it, else nullptr.
+  // Never blocks.
+  ring::SlotHeader* TryAcquire();
+
   // Index (0..slot_count-1) of a slot returned by Acquire.
   uint32_t IndexOf(const ring::SlotHeader* slot) const;
 

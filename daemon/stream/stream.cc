@@ -77,6 +77,10 @@ Stream::~Stream() {
   if (producer_.joinable()) producer_.join();
   CommitFreedSlots();
   ledger_.Leave(params_.job, params_.rank);
+  // A reader still attached (the daemon is shutting down) learns why no more batches
+  // come. After a completed stream this lands behind the end marker and is never read.
+  if (ring::SlotHeader* slot = ring_->TryAcquire())
+    ring_->PublishEnd(slot, ring::kEndCancelled, "emberd closed the stream (shutting down?)");
 }
 
 void Stream::Run() {

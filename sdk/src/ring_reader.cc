@@ -72,18 +72,14 @@ class RingReader final : public StreamReader {
     uint32_t state = slot->state.load(std::memory_order_acquire);
     while (state != ring::kReady && state != ring::kEnd) {
       if (state == ring::kReading) {
+        if (!alive_()) return Lost(wait_start);
         return FailedPrecondition(
             "all " + std::to_string(header_->slot_count) +
             " ring slots are held by live batches; release older batches before taking more "
             "(or open the stream with more slots)");
       }
       state = ring::WaitWhileState(slot, state, std::chrono::milliseconds(100));
-      if (state == ring::kFree && !alive_()) {
-        wait_time_ += Clock::now() - wait_start;
-        ended_ = true;
-        end_status_ = Unavailable("lost the connection to emberd while waiting for a batch");
-        return end_status_;
-      }
+      if (state == ring::kFree && !alive_()) return Lost(wait_start);
     }
     wait_time_ += Clock::now() - wait_start;
     if (state == ring::kEnd) return End(slot);
@@ -110,13 +106,20 @@ class RingReader final : public StreamReader {
                                                i * header_->slot_size);
   }
 
+  Result<std::optional<RawBatch>> Lost(Clock::time_point wait_start) {
+    wait_time_ += Clock::now() - wait_start;
+    ended_ = true;
+    end_status_ = Unavailable("lost the connection to emberd while waiting for a batch");
+    return end_status_;
+  }
+
   Result<std::optional<RawBatch>> End(ring::SlotHeader* slot) {
     ended_ = true;
     std::string message(slot->end_message,
                         strnlen(slot->end_message, ring::kEndMessageBytes));
     switch (slot->end_status) {
       case ring::kEndComplete: return std::optional<RawBatch>();
-      case ring::kEndCancelled: end_status_ = Cancelled("emberd closed the stream: " + message); break;
+      case ring::kEndCancelled: end_status_ = Cancelled(message); break;
       default: end_status_ = DataLoss("emberd stopped the stream: " + message); break;
     }
     return end_status_;
