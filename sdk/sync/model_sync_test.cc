@@ -28,7 +28,7 @@ std::string Env(const char* name) {
   return value;
 }
 
-std::string WorkerPath() { return Env("TEST_SRCDIR") + "/ember/sdk/sync/model_sync_worker"; }
+std::string WorkerPath() { return Env("TEST_SRCDIR") + "/ember/sdk/model_sync_worker"; }
 
 std::string TempPath(const std::string& name) {
   std::string path = Env("TEST_TMPDIR") + "/" + name;
