@@ -17,13 +17,10 @@ std::vector<std::string> Names(Client& client) {
 TEST_CASE("the catalog is intact after emberd restarts") {
   TempDir tmp;
   const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 300);
   WriteSyntheticIdx(dir, "t10k", 50);
   {
     Daemon daemon(dir);
-    daemon.Start();
-    auto client = daemon.Connect();
-    REQUIRE(client->AddDataset({"small-train", "idx", dir, "train"}).ok());
+    auto client = StartWithSyntheticDataset(daemon, 300, "small-train");
     REQUIRE(client->AddDataset({"small-test", "idx", dir, "test"}).ok());
     REQUIRE(client->AddDataset({"doomed", "idx", dir, "test"}).ok());
     REQUIRE(client->RemoveDataset("doomed").ok());

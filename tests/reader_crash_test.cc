@@ -25,18 +25,10 @@ bool Eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
 TEST_CASE("a killed reader's ring is freed and other streams keep flowing") {
   TempDir tmp;
   const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 2000);
   Daemon daemon(dir);
-  daemon.Start();
   {
-    auto client = daemon.Connect();
-    REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
-    StreamOptions options;
-    options.job = "survivor";
-    options.dataset = "syn";
-    options.batch_size = 16;
-    options.epochs = 0;
-    auto survivor = client->OpenStream(options);
+    auto client = StartWithSyntheticDataset(daemon, 2000);
+    auto survivor = client->OpenStream(ReaderOptions("survivor", 16, 0));
     REQUIRE(survivor.ok());
     REQUIRE((*survivor)->Next().ok());
 
@@ -86,22 +78,13 @@ TEST_CASE("a killed reader's ring is freed and other streams keep flowing") {
 
 TEST_CASE("a reader that disconnects without closing its stream frees it too") {
   TempDir tmp;
-  const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 200);
-  Daemon daemon(dir);
-  daemon.Start();
+  Daemon daemon(tmp.path());
   {
-    auto admin = daemon.Connect();
-    REQUIRE(admin->AddDataset({"syn", "idx", dir, "train"}).ok());
+    auto admin = StartWithSyntheticDataset(daemon, 200);
     const int memfds_before = CountMemfds(daemon.pid());
     {
       auto client = daemon.Connect();
-      StreamOptions options;
-      options.job = "brief";
-      options.dataset = "syn";
-      options.batch_size = 10;
-      options.epochs = 0;
-      auto reader = client->OpenStream(options);
+      auto reader = client->OpenStream(ReaderOptions("brief", 10, 0));
       REQUIRE(reader.ok());
       auto next = (*reader)->Next();
       REQUIRE(next.ok());
@@ -124,18 +107,9 @@ namespace {
 
 TEST_CASE("a reader gets an error, not a hang, when emberd stops under it") {
   TempDir tmp;
-  const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 500);
-  Daemon daemon(dir);
-  daemon.Start();
-  auto client = daemon.Connect();
-  REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
-  StreamOptions options;
-  options.job = "orphan";
-  options.dataset = "syn";
-  options.batch_size = 10;
-  options.epochs = 0;
-  auto reader = client->OpenStream(options);
+  Daemon daemon(tmp.path());
+  auto client = StartWithSyntheticDataset(daemon, 500);
+  auto reader = client->OpenStream(ReaderOptions("orphan", 10, 0));
   REQUIRE(reader.ok());
   auto held = (*reader)->Next();  // a batch still viewed while the daemon goes away
   REQUIRE(held.ok());

@@ -61,28 +61,20 @@ RankLog ReadAll(Client& client, const StreamOptions& options) {
 
 TEST_CASE("two ranks of a job see every sample exactly once per epoch") {
   TempDir tmp;
-  const std::string& dir = tmp.path();
   const uint32_t kSamples = 1000;  // 1000 / (64 * 2) -> 8 batches per rank, last ones short
-  WriteSyntheticIdx(dir, "train", kSamples);
-  Daemon daemon(dir);
-  daemon.Start();
+  Daemon daemon(tmp.path());
   {
-    auto admin = daemon.Connect();
-    REQUIRE(admin->AddDataset({"syn", "idx", dir, "train"}).ok());
+    auto admin = StartWithSyntheticDataset(daemon, kSamples);
 
     std::vector<RankLog> logs(2);
     std::vector<std::thread> ranks;
     for (uint32_t r = 0; r < 2; ++r)
       ranks.emplace_back([&, r] {
         auto client = daemon.Connect();
-        StreamOptions options;
-        options.job = "exactly-once";
-        options.dataset = "syn";
-        options.batch_size = 64;
+        StreamOptions options = ReaderOptions("exactly-once", 64, 3);
         options.seed = 7;
         options.rank = r;
         options.world_size = 2;
-        options.epochs = 3;
         logs[r] = ReadAll(*client, options);
       });
     for (auto& t : ranks) t.join();
@@ -111,17 +103,10 @@ TEST_CASE("two ranks of a job see every sample exactly once per epoch") {
 
 TEST_CASE("one rank without shuffle reads the dataset in order, and a rerun is identical") {
   TempDir tmp;
-  const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 130);
-  Daemon daemon(dir);
-  daemon.Start();
+  Daemon daemon(tmp.path());
   {
-    auto client = daemon.Connect();
-    REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
-    StreamOptions options;
-    options.job = "ordered";
-    options.dataset = "syn";
-    options.batch_size = 32;
+    auto client = StartWithSyntheticDataset(daemon, 130);
+    StreamOptions options = ReaderOptions("ordered", 32, 1);
     options.shuffle = false;
     RankLog log = ReadAll(*client, options);
     REQUIRE(log.error.ok());
@@ -146,16 +131,10 @@ TEST_CASE("one rank without shuffle reads the dataset in order, and a rerun is i
 
 TEST_CASE("bad stream requests fail with a message naming the field") {
   TempDir tmp;
-  const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 100);
-  Daemon daemon(dir);
-  daemon.Start();
+  Daemon daemon(tmp.path());
   {
-    auto client = daemon.Connect();
-    REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
-    StreamOptions options;
-    options.job = "bad";
-    options.dataset = "nope";
+    auto client = StartWithSyntheticDataset(daemon, 100);
+    StreamOptions options = ReaderOptions("bad", 64, 1, "nope");
     auto r = client->OpenStream(options);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == StatusCode::kNotFound);

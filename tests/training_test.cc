@@ -19,13 +19,10 @@ int ExitCode(int status) { return status != -1 && WIFEXITED(status) ? WEXITSTATU
 TEST_CASE("2 ranks train with identical parameters after every optimizer step") {
   TempDir tmp;
   const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 2048);
   WriteSyntheticIdx(dir, "t10k", 256);
   Daemon daemon(dir);
-  daemon.Start();
   {
-    auto client = daemon.Connect();
-    REQUIRE(client->AddDataset({"syn-train", "idx", dir, "train"}).ok());
+    auto client = StartWithSyntheticDataset(daemon, 2048, "syn-train");
     REQUIRE(client->AddDataset({"syn-test", "idx", dir, "test"}).ok());
   }
   const std::string out = dir + "/train.out", err = dir + "/train.err";

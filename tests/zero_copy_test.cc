@@ -18,19 +18,10 @@ bool Inside(const StreamReader& reader, const void* p, size_t n) {
 
 TEST_CASE("batch tensors' storage lies inside the mapped ring") {
   TempDir tmp;
-  const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 500);
-  Daemon daemon(dir);
-  daemon.Start();
+  Daemon daemon(tmp.path());
   {
-    auto client = daemon.Connect();
-    REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
-    StreamOptions options;
-    options.job = "zero-copy";
-    options.dataset = "syn";
-    options.batch_size = 32;
-    options.epochs = 2;
-    Loader loader(*client, options);
+    auto client = StartWithSyntheticDataset(daemon, 500);
+    Loader loader(*client, ReaderOptions("zero-copy", 32, 2));
     int batches = 0;
     for (int epoch = 0; epoch < 2; ++epoch) {
       while (auto batch = loader.Next()) {
@@ -55,18 +46,10 @@ TEST_CASE("batch tensors' storage lies inside the mapped ring") {
 
 TEST_CASE("a slot is held while any tensor views it") {
   TempDir tmp;
-  const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "train", 500);
-  Daemon daemon(dir);
-  daemon.Start();
+  Daemon daemon(tmp.path());
   {
-    auto client = daemon.Connect();
-    REQUIRE(client->AddDataset({"syn", "idx", dir, "train"}).ok());
-    StreamOptions options;
-    options.job = "holding";
-    options.dataset = "syn";
-    options.batch_size = 8;
-    options.epochs = 0;
+    auto client = StartWithSyntheticDataset(daemon, 500);
+    StreamOptions options = ReaderOptions("holding", 8, 0);
     options.slots = 2;
     auto reader = client->OpenStream(options);
     REQUIRE(reader.ok());

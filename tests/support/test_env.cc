@@ -234,4 +234,28 @@ std::unique_ptr<Client> Daemon::Connect() const {
   return std::move(client).value();
 }
 
+std::unique_ptr<Client> StartWithSyntheticDataset(Daemon& daemon, uint32_t count,
+                                                  const std::string& name) {
+  WriteSyntheticIdx(daemon.dir(), "train", count);
+  daemon.Start();
+  auto client = daemon.Connect();
+  auto added = client->AddDataset({name, "idx", daemon.dir(), "train"});
+  if (!added.ok())
+    Die("registering dataset '" + name + "' (" + std::to_string(count) + " synthetic samples in " +
+        daemon.dir() + "): " + added.status().ToString() + "\nemberd log:\n" + daemon.log());
+  return client;
+}
+
+StreamOptions ReaderOptions(const std::string& job, uint32_t batch_size, uint32_t epochs,
+                            const std::string& dataset) {
+  StreamOptions options;
+  options.job = job;
+  options.dataset = dataset;
+  options.batch_size = batch_size;
+  options.epochs = epochs;
+  options.rank = 0;
+  options.world_size = 1;
+  return options;
+}
+
 }  // namespace ember::testing

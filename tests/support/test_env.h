@@ -82,6 +82,17 @@ class Daemon {
   pid_t pid_ = -1;
 };
 
+// Writes `count` synthetic train samples into daemon.dir(), starts the daemon, registers
+// them as IDX dataset `name` (split "train") and returns a connected client. Fails the
+// test (throws, with the daemon's log) if any step fails.
+std::unique_ptr<Client> StartWithSyntheticDataset(Daemon& daemon, uint32_t count,
+                                                  const std::string& name = "syn");
+
+// Options for a single reader (rank 0 of 1) of `dataset`, shuffled, with seed 0 and the
+// daemon's default ring depth. epochs 0: until the reader is destroyed.
+StreamOptions ReaderOptions(const std::string& job, uint32_t batch_size, uint32_t epochs,
+                            const std::string& dataset = "syn");
+
 }  // namespace ember::testing
 
 #endif  // EMBER_TESTS_SUPPORT_TEST_ENV_H_
