@@ -1,6 +1,9 @@
 // Through a real emberd: every sample exactly once per epoch across the ranks of a job,
 // the same number of batches for every rank, deterministic order per (seed, epoch), and
 // clear errors for bad stream requests.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -164,6 +167,40 @@ TEST_CASE("bad stream requests fail with a message naming the field") {
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK(r.status().message().find("batch_size") != std::string::npos);
   }
+  daemon.Stop();
+}
+
+}  // namespace
+}  // namespace ember::testing
+
+namespace ember::testing {
+namespace {
+
+TEST_CASE("data that went bad after registration fails that stream, not the daemon") {
+  TempDir tmp;
+  Daemon daemon(tmp.path());
+  auto client = StartWithSyntheticDataset(daemon, 300);
+  const std::string other = tmp.path() + "/other";
+  REQUIRE(mkdir(other.c_str(), 0755) == 0);
+  WriteSyntheticIdx(other, "train", 300);
+  REQUIRE(client->AddDataset({"doomed", "idx", other, "train"}).ok());
+  // The file is cut short behind the daemon's back.
+  const std::string images = other + "/train-images-idx3-ubyte.gz";
+  REQUIRE(truncate(images.c_str(), 100) == 0);
+
+  auto doomed = client->OpenStream(ReaderOptions("doomed-job", 16, 1, "doomed"));
+  REQUIRE(doomed.ok());
+  auto next = (*doomed)->Next();
+  REQUIRE_FALSE(next.ok());
+  CHECK(next.status().code() == StatusCode::kDataLoss);
+  CHECK(next.status().message().find(images) != std::string::npos);
+
+  // The daemon and the healthy dataset carry on.
+  auto healthy = client->OpenStream(ReaderOptions("healthy-job", 16, 1));
+  REQUIRE(healthy.ok());
+  auto batch = (*healthy)->Next();
+  REQUIRE(batch.ok());
+  CHECK(batch->has_value());
   daemon.Stop();
 }
 
