@@ -121,11 +121,12 @@ int Serve(const std::string& config_path) {
   JobLedger ledger;
   KvStore kv;
   DatasetCache cache(env.get(), decode_threads);
+  DecodePool decode_pool(decode_threads);
   boost::asio::thread_pool blocking(2);
   StreamLimits limits;
   limits.shm_budget_bytes = config->shm_budget_bytes;
   limits.default_slots = config->default_slots;
-  StreamManager streams(env.get(), catalog->get(), &ledger, &cache, limits);
+  StreamManager streams(env.get(), catalog->get(), &ledger, &cache, &decode_pool, limits);
 
   auto io = kj::setupAsyncIo();
   ServerContext ctx;

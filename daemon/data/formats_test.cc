@@ -6,6 +6,7 @@
 #include "daemon/catalog/dataset.h"
 #include "daemon/core/env.h"
 #include "daemon/data/source.h"
+#include "daemon/data/source_testing.h"
 
 namespace ember::daemon {
 namespace {
@@ -60,10 +61,10 @@ TEST_CASE("format idx probes and loads through the registry") {
   Result<std::unique_ptr<Source>> source = LoadDataset(*env, spec);
   REQUIRE(source.ok());
   char image[4];
-  REQUIRE((*source)->ReadSample(1, 0, image).ok());
+  REQUIRE(ReadSampleTensor(**source, 1, 0, image).ok());
   CHECK(std::string(image, 4) == "efgh");
   char label = 0;
-  REQUIRE((*source)->ReadSample(0, 1, &label).ok());
+  REQUIRE(ReadSampleTensor(**source, 0, 1, &label).ok());
   CHECK(label == 3);
 }
 

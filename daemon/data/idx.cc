@@ -388,20 +388,16 @@ class IdxSource : public Source {
 
   const DatasetInfo& info() const override { return split_.info; }
 
-  Status ReadSample(uint64_t id, size_t tensor, void* dst) const override {
+  Status ReadSample(uint64_t id, const SampleContext&, void* const* dsts) const override {
     if (id >= split_.info.count) {
       return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
                              split_.info.spec.name + "' has " + std::to_string(split_.info.count) +
                              " samples");
     }
-    if (tensor >= sample_bytes_.size()) {
-      return InvalidArgument("tensor " + std::to_string(tensor) + " is out of range: dataset '" +
-                             split_.info.spec.name + "' has " +
-                             std::to_string(sample_bytes_.size()) + " tensors");
-    }
-    const IdxArray& array = tensor == 0 ? split_.images : split_.labels;
-    const uint64_t size = sample_bytes_[tensor];
-    std::memcpy(dst, array.payload() + id * size, static_cast<size_t>(size));
+    std::memcpy(dsts[0], split_.images.payload() + id * sample_bytes_[0],
+                static_cast<size_t>(sample_bytes_[0]));
+    std::memcpy(dsts[1], split_.labels.payload() + id * sample_bytes_[1],
+                static_cast<size_t>(sample_bytes_[1]));
     return Status::Ok();
   }
 

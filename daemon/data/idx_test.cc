@@ -12,6 +12,7 @@
 #include "daemon/catalog/dataset.h"
 #include "daemon/core/env.h"
 #include "daemon/data/source.h"
+#include "daemon/data/source_testing.h"
 #include "ember/ring_layout.h"
 
 namespace ember::daemon {
@@ -116,10 +117,10 @@ void CheckStandardInfo(const DatasetInfo& info, const std::string& dir,
 void CheckStandardSamples(const Source& source) {
   for (uint64_t id = 0; id < 3; ++id) {
     unsigned char image[6];
-    REQUIRE(source.ReadSample(id, 0, image).ok());
+    REQUIRE(ReadSampleTensor(source, id, 0, image).ok());
     for (int j = 0; j < 6; ++j) CHECK(image[j] == 10 * id + j);
     unsigned char label = 0;
-    REQUIRE(source.ReadSample(id, 1, &label).ok());
+    REQUIRE(ReadSampleTensor(source, id, 1, &label).ok());
     CHECK(label == 7 + id);
   }
 }
@@ -216,12 +217,12 @@ TEST_CASE("multi-byte element types are converted to native order and keep their
     CHECK(info.tensors[1].dtype == DType::kInt32);
     CHECK(info.tensors[0].SampleBytes() == 8);
     int16_t image[4];
-    REQUIRE((*source)->ReadSample(1, 0, image).ok());
+    REQUIRE(ReadSampleTensor(**source, 1, 0, image).ok());
     CHECK(std::vector<int16_t>(image, image + 4) == std::vector<int16_t>{32767, 0, 7, -7});
     int32_t label = 0;
-    REQUIRE((*source)->ReadSample(0, 1, &label).ok());
+    REQUIRE(ReadSampleTensor(**source, 0, 1, &label).ok());
     CHECK(label == 0x01020304);
-    REQUIRE((*source)->ReadSample(1, 1, &label).ok());
+    REQUIRE(ReadSampleTensor(**source, 1, 1, &label).ok());
     CHECK(label == -5);
   }
   SECTION("float32 images with three sample dimensions") {
@@ -232,7 +233,7 @@ TEST_CASE("multi-byte element types are converted to native order and keep their
     REQUIRE(source.ok());
     CHECK((*source)->info().tensors[0].shape == std::vector<int64_t>{1, 2, 2});
     float image[4];
-    REQUIRE((*source)->ReadSample(0, 0, image).ok());
+    REQUIRE(ReadSampleTensor(**source, 0, 0, image).ok());
     CHECK(std::vector<float>(image, image + 4) == std::vector<float>{0.5f, -1.25f, 3e10f, 1e-20f});
   }
   SECTION("float64 images, int8 labels") {
@@ -244,11 +245,11 @@ TEST_CASE("multi-byte element types are converted to native order and keep their
     CHECK((*source)->info().tensors[0].dtype == DType::kFloat64);
     CHECK((*source)->info().tensors[1].dtype == DType::kInt8);
     double image[2];
-    REQUIRE((*source)->ReadSample(1, 0, image).ok());
+    REQUIRE(ReadSampleTensor(**source, 1, 0, image).ok());
     CHECK(image[0] == 1e300);
     CHECK(image[1] == 4.0);
     int8_t label = 0;
-    REQUIRE((*source)->ReadSample(0, 1, &label).ok());
+    REQUIRE(ReadSampleTensor(**source, 0, 1, &label).ok());
     CHECK(label == -1);
   }
 }
@@ -281,10 +282,10 @@ TEST_CASE("a large gzip file streams through in chunks") {
   CHECK((*source)->info().count == count);
   std::string image(28 * 28, '\0');
   for (uint64_t id : {uint64_t{0}, uint64_t{1234}, uint64_t{count - 1}}) {
-    REQUIRE((*source)->ReadSample(id, 0, image.data()).ok());
+    REQUIRE(ReadSampleTensor(**source, id, 0, image.data()).ok());
     CHECK(image == pixels.substr(id * 784, 784));
     char label = 0;
-    REQUIRE((*source)->ReadSample(id, 1, &label).ok());
+    REQUIRE(ReadSampleTensor(**source, id, 1, &label).ok());
     CHECK(label == static_cast<char>(id % 10));
   }
 }
@@ -297,10 +298,10 @@ TEST_CASE("ReadSample refuses out-of-range ids and tensors and is safe from many
   auto source = LoadIdx(*env, Spec(dir));
   REQUIRE(source.ok());
   unsigned char buffer[6];
-  Status bad_id = (*source)->ReadSample(3, 0, buffer);
+  Status bad_id = ReadSampleTensor(**source, 3, 0, buffer);
   CHECK(bad_id.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(bad_id.message(), Catch::Contains("sample 3") && Catch::Contains("3 samples"));
-  Status bad_tensor = (*source)->ReadSample(0, 2, buffer);
+  Status bad_tensor = ReadSampleTensor(**source, 0, 2, buffer);
   CHECK(bad_tensor.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(bad_tensor.message(), Catch::Contains("tensor 2"));
 
@@ -313,7 +314,7 @@ TEST_CASE("ReadSample refuses out-of-range ids and tensors and is safe from many
         uint64_t id = static_cast<uint64_t>((round + t) % 3);
         unsigned char image[6];
         unsigned char label;
-        if (!shared->ReadSample(id, 0, image).ok() || !shared->ReadSample(id, 1, &label).ok() ||
+        if (!ReadSampleTensor(*shared, id, 0, image).ok() || !ReadSampleTensor(*shared, id, 1, &label).ok() ||
             image[5] != 10 * id + 5 || label != 7 + id) {
           ++bad[t];
         }

@@ -10,17 +10,29 @@
 
 namespace ember::daemon {
 
+// Where a sample is read for: augmentation randomness derives only from
+// (seed, epoch, sample id), so a run is reproducible whichever thread decodes what.
+struct SampleContext {
+  uint64_t seed = 0;
+  uint64_t epoch = 0;
+};
+
 class Source {
  public:
   virtual ~Source() = default;
 
   virtual const DatasetInfo& info() const = 0;
 
-  // Writes sample `id`'s tensor number `tensor` (an index into info().tensors) to `dst`,
-  // exactly info().tensors[tensor].SampleBytes() bytes. Thread-safe.
-  // kInvalidArgument for an id or tensor out of range; kDataLoss for corrupt data
-  // (message names the file and offset).
-  virtual Status ReadSample(uint64_t id, size_t tensor, void* dst) const = 0;
+  // Writes every tensor of sample `id`: tensor t (an index into info().tensors) goes to
+  // dsts[t], exactly info().tensors[t].SampleBytes() bytes. Thread-safe: decode threads
+  // call it concurrently. kInvalidArgument for an id out of range; kDataLoss for corrupt
+  // data (the message names the file and what is wrong).
+  virtual Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const = 0;
+
+  // True if ReadSample does enough work (decoding, transforms) that a batch's samples
+  // should be spread over the daemon's decode pool; false for in-memory copies, which
+  // the stream's producer does inline.
+  virtual bool ParallelDecode() const { return false; }
 };
 
 }  // namespace ember::daemon

@@ -2,7 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 
 namespace ember::daemon {
@@ -22,6 +27,7 @@ uint64_t BatchPayloadBytes(const DatasetInfo& info, uint32_t batch_size) {
 Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& ledger,
                                               const DatasetInfo& info,
                                               DatasetCache::SourceFuture source,
+                                              DecodePool* decode_pool,
                                               const StreamParams& params) {
   if (info.tensors.empty() || info.tensors.size() > ring::kMaxTensors)
     return InvalidArgument("dataset '" + info.spec.name + "' has " +
@@ -51,20 +57,22 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& 
     ledger.Leave(params.job, params.rank);
     return ring.status();
   }
-  std::unique_ptr<Stream> stream(new Stream(id, env, ledger, info, std::move(source), params,
-                                            *batches, std::move(ring).value()));
+  std::unique_ptr<Stream> stream(new Stream(id, env, ledger, info, std::move(source),
+                                            decode_pool, params, *batches,
+                                            std::move(ring).value()));
   stream->producer_ = std::thread([s = stream.get()] { s->Run(); });
   return stream;
 }
 
 Stream::Stream(uint64_t id, Env& env, JobLedger& ledger, DatasetInfo info,
-               DatasetCache::SourceFuture source, StreamParams params,
+               DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
                uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring)
     : id_(id),
       env_(env),
       ledger_(ledger),
       info_(std::move(info)),
       source_future_(std::move(source)),
+      decode_pool_(decode_pool),
       params_(std::move(params)),
       batches_per_epoch_(batches_per_epoch),
       ring_(std::move(ring)),
@@ -144,9 +152,11 @@ Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& so
   slot->epoch = lease.epoch;
   slot->index_in_epoch = lease.index_in_epoch;
   slot->last_in_epoch = lease.last_in_epoch ? 1 : 0;
+  std::array<uint8_t*, ring::kMaxTensors> columns{};
+  std::array<uint64_t, ring::kMaxTensors> sample_bytes{};
   for (size_t t = 0; t < info_.tensors.size(); ++t) {
     const TensorSpec& spec = info_.tensors[t];
-    const uint64_t sample_bytes = spec.SampleBytes();
+    sample_bytes[t] = spec.SampleBytes();
     ring::TensorDesc& desc = slot->tensors[t];
     std::memset(desc.name, 0, sizeof(desc.name));
     std::strncpy(desc.name, spec.name.c_str(), sizeof(desc.name) - 1);
@@ -155,16 +165,44 @@ Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& so
     desc.shape[0] = static_cast<int64_t>(rows);
     for (size_t k = 0; k < spec.shape.size(); ++k) desc.shape[k + 1] = spec.shape[k];
     desc.offset = offset;
-    desc.nbytes = sample_bytes * rows;
-    for (uint64_t r = 0; r < rows; ++r) {
-      Status s = source.ReadSample(lease.sample_ids[r], t, base + offset + r * sample_bytes);
+    desc.nbytes = sample_bytes[t] * rows;
+    columns[t] = base + offset;
+    offset += ring::AlignUp(desc.nbytes, ring::kCacheLine);
+  }
+
+  // Rows [begin, end) of the batch, decoded straight into the slot.
+  const SampleContext context{params_.seed, lease.epoch};
+  auto read_rows = [&](uint64_t begin, uint64_t end) -> Status {
+    std::array<void*, ring::kMaxTensors> dsts{};
+    for (uint64_t r = begin; r < end; ++r) {
+      for (size_t t = 0; t < info_.tensors.size(); ++t) dsts[t] = columns[t] + r * sample_bytes[t];
+      Status s = source.ReadSample(lease.sample_ids[r], context, dsts.data());
       if (!s.ok())
         return s.WithContext("dataset '" + info_.spec.name + "' sample " +
                              std::to_string(lease.sample_ids[r]));
     }
-    offset += ring::AlignUp(desc.nbytes, ring::kCacheLine);
+    return Status::Ok();
+  };
+  if (decode_pool_ == nullptr || !source.ParallelDecode() || rows < 2) return read_rows(0, rows);
+
+  // Spread the rows over the decode pool and wait for all of them; the first error wins.
+  const uint64_t chunks = std::min<uint64_t>(rows, uint64_t{decode_pool_->threads} * 2);
+  std::mutex mu;
+  std::condition_variable done_cv;
+  uint64_t pending = chunks;
+  Status first_error;
+  for (uint64_t c = 0; c < chunks; ++c) {
+    const uint64_t begin = rows * c / chunks, end = rows * (c + 1) / chunks;
+    boost::asio::post(decode_pool_->pool, [&, begin, end] {
+      Status s = read_rows(begin, end);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.ok() && first_error.ok()) first_error = s;
+      if (--pending == 0) done_cv.notify_one();
+    });
   }
-  return Status::Ok();
+  std::unique_lock<std::mutex> lock(mu);
+  done_cv.wait(lock, [&] { return pending == 0; });
+  return first_error;
 }
 
 ring::SlotHeader* Stream::AcquireSlot() {

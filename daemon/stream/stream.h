@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/thread_pool.hpp>
+
 #include "daemon/catalog/dataset.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/core/env.h"
@@ -52,6 +54,13 @@ struct StreamStats {
   uint32_t slot_count = 0;
 };
 
+// The daemon's decode threads, shared by all streams (sized by the decode_threads key).
+struct DecodePool {
+  explicit DecodePool(unsigned n) : threads(n == 0 ? 1 : n), pool(threads) {}
+  const unsigned threads;
+  boost::asio::thread_pool pool;
+};
+
 // Bytes of payload one batch of `batch_size` samples of `info` needs in a slot.
 uint64_t BatchPayloadBytes(const DatasetInfo& info, uint32_t batch_size);
 
@@ -59,10 +68,13 @@ class Stream {
  public:
   // Joins the job in `ledger` (kInvalidArgument on params that do not match the job's),
   // creates the ring and starts the producer. The dataset loads in the background; a load
-  // error ends the stream with it (the reader sees kDataLoss and the message).
+  // error ends the stream with it (the reader sees kDataLoss and the message). Sources
+  // that decode spread each batch over `decode_pool` (may be null: all work inline);
+  // the pool must outlive the stream.
   static Result<std::unique_ptr<Stream>> Start(uint64_t id, Env& env, JobLedger& ledger,
                                                const DatasetInfo& info,
                                                DatasetCache::SourceFuture source,
+                                               DecodePool* decode_pool,
                                                const StreamParams& params);
   ~Stream();
 
@@ -79,8 +91,8 @@ class Stream {
 
  private:
   Stream(uint64_t id, Env& env, JobLedger& ledger, DatasetInfo info,
-         DatasetCache::SourceFuture source, StreamParams params, uint64_t batches_per_epoch,
-         std::unique_ptr<RingWriter> ring);
+         DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
+         uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring);
   void Run();
   Status Produce();
   Status Fill(ring::SlotHeader* slot, const Lease& lease, const Source& source);
@@ -94,6 +106,7 @@ class Stream {
   JobLedger& ledger_;
   const DatasetInfo info_;
   DatasetCache::SourceFuture source_future_;
+  DecodePool* const decode_pool_;
   const StreamParams params_;
   const uint64_t batches_per_epoch_;
   std::unique_ptr<RingWriter> ring_;

@@ -5,8 +5,13 @@
 namespace ember::daemon {
 
 StreamManager::StreamManager(Env* env, Catalog* catalog, JobLedger* ledger, DatasetCache* cache,
-                             StreamLimits limits)
-    : env_(env), catalog_(catalog), ledger_(ledger), cache_(cache), limits_(limits) {}
+                             DecodePool* decode_pool, StreamLimits limits)
+    : env_(env),
+      catalog_(catalog),
+      ledger_(ledger),
+      cache_(cache),
+      decode_pool_(decode_pool),
+      limits_(limits) {}
 
 StreamManager::~StreamManager() {
   std::map<uint64_t, std::shared_ptr<Stream>> streams;
@@ -50,7 +55,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
     reserved_bytes_ += ring_bytes;
     id = next_id_++;
   }
-  auto stream = Stream::Start(id, *env_, *ledger_, *info, cache_->Get(*info), params);
+  auto stream = Stream::Start(id, *env_, *ledger_, *info, cache_->Get(*info), decode_pool_, params);
   std::lock_guard<std::mutex> lock(mu_);
   if (!stream.ok()) {
     reserved_bytes_ -= ring_bytes;

@@ -29,7 +29,7 @@ struct StreamLimits {
 class StreamManager {
  public:
   StreamManager(Env* env, Catalog* catalog, JobLedger* ledger, DatasetCache* cache,
-                StreamLimits limits);
+                DecodePool* decode_pool, StreamLimits limits);
   ~StreamManager();  // closes every stream
 
   // Validates the request (naming the bad field), looks the dataset up in the catalog,
@@ -49,6 +49,7 @@ class StreamManager {
   Catalog* catalog_;
   JobLedger* ledger_;
   DatasetCache* cache_;
+  DecodePool* decode_pool_;
   const StreamLimits limits_;
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;                                  // guarded by mu_

@@ -80,12 +80,65 @@ TEST_CASE("broadcast copies the root's tensors to every rank") {
   for (const torch::Tensor& result : results) CHECK(torch::equal(result, torch::full({4}, 2.0)));
 }
 
+TEST_CASE("asynchronous all-reduces overlap and may be waited in any order") {
+  std::vector<std::vector<torch::Tensor>> results(3);
+  RunRanks(3, [&](int rank, Communicator& comm) {
+    std::vector<torch::Tensor> first = {torch::full({1000}, rank + 1.0f),
+                                        torch::tensor({int64_t{rank}})};
+    std::vector<torch::Tensor> second = {
+        (torch::arange(6, torch::kFloat64).view({2, 3}) * (rank + 1)).t()};
+    torch::Tensor strided_alias = second[0];
+    std::shared_ptr<PendingCollective> a = comm.AllReduceSumAsync(first);
+    std::shared_ptr<PendingCollective> b = comm.AllReduceSumAsync(second);
+    b->Wait();
+    a->Wait();
+    a->Wait();  // a second Wait returns at once
+    CHECK(second[0].is_same(strided_alias));
+    results[rank] = {first[0], first[1], second[0]};
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK(torch::equal(results[rank][0], torch::full({1000}, 6.0f)));
+    CHECK(torch::equal(results[rank][1], torch::tensor({int64_t{3}})));
+    CHECK(torch::equal(results[rank][2], (torch::arange(6, torch::kFloat64).view({2, 3}) * 6).t()));
+  }
+}
+
+TEST_CASE("waiting on an all-reduce that a peer never joins fails within the timeout") {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::string error;
+  double seconds = 0;
+  std::thread silent([&] {
+    auto comm = MakeGlooCommunicator(store, 1, 2, milliseconds(500), "silent");
+    std::this_thread::sleep_for(milliseconds(2500));  // joins, then never reduces
+  });
+  {
+    auto comm = MakeGlooCommunicator(store, 0, 2, milliseconds(500), "silent");
+    std::vector<torch::Tensor> tensors = {torch::ones({4})};
+    std::shared_ptr<PendingCollective> pending = comm->AllReduceSumAsync(tensors);
+    auto start = std::chrono::steady_clock::now();
+    error = ErrorOf([&] { pending->Wait(); });
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(ErrorOf([&] { pending->Wait(); }) == error);
+    CHECK(ErrorOf([&] { comm->AllReduceSum(tensors); }).find("unusable after an earlier error") !=
+          std::string::npos);
+  }
+  silent.join();
+  INFO(error);
+  CHECK(error.find("gloo all-reduce (group 'silent', rank 0 of 2) failed: tensor 0 of 1") !=
+        std::string::npos);
+  CHECK(seconds < 2);
+}
+
 TEST_CASE("a single rank needs no peers") {
   auto comm = MakeGlooCommunicator(c10::make_intrusive<c10d::HashStore>(), 0, 1,
                                    milliseconds(1000));
   std::vector<torch::Tensor> tensors = {torch::ones({3})};
   comm->AllReduceSum(tensors);
   CHECK(torch::equal(tensors[0], torch::ones({3})));
+  comm->AllReduceSumAsync(tensors)->Wait();
+  CHECK(torch::equal(tensors[0], torch::ones({3})));
+  std::vector<torch::Tensor> none;
+  comm->AllReduceSumAsync(none)->Wait();
   CHECK(ErrorOf([&] { comm->Broadcast(tensors, 1); }).find("root 1 is not a rank") !=
         std::string::npos);
   std::vector<torch::Tensor> undefined = {torch::Tensor()};

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -120,21 +121,52 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
 
-  void AllReduceSum(std::vector<torch::Tensor>& tensors) override {
-    Run("all-reduce", tensors, [this](void* data, size_t count, ncclDataType_t type) {
+  std::shared_ptr<PendingCollective> AllReduceSumAsync(
+      std::vector<torch::Tensor>& tensors) override {
+    const std::string op = "all-reduce";
+    cudaEvent_t event = Launch(op, tensors, [this](void* data, size_t count, ncclDataType_t type) {
       return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_);
     });
+    return std::make_shared<NcclPending>(this, op, tensors, event);
   }
 
   void Broadcast(std::vector<torch::Tensor>& tensors, int root) override {
     TORCH_CHECK(root >= 0 && root < world_size_, Where("broadcast"), ": root ", root,
                 " is not a rank of this world");
-    Run("broadcast", tensors, [this, root](void* data, size_t count, ncclDataType_t type) {
-      return ncclBroadcast(data, data, count, type, root, comm_, stream_);
-    });
+    const std::string op = "broadcast";
+    cudaEvent_t event =
+        Launch(op, tensors, [this, root](void* data, size_t count, ncclDataType_t type) {
+          return ncclBroadcast(data, data, count, type, root, comm_, stream_);
+        });
+    NcclPending(this, op, tensors, event).Wait();
   }
 
  private:
+  // Holds the tensors until their collective is done; owns the event recorded after it.
+  class NcclPending final : public PendingCollective {
+   public:
+    NcclPending(NcclCommunicator* comm, std::string op, std::vector<torch::Tensor> tensors,
+                cudaEvent_t event)
+        : comm_(comm), op_(std::move(op)), tensors_(std::move(tensors)), event_(event) {}
+    ~NcclPending() override {
+      if (event_ != nullptr) cudaEventDestroy(event_);
+    }
+
+    void Wait() override {
+      if (event_ == nullptr) return;
+      comm_->AwaitEvent(op_, event_, Clock::now() + comm_->timeout_);
+      cudaEventDestroy(event_);
+      event_ = nullptr;
+      tensors_.clear();
+    }
+
+   private:
+    NcclCommunicator* const comm_;
+    const std::string op_;
+    std::vector<torch::Tensor> tensors_;
+    cudaEvent_t event_;
+  };
+
   std::string Where(const std::string& op) const {
     return "nccl " + op + " (group '" + name_ + "', rank " + std::to_string(rank_) + " of " +
            std::to_string(world_size_) + ", cuda device " + std::to_string(device_) + ")";
@@ -190,12 +222,15 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  // Waits until the stream's work is done, watching for NCCL errors meanwhile.
-  void AwaitStream(const std::string& op, Clock::time_point deadline) {
+  // Waits until `event` has completed, watching for NCCL errors meanwhile.
+  void AwaitEvent(const std::string& op, cudaEvent_t event, Clock::time_point deadline) {
+    TORCH_CHECK(broken_.empty(), Where(op),
+                ": communicator is unusable after an earlier error: ", broken_);
+    CheckCuda(cudaSetDevice(device_), op, "cudaSetDevice(" + std::to_string(device_) + ")");
     while (true) {
-      cudaError_t query = cudaStreamQuery(stream_);
+      cudaError_t query = cudaEventQuery(event);
       if (query == cudaSuccess) return;
-      if (query != cudaErrorNotReady) CheckCuda(query, op, "cudaStreamQuery");
+      if (query != cudaErrorNotReady) CheckCuda(query, op, "cudaEventQuery");
       ncclResult_t state = ncclSuccess;
       CheckNccl(ncclCommGetAsyncError(comm_, &state), op, "ncclCommGetAsyncError");
       CheckNccl(state, op, "NCCL");
@@ -204,7 +239,9 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  void Run(const std::string& op, std::vector<torch::Tensor>& tensors,
+  // Enqueues the collective on the stream and returns an event recorded after it, or
+  // nullptr when there is nothing to do.
+  cudaEvent_t Launch(const std::string& op, std::vector<torch::Tensor>& tensors,
            const std::function<ncclResult_t(void*, size_t, ncclDataType_t)>& enqueue) {
     TORCH_CHECK(broken_.empty(), Where(op),
                 ": communicator is unusable after an earlier error: ", broken_);
@@ -221,7 +258,7 @@ class NcclCommunicator final : public Communicator {
                   tensor.scalar_type(), ", which NCCL does not reduce");
       types.push_back(*type);
     }
-    if (tensors.empty()) return;
+    if (tensors.empty()) return nullptr;
 
     const Clock::time_point deadline = Clock::now() + timeout_;
     CheckCuda(cudaSetDevice(device_), op, "cudaSetDevice(" + std::to_string(device_) + ")");
@@ -235,7 +272,14 @@ class NcclCommunicator final : public Communicator {
     CheckNccl(first_error, op, "enqueueing " + std::to_string(tensors.size()) + " tensors");
     CheckNccl(end, op, "ncclGroupEnd");
     AwaitComm(op, deadline);
-    AwaitStream(op, deadline);
+    cudaEvent_t event = nullptr;
+    CheckCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), op, "cudaEventCreate");
+    cudaError_t recorded = cudaEventRecord(event, stream_);
+    if (recorded != cudaSuccess) {
+      cudaEventDestroy(event);
+      CheckCuda(recorded, op, "cudaEventRecord");
+    }
+    return event;
   }
 
   const int rank_;

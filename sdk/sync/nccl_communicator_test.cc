@@ -78,6 +78,9 @@ TEST_CASE("a one-rank all-reduce and broadcast on a GPU buffer") {
     std::vector<torch::Tensor> tensors = {CudaView(device_data, 4, torch::kFloat)};
     comm->AllReduceSum(tensors);
     comm->Broadcast(tensors, 0);
+    std::shared_ptr<PendingCollective> pending = comm->AllReduceSumAsync(tensors);
+    pending->Wait();
+    pending->Wait();
 
     std::vector<torch::Tensor> on_host = {torch::zeros({4})};
     CHECK(ErrorOf([&] { comm->AllReduceSum(on_host); }).find("expected cuda:0") !=

@@ -1,0 +1,142 @@
+// Runs data_parallel_worker as separate processes (one per rank) and reads their exit
+// codes and stderr; the workers check their own training (see data_parallel_worker.cc).
+// This test does not link LibTorch: it only spawns and waits.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "sdk/sync/worker_process.h"
+
+namespace {
+
+using ember::sdk::testing::Clock;
+using ember::sdk::testing::FreshTempPath;
+using ember::sdk::testing::Outcome;
+using ember::sdk::testing::Wait;
+using ember::sdk::testing::Worker;
+
+// With 300-byte buckets the test network's parameters fall into four buckets
+// (three float32 ones and the float64 `scale`).
+const std::vector<std::string> kSmallBuckets = {"--bucket-bytes", "300", "--min-buckets", "4"};
+
+Worker Spawn(const std::string& store, int rank, int world, const std::vector<std::string>& extra) {
+  return ember::sdk::testing::Spawn(
+      ember::sdk::testing::RunfilePath("sdk/data_parallel_worker"), store, rank, world, extra);
+}
+
+void TrainAndExpectSuccess(const std::string& name, int world, std::vector<std::string> extra) {
+  const std::string store = FreshTempPath(name + ".store");
+  extra.insert(extra.end(), {"--steps", "20", "--timeout-ms", "30000"});
+  const Clock::time_point start = Clock::now();
+  std::vector<Worker> workers;
+  for (int rank = 0; rank < world; ++rank) workers.push_back(Spawn(store, rank, world, extra));
+  for (int rank = 0; rank < world; ++rank) {
+    Outcome outcome = Wait(workers[rank], start, std::chrono::seconds(60));
+    INFO("rank " << rank << " of " << world << " stderr:\n" << outcome.err);
+    CHECK(outcome.exited);
+    CHECK(outcome.exit_code == 0);
+    CHECK(outcome.err.find("ok after 20 steps") != std::string::npos);
+  }
+}
+
+std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+TEST_CASE("two ranks with several buckets match single-process training") {
+  TrainAndExpectSuccess("train2", 2, kSmallBuckets);
+}
+
+TEST_CASE("three ranks with several buckets match single-process training") {
+  TrainAndExpectSuccess("train3", 3, kSmallBuckets);
+}
+
+TEST_CASE("the default bucket size gives one bucket per dtype and the same result") {
+  TrainAndExpectSuccess("default_buckets", 2, {"--min-buckets", "2"});
+}
+
+TEST_CASE("accumulating two micro-batches under NoSync equals one big batch") {
+  TrainAndExpectSuccess("accumulate2", 2, With(kSmallBuckets, {"--micro-batches", "2"}));
+  TrainAndExpectSuccess("accumulate3", 3, With(kSmallBuckets, {"--micro-batches", "2"}));
+}
+
+TEST_CASE("a parameter that only one rank uses gets the average over all ranks") {
+  TrainAndExpectSuccess("unused_one", 3, With(kSmallBuckets, {"--unused", "one-rank"}));
+}
+
+TEST_CASE("a parameter that no rank uses keeps an undefined gradient") {
+  TrainAndExpectSuccess("unused_all", 2,
+                        With(kSmallBuckets, {"--unused", "all-ranks", "--micro-batches", "2"}));
+}
+
+TEST_CASE("a peer killed mid-training makes the survivor fail, not hang") {
+  const std::string store = FreshTempPath("killed.store");
+  const Clock::time_point start = Clock::now();
+  Worker survivor = Spawn(store, 0, 2, With(kSmallBuckets, {"--timeout-ms", "3000"}));
+  Worker victim =
+      Spawn(store, 1, 2, With(kSmallBuckets, {"--timeout-ms", "3000", "--die-after-step", "3"}));
+
+  Outcome died = Wait(victim, start, std::chrono::seconds(30));
+  INFO("rank 1 stderr:\n" << died.err);
+  CHECK(died.signal == SIGKILL);
+  CHECK(died.err.find("killing itself after step 3") != std::string::npos);
+
+  const Clock::time_point death = Clock::now();
+  Outcome outcome = Wait(survivor, death, std::chrono::seconds(15));
+  INFO("rank 0 stderr:\n" << outcome.err);
+  CHECK(outcome.exited);
+  CHECK(outcome.exit_code == 2);
+  CHECK(outcome.err.find("rank 0: DataParallel (rank 0 of 2): all-reduce of gradient bucket") !=
+        std::string::npos);
+  CHECK(outcome.err.find("gloo all-reduce") != std::string::npos);
+  CHECK(outcome.seconds < 6);
+}
+
+TEST_CASE("a peer that stops taking part makes the others time out in backward") {
+  const std::string store = FreshTempPath("stalled.store");
+  const Clock::time_point start = Clock::now();
+  std::vector<Worker> workers;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<std::string> extra = With(kSmallBuckets, {"--timeout-ms", "3000"});
+    if (rank == 2) extra.insert(extra.end(), {"--stall-after-step", "2"});
+    workers.push_back(Spawn(store, rank, 3, extra));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    Outcome outcome = Wait(workers[rank], start, std::chrono::seconds(20));
+    INFO("rank " << rank << " stderr:\n" << outcome.err);
+    CHECK(outcome.exited);
+    CHECK(outcome.exit_code == 2);
+    const std::string who = "rank " + std::to_string(rank) + " of 3";
+    CHECK(outcome.err.find("DataParallel (" + who + "): all-reduce of gradient bucket") !=
+          std::string::npos);
+    CHECK(outcome.err.find("gloo all-reduce (group 'data_parallel_test', " + who + ") failed") !=
+          std::string::npos);
+    CHECK(outcome.seconds < 15);
+  }
+  Outcome stalled = Wait(workers[2], start, std::chrono::seconds(0));
+  INFO("rank 2 stderr:\n" << stalled.err);
+  CHECK(!stalled.exited);  // still asleep, killed by Wait
+  CHECK(stalled.err.find("stalling after step 2") != std::string::npos);
+}
+
+TEST_CASE("a peer that never constructs DataParallel fails the others' constructor") {
+  const std::string store = FreshTempPath("absent.store");
+  const Clock::time_point start = Clock::now();
+  Worker present = Spawn(store, 0, 2, {"--timeout-ms", "2000"});
+  Worker absent = Spawn(store, 1, 2, {"--timeout-ms", "2000", "--stall-after-step", "0"});
+  Outcome outcome = Wait(present, start, std::chrono::seconds(20));
+  INFO("rank 0 stderr:\n" << outcome.err);
+  CHECK(outcome.exited);
+  CHECK(outcome.exit_code == 2);
+  CHECK(outcome.err.find("gloo broadcast (group 'data_parallel_test', rank 0 of 2)") !=
+        std::string::npos);
+  Outcome stalled = Wait(absent, start, std::chrono::seconds(0));
+  CHECK(!stalled.exited);
+}
+
+}  // namespace

@@ -1,0 +1,47 @@
+// Test helper: runs a worker binary as a separate process per rank (posix_spawn, never
+// fork: the test may have threads) with its stderr in a file, and waits for it with a
+// deadline. Used by the multi-process tests of sdk/sync; does not link LibTorch.
+#ifndef EMBER_SDK_SYNC_WORKER_PROCESS_H_
+#define EMBER_SDK_SYNC_WORKER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace ember::sdk::testing {
+
+using Clock = std::chrono::steady_clock;
+
+struct Worker {
+  pid_t pid = -1;
+  std::string stderr_path;
+};
+
+struct Outcome {
+  bool exited = false;  // false: killed by a signal (or by Wait at the deadline)
+  int exit_code = -1;
+  int signal = 0;
+  double seconds = 0;  // from the `start` given to Wait
+  std::string err;
+};
+
+// $TEST_SRCDIR/ember/<relative>: a data dependency of the test.
+std::string RunfilePath(const std::string& relative);
+
+// $TEST_TMPDIR/<name>, removed if it exists.
+std::string FreshTempPath(const std::string& name);
+
+// Starts `binary --store <store> --rank <rank> --world <world> <extra...>`, its stderr
+// in "<store>.rank<rank>.err". Fails the current Catch2 test if it cannot.
+Worker Spawn(const std::string& binary, const std::string& store, int rank, int world,
+             const std::vector<std::string>& extra);
+
+// Waits until `limit` after `start`; a worker still running then is SIGKILLed and
+// reported as not exited.
+Outcome Wait(const Worker& worker, Clock::time_point start, std::chrono::seconds limit);
+
+}  // namespace ember::sdk::testing
+
+#endif  // EMBER_SDK_SYNC_WORKER_PROCESS_H_
