@@ -15,6 +15,8 @@ struct DatasetSpec {
   format @1 :Text;      # "idx"
   path @2 :Text;        # a directory, or for idx an images file
   split @3 :Text;       # "train" or "test"
+  pipeline @4 :Text;    # YAML text of the decode/transform pipeline; empty: format default
+  onError @5 :Text;     # "fail" (default when empty) or "skip"
 }
 
 struct TensorSpec {

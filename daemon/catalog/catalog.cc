@@ -26,6 +26,9 @@ std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
     out << YAML::Key << "format" << YAML::Value << info.spec.format;
     out << YAML::Key << "path" << YAML::Value << info.spec.path;
     out << YAML::Key << "split" << YAML::Value << info.spec.split;
+    if (!info.spec.pipeline.empty())
+      out << YAML::Key << "pipeline" << YAML::Value << YAML::Literal << info.spec.pipeline;
+    out << YAML::Key << "on_error" << YAML::Value << info.spec.on_error;
     out << YAML::Key << "count" << YAML::Value << info.count;
     out << YAML::Key << "tensors" << YAML::Value << YAML::BeginSeq;
     for (const TensorSpec& tensor : info.tensors) {
@@ -121,6 +124,15 @@ class Reader {
     EMBER_ASSIGN_OR_RETURN(info.spec.format, String(node, "format", where));
     EMBER_ASSIGN_OR_RETURN(info.spec.path, String(node, "path", where));
     EMBER_ASSIGN_OR_RETURN(info.spec.split, String(node, "split", where));
+    // Optional keys (catalogs written before they existed lack them).
+    for (auto [key, field] : {std::pair{"pipeline", &info.spec.pipeline},
+                              std::pair{"on_error", &info.spec.on_error}}) {
+      if (!node[key]) continue;
+      if (!node[key].IsScalar()) return Corrupt(where, std::string("'") + key + "' is not a string");
+      *field = node[key].Scalar();
+    }
+    Status on_error_ok = ValidateOnError(info.spec.on_error);
+    if (!on_error_ok.ok()) return Corrupt(where, on_error_ok.message());
     EMBER_ASSIGN_OR_RETURN(YAML::Node count, Field(node, "count", where));
     EMBER_ASSIGN_OR_RETURN(info.count, Unsigned(count, "'count'", where));
     EMBER_ASSIGN_OR_RETURN(YAML::Node tensors, Sequence(node, "tensors", where));
@@ -207,6 +219,8 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
 Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec) {
   EMBER_RETURN_IF_ERROR(ValidateDatasetName(spec.name));
   const std::string context = Quoted(spec.name);
+  Status on_error_ok = ValidateOnError(spec.on_error);
+  if (!on_error_ok.ok()) return on_error_ok.WithContext(context);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
@@ -216,6 +230,8 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec) {
   if (!probed.ok()) return probed.status().WithContext(context);
   DatasetInfo info = std::move(probed).value();
   info.spec.name = spec.name;
+  info.spec.pipeline = spec.pipeline;
+  info.spec.on_error = spec.on_error;
 
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");

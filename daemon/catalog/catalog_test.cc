@@ -59,6 +59,8 @@ void CheckSameInfo(const DatasetInfo& a, const DatasetInfo& b) {
   CHECK(a.spec.format == b.spec.format);
   CHECK(a.spec.path == b.spec.path);
   CHECK(a.spec.split == b.spec.split);
+  CHECK(a.spec.pipeline == b.spec.pipeline);
+  CHECK(a.spec.on_error == b.spec.on_error);
   CHECK(a.count == b.count);
   CHECK(a.files == b.files);
   REQUIRE(a.tensors.size() == b.tensors.size());
@@ -147,7 +149,9 @@ TEST_CASE("a daemon restart keeps the catalog") {
   auto env = NewPosixEnv();
   std::string dir = TestDir(*env, "restart") + "/state/nested";  // Open creates it
   FakeProber prober;
-  DatasetSpec odd{"odd.name-1", "idx", "/data/with: colon # and 'quotes' \"dq\" ", "test"};
+  DatasetSpec odd{"odd.name-1", "idx", "/data/with: colon # and 'quotes' \"dq\" ", "test",
+                  "# a pipeline\nsteps:\n  - resize: {size: 256}\n  - center_crop: {size: 224}\n",
+                  "skip"};
   {
     auto catalog = Catalog::Open(env.get(), dir, prober.Get());
     REQUIRE(catalog.ok());
@@ -366,6 +370,28 @@ TEST_CASE("concurrent adds and reads keep every entry") {
   auto reopened = Catalog::Open(env.get(), dir, prober.Get());
   REQUIRE(reopened.ok());
   CHECK((*reopened)->List().size() == 33);
+}
+
+}  // namespace
+}  // namespace ember::daemon
+
+namespace ember::daemon {
+namespace {
+
+TEST_CASE("an unknown on_error policy is refused without probing") {
+  auto env = NewPosixEnv();
+  std::string dir = TestDir(*env, "on_error");
+  FakeProber prober;
+  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE(catalog.ok());
+  DatasetSpec spec = Spec("d");
+  spec.on_error = "ignore";
+  Result<DatasetInfo> added = (*catalog)->Add(spec);
+  REQUIRE_FALSE(added.ok());
+  CHECK(added.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(added.status().message(), Catch::Contains("on_error") && Catch::Contains("'ignore'"));
+  CHECK(*prober.calls == 0);
+  CHECK((*catalog)->List().empty());
 }
 
 }  // namespace

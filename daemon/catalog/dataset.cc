@@ -19,6 +19,11 @@ uint64_t TensorSpec::SampleBytes() const {
   return bytes;
 }
 
+Status ValidateOnError(const std::string& on_error) {
+  if (on_error == "fail" || on_error == "skip") return Status::Ok();
+  return InvalidArgument("on_error: '" + on_error + "' is not one of fail, skip");
+}
+
 Status ValidateDatasetName(const std::string& name) {
   if (name.empty()) return InvalidArgument("dataset name is empty");
   if (name.size() > kMaxNameLength) {

@@ -14,10 +14,19 @@ namespace ember::daemon {
 
 struct DatasetSpec {
   std::string name;    // [A-Za-z0-9_.-]{1,64}
-  std::string format;  // "idx"
+  std::string format;  // "idx", ... (see daemon/data/formats.h)
   std::string path;    // for idx: a directory holding the split's files
   std::string split;   // "train" or "test"
+  // YAML text of the decode/transform pipeline (formats that decode; empty: the format's
+  // default). Kept in the catalog, so the dataset does not depend on the file it came from.
+  std::string pipeline;
+  // What a corrupt sample does to a stream: "fail" ends it with the error; "skip" drops
+  // the sample from its batch, logs it (file, reason) and counts it.
+  std::string on_error = "fail";
 };
+
+// kInvalidArgument naming the value unless it is "fail" or "skip".
+Status ValidateOnError(const std::string& on_error);
 
 struct TensorSpec {
   std::string name;  // "image", "label"

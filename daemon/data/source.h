@@ -33,6 +33,15 @@ class Source {
   // should be spread over the daemon's decode pool; false for in-memory copies, which
   // the stream's producer does inline.
   virtual bool ParallelDecode() const { return false; }
+
+  // A hint that samples `ids` will be read soon: a source that reads files starts
+  // bringing them into memory (e.g. posix_fadvise WILLNEED) without waiting for them,
+  // so that decode threads do not block on I/O. Called by a stream's producer for the
+  // next batch while the current one decodes. Thread-safe; must not block on I/O.
+  virtual void Prefetch(const uint64_t* ids, size_t count) const {
+    (void)ids;
+    (void)count;
+  }
 };
 
 }  // namespace ember::daemon

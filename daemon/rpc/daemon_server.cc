@@ -35,6 +35,8 @@ DatasetSpec FromRpc(rpc::DatasetSpec::Reader r) {
   spec.format = ToStd(r.getFormat());
   spec.path = ToStd(r.getPath());
   spec.split = ToStd(r.getSplit());
+  spec.pipeline = ToStd(r.getPipeline());
+  if (r.hasOnError() && r.getOnError().size() > 0) spec.on_error = ToStd(r.getOnError());
   return spec;
 }
 
@@ -44,6 +46,8 @@ void ToRpc(const DatasetInfo& info, rpc::DatasetInfo::Builder b) {
   spec.setFormat(info.spec.format);
   spec.setPath(info.spec.path);
   spec.setSplit(info.spec.split);
+  spec.setPipeline(info.spec.pipeline);
+  spec.setOnError(info.spec.on_error);
   b.setCount(info.count);
   auto tensors = b.initTensors(info.tensors.size());
   for (size_t i = 0; i < info.tensors.size(); ++i) {

@@ -116,6 +116,7 @@ Status Stream::Produce() {
   std::shared_ptr<const Source> source = *loaded;
   source_future_ = DatasetCache::SourceFuture();  // keep only the shared_ptr
 
+  std::optional<Lease> ahead;  // the next batch, leased early for prefetching
   for (uint64_t epoch = params_.start_epoch;
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
     epoch_.store(epoch, std::memory_order_relaxed);
@@ -123,10 +124,22 @@ Status Stream::Produce() {
       ring::SlotHeader* slot = AcquireSlot();
       if (slot == nullptr) return Cancelled("stream closed");
       std::optional<Lease>& previous = in_slot_[ring_->IndexOf(slot)];
-      auto lease = ledger_.Next(params_.job, params_.rank, epoch);
-      if (!lease.ok()) return lease.status().WithContext("job '" + params_.job + "'");
-      EMBER_RETURN_IF_ERROR(Fill(slot, *lease, *source));
-      previous = std::move(lease).value();
+      Lease lease;
+      if (ahead) {
+        lease = std::move(*ahead);
+        ahead.reset();
+      } else {
+        EMBER_ASSIGN_OR_RETURN(lease, NextLease(epoch));
+      }
+      if (source->ParallelDecode() && i + 1 < batches_per_epoch_) {
+        // Lease the next batch now so the source can start reading its files while this
+        // one decodes.
+        EMBER_ASSIGN_OR_RETURN(Lease next, NextLease(epoch));
+        source->Prefetch(next.sample_ids.data(), next.sample_ids.size());
+        ahead = std::move(next);
+      }
+      EMBER_RETURN_IF_ERROR(Fill(slot, lease, *source));
+      previous = std::move(lease);
       ring_->Publish(slot);
 
       std::lock_guard<std::mutex> lock(rate_mu_);
@@ -203,6 +216,12 @@ Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& so
   std::unique_lock<std::mutex> lock(mu);
   done_cv.wait(lock, [&] { return pending == 0; });
   return first_error;
+}
+
+Result<Lease> Stream::NextLease(uint64_t epoch) {
+  auto lease = ledger_.Next(params_.job, params_.rank, epoch);
+  if (!lease.ok()) return lease.status().WithContext("job '" + params_.job + "'");
+  return lease;
 }
 
 ring::SlotHeader* Stream::AcquireSlot() {

@@ -96,6 +96,8 @@ class Stream {
   void Run();
   Status Produce();
   Status Fill(ring::SlotHeader* slot, const Lease& lease, const Source& source);
+  // This rank's next batch of `epoch` from the ledger.
+  Result<Lease> NextLease(uint64_t epoch);
   // The next free slot (nullptr once stopped), committing the batch it held before.
   ring::SlotHeader* AcquireSlot();
   // At close: commits batches whose slots the reader has handed back.

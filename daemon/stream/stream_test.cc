@@ -8,6 +8,8 @@
 
 #include <cstring>
 #include <future>
+#include <mutex>
+#include <vector>
 #include <set>
 #include <thread>
 
@@ -28,6 +30,14 @@ class FakeSource : public Source {
   }
   const DatasetInfo& info() const override { return info_; }
   bool ParallelDecode() const override { return parallel_; }
+  void Prefetch(const uint64_t* ids, size_t count) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prefetched_.insert(prefetched_.end(), ids, ids + count);
+  }
+  std::vector<uint64_t> prefetched() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return prefetched_;
+  }
   Status ReadSample(uint64_t id, const SampleContext& ctx, void* const* dsts) const override {
     if (static_cast<int64_t>(id) == bad_) return DataLoss("/data/fake.bin: corrupt at byte 42");
     const int32_t image[4] = {static_cast<int32_t>(id), static_cast<int32_t>(ctx.seed),
@@ -42,6 +52,8 @@ class FakeSource : public Source {
   DatasetInfo info_;
   bool parallel_;
   int64_t bad_;
+  mutable std::mutex mu_;
+  mutable std::vector<uint64_t> prefetched_;
 };
 
 DatasetCache::SourceFuture Ready(std::shared_ptr<const Source> source) {
@@ -107,6 +119,9 @@ TEST_CASE("a decoding source is spread over the pool and lands in place, row by 
   }
   // The pool's threads did the decoding, more than one of them.
   CHECK(decoders.size() >= 2);
+  // Every batch but each epoch's first was announced before it was decoded: batches of
+  // 32, 32, 32 and 4 per epoch, so 68 ids per epoch.
+  CHECK(source->prefetched().size() == 2 * 68);
 }
 
 TEST_CASE("an in-memory source is filled inline by the producer") {

@@ -5,9 +5,13 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <ctime>
 #include <iostream>
 #include <string>
@@ -37,6 +41,7 @@ void PrintDataset(const ember::DatasetInfo& d, bool verbose) {
   for (const auto& t : d.tensors)
     std::printf("  tensor %-8s %-8s %s per sample\n", t.name.c_str(), t.dtype.c_str(),
                 Shape(t.shape).c_str());
+  if (!d.spec.pipeline.empty()) std::printf("  pipeline (on error: %s)\n%s", d.spec.on_error.c_str(), d.spec.pipeline.c_str());
   for (const auto& f : d.files) std::printf("  file   %s\n", f.c_str());
 }
 
@@ -181,12 +186,17 @@ int main(int argc, char** argv) {
   ember::DatasetSpec spec;
   auto* add_cmd = dataset_cmd->add_subcommand("add", "register a dataset");
   add_cmd->add_option("name", spec.name, "dataset name")->required();
-  add_cmd->add_option("--format", spec.format, "data format")
-      ->check(CLI::IsMember({"idx"}))
+  add_cmd->add_option("--format", spec.format, "data format (emberd lists the ones it knows)")
       ->capture_default_str();
   add_cmd->add_option("--path", spec.path, "where the data lives")->required();
   add_cmd->add_option("--split", spec.split, "split")
       ->check(CLI::IsMember({"train", "test"}))
+      ->capture_default_str();
+  std::string pipeline_file;
+  add_cmd->add_option("--pipeline", pipeline_file,
+                      "YAML file of decode/transform steps (see configs/pipelines/)");
+  add_cmd->add_option("--on-error", spec.on_error, "a corrupt sample fails the stream or is skipped")
+      ->check(CLI::IsMember({"fail", "skip"}))
       ->capture_default_str();
   auto* ls_cmd = dataset_cmd->add_subcommand("ls", "list registered datasets");
   std::string name;
@@ -222,8 +232,28 @@ int main(int argc, char** argv) {
   Client& c = **client;
   if (*status_cmd) return Status(c);
   if (*add_cmd) {
+    if (!pipeline_file.empty()) {
+      std::ifstream in(pipeline_file);
+      if (!in) {
+        std::cerr << "emberctl: dataset add " << spec.name << ": --pipeline: cannot read '"
+                  << pipeline_file << "': " << std::strerror(errno) << "\n";
+        return 1;
+      }
+      std::stringstream text;
+      text << in.rdbuf();
+      spec.pipeline = text.str();
+    }
+    // emberd resolves paths itself; a relative one means relative to here.
+    if (!spec.path.empty() && spec.path[0] != '/') {
+      char cwd[4096];
+      if (getcwd(cwd, sizeof(cwd)) != nullptr) spec.path = std::string(cwd) + "/" + spec.path;
+    }
     auto info = c.AddDataset(spec);
-    if (!info.ok()) return Fail("dataset add " + spec.name, info.status());
+    if (!info.ok()) {
+      std::string what = "dataset add " + spec.name;
+      if (!pipeline_file.empty()) what += " (pipeline " + pipeline_file + ")";
+      return Fail(what, info.status());
+    }
     std::printf("registered ");
     PrintDataset(*info, true);
     return 0;

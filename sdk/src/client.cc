@@ -32,6 +32,8 @@ DatasetInfo FromRpc(rpc::DatasetInfo::Reader r) {
   info.spec.format = ToStd(r.getSpec().getFormat());
   info.spec.path = ToStd(r.getSpec().getPath());
   info.spec.split = ToStd(r.getSpec().getSplit());
+  info.spec.pipeline = ToStd(r.getSpec().getPipeline());
+  info.spec.on_error = ToStd(r.getSpec().getOnError());
   info.count = r.getCount();
   for (auto t : r.getTensors()) {
     TensorInfo tensor;
@@ -184,6 +186,8 @@ Result<DatasetInfo> Client::AddDataset(const DatasetSpec& spec) {
     b.setFormat(spec.format);
     b.setPath(spec.path);
     b.setSplit(spec.split);
+    b.setPipeline(spec.pipeline);
+    b.setOnError(spec.on_error);
     return Catch(req.send().then([](auto r) { return FromRpc(r.getInfo()); }));
   });
 }

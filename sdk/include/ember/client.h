@@ -33,6 +33,8 @@ struct DatasetSpec {
   std::string format = "idx";
   std::string path;
   std::string split = "train";
+  std::string pipeline;           // YAML text of a decode/transform pipeline; empty: default
+  std::string on_error = "fail";  // corrupt sample: "fail" the stream or "skip" it
 };
 
 struct TensorInfo {
