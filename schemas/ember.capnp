@@ -77,6 +77,7 @@ struct StreamStatus {
   samplesPerSecond @8 :Float64;
   ringFill @9 :Float64;         # fraction of slots holding unread batches
   slotCount @10 :UInt32;
+  samplesSkipped @11 :UInt64;   # corrupt samples dropped (dataset on_error: skip)
 }
 
 struct JobStatus {

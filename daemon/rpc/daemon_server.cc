@@ -303,6 +303,7 @@ kj::Promise<void> DaemonServer::status(StatusContext context) {
     ss[i].setSamplesPerSecond(st.samples_per_second);
     ss[i].setRingFill(st.ring_fill);
     ss[i].setSlotCount(st.slot_count);
+    ss[i].setSamplesSkipped(st.samples_skipped);
   }
   s.setShmBytesInUse(ctx_.streams->shm_bytes_in_use());
   s.setShmBytesBudget(ctx_.streams->shm_bytes_budget());

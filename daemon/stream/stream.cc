@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <vector>
 
 namespace ember::daemon {
 namespace {
@@ -183,39 +184,65 @@ Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& so
     offset += ring::AlignUp(desc.nbytes, ring::kCacheLine);
   }
 
-  // Rows [begin, end) of the batch, decoded straight into the slot.
+  // Rows [begin, end) of the batch, decoded straight into the slot. A failed row's
+  // error goes into `errors[r]`; under on_error: fail, the range stops at it.
   const SampleContext context{params_.seed, lease.epoch};
-  auto read_rows = [&](uint64_t begin, uint64_t end) -> Status {
+  const bool skip_bad = info_.spec.on_error == "skip";
+  std::vector<Status> errors(rows);
+  auto read_rows = [&](uint64_t begin, uint64_t end) {
     std::array<void*, ring::kMaxTensors> dsts{};
     for (uint64_t r = begin; r < end; ++r) {
       for (size_t t = 0; t < info_.tensors.size(); ++t) dsts[t] = columns[t] + r * sample_bytes[t];
-      Status s = source.ReadSample(lease.sample_ids[r], context, dsts.data());
-      if (!s.ok())
-        return s.WithContext("dataset '" + info_.spec.name + "' sample " +
-                             std::to_string(lease.sample_ids[r]));
+      errors[r] = source.ReadSample(lease.sample_ids[r], context, dsts.data());
+      if (!errors[r].ok() && !skip_bad) return;
     }
-    return Status::Ok();
   };
-  if (decode_pool_ == nullptr || !source.ParallelDecode() || rows < 2) return read_rows(0, rows);
-
-  // Spread the rows over the decode pool and wait for all of them; the first error wins.
-  const uint64_t chunks = std::min<uint64_t>(rows, uint64_t{decode_pool_->threads} * 2);
-  std::mutex mu;
-  std::condition_variable done_cv;
-  uint64_t pending = chunks;
-  Status first_error;
-  for (uint64_t c = 0; c < chunks; ++c) {
-    const uint64_t begin = rows * c / chunks, end = rows * (c + 1) / chunks;
-    boost::asio::post(decode_pool_->pool, [&, begin, end] {
-      Status s = read_rows(begin, end);
-      std::lock_guard<std::mutex> lock(mu);
-      if (!s.ok() && first_error.ok()) first_error = s;
-      if (--pending == 0) done_cv.notify_one();
-    });
+  if (decode_pool_ == nullptr || !source.ParallelDecode() || rows < 2) {
+    read_rows(0, rows);
+  } else {
+    // Spread the rows over the decode pool and wait for all of them.
+    const uint64_t chunks = std::min<uint64_t>(rows, uint64_t{decode_pool_->threads} * 2);
+    std::mutex mu;
+    std::condition_variable done_cv;
+    uint64_t pending = chunks;
+    for (uint64_t c = 0; c < chunks; ++c) {
+      const uint64_t begin = rows * c / chunks, end = rows * (c + 1) / chunks;
+      boost::asio::post(decode_pool_->pool, [&, begin, end] {
+        read_rows(begin, end);
+        std::lock_guard<std::mutex> lock(mu);
+        if (--pending == 0) done_cv.notify_one();
+      });
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    done_cv.wait(lock, [&] { return pending == 0; });
   }
-  std::unique_lock<std::mutex> lock(mu);
-  done_cv.wait(lock, [&] { return pending == 0; });
-  return first_error;
+
+  uint64_t good = 0;
+  for (uint64_t r = 0; r < rows; ++r) {
+    if (errors[r].ok()) {
+      // Under skip, close the gaps left by bad rows, keeping the batch's order.
+      if (good != r)
+        for (size_t t = 0; t < info_.tensors.size(); ++t)
+          std::memmove(columns[t] + good * sample_bytes[t], columns[t] + r * sample_bytes[t],
+                       sample_bytes[t]);
+      ++good;
+      continue;
+    }
+    Status error = errors[r].WithContext("dataset '" + info_.spec.name + "' sample " +
+                                         std::to_string(lease.sample_ids[r]));
+    if (!skip_bad) return error;
+    samples_skipped_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("stream {} (job '{}' rank {}): skipped {}", id_, params_.job, params_.rank,
+                 error.message());
+  }
+  if (good != rows) {
+    slot->num_samples = static_cast<uint32_t>(good);
+    for (size_t t = 0; t < info_.tensors.size(); ++t) {
+      slot->tensors[t].shape[0] = static_cast<int64_t>(good);
+      slot->tensors[t].nbytes = sample_bytes[t] * good;
+    }
+  }
+  return Status::Ok();
 }
 
 Result<Lease> Stream::NextLease(uint64_t epoch) {
@@ -256,6 +283,7 @@ StreamStats Stream::Stats() const {
                               ? stats.batches_published - stats.batches_consumed
                               : 0;
   stats.ring_fill = static_cast<double>(unread) / stats.slot_count;
+  stats.samples_skipped = samples_skipped_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(rate_mu_);
   stats.samples_per_second = samples_per_second_;
   return stats;

@@ -52,6 +52,7 @@ struct StreamStats {
   double samples_per_second = 0;  // over the last few seconds of publishing
   double ring_fill = 0;
   uint32_t slot_count = 0;
+  uint64_t samples_skipped = 0;  // corrupt samples dropped under on_error: skip
 };
 
 // The daemon's decode threads, shared by all streams (sized by the decode_threads key).
@@ -95,6 +96,8 @@ class Stream {
          uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring);
   void Run();
   Status Produce();
+  // Decodes the lease's samples into the slot. A corrupt sample fails the batch, or under
+  // on_error: skip is logged, counted and left out (the batch gets fewer rows).
   Status Fill(ring::SlotHeader* slot, const Lease& lease, const Source& source);
   // This rank's next batch of `epoch` from the ledger.
   Result<Lease> NextLease(uint64_t epoch);
@@ -114,6 +117,7 @@ class Stream {
   std::unique_ptr<RingWriter> ring_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> epoch_{0};
+  std::atomic<uint64_t> samples_skipped_{0};
 
   // Producer thread only: the lease whose batch sits in each slot, until committed.
   std::vector<std::optional<Lease>> in_slot_;

@@ -22,8 +22,10 @@ namespace {
 // Sample `bad` (if any) fails as corrupt data.
 class FakeSource : public Source {
  public:
-  FakeSource(uint64_t count, bool parallel, int64_t bad = -1) : parallel_(parallel), bad_(bad) {
+  FakeSource(uint64_t count, bool parallel, int64_t bad = -1, const std::string& on_error = "fail")
+      : parallel_(parallel), bad_(bad) {
     info_.spec.name = "fake";
+    info_.spec.on_error = on_error;
     info_.count = count;
     info_.tensors.push_back({"image", ring::DType::kInt32, {4}});
     info_.tensors.push_back({"label", ring::DType::kUInt8, {}});
@@ -157,6 +159,40 @@ TEST_CASE("a corrupt sample in a parallel batch ends the stream with its message
   CHECK(next.status().code() == StatusCode::kDataLoss);
   CHECK(next.status().message().find("sample 13") != std::string::npos);
   CHECK(next.status().message().find("/data/fake.bin: corrupt at byte 42") != std::string::npos);
+}
+
+TEST_CASE("under on_error: skip a corrupt sample is left out of its batch and counted") {
+  Harness h;
+  for (bool parallel : {true, false}) {
+    auto source = std::make_shared<FakeSource>(64, parallel, /*bad=*/13, "skip");
+    JobLedger ledger;
+    auto stream = Stream::Start(1, *h.env, ledger, source->info(), Ready(source), &h.pool,
+                                Params(64, 2));
+    REQUIRE(stream.ok());
+    auto reader = Reader(**stream);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      auto next = reader->Next();
+      REQUIRE(next.ok());
+      REQUIRE(next->has_value());
+      const RawBatch& b = **next;
+      REQUIRE(b.num_samples == 63);
+      CHECK(b.tensors[0].shape[0] == 63);
+      CHECK(b.tensors[1].nbytes == 63);
+      const auto* image = static_cast<const int32_t*>(b.tensors[0].data);
+      const auto* label = static_cast<const uint8_t*>(b.tensors[1].data);
+      std::set<int32_t> ids;
+      for (uint32_t r = 0; r < b.num_samples; ++r) {
+        ids.insert(image[4 * r]);
+        CHECK(label[r] == image[4 * r] % 7);  // rows moved as whole samples
+      }
+      CHECK(ids.size() == 63);
+      CHECK(ids.count(13) == 0);
+      next = reader->Next();  // end of the epoch
+      REQUIRE(next.ok());
+      CHECK_FALSE(next->has_value());
+    }
+    CHECK((*stream)->Stats().samples_skipped == 2);
+  }
 }
 
 }  // namespace

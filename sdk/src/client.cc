@@ -250,6 +250,7 @@ Result<DaemonStatus> Client::GetStatus() {
         stream.samples_per_second = x.getSamplesPerSecond();
         stream.ring_fill = x.getRingFill();
         stream.slot_count = x.getSlotCount();
+        stream.samples_skipped = x.getSamplesSkipped();
         out.streams.push_back(std::move(stream));
       }
       out.shm_bytes_in_use = st.getShmBytesInUse();

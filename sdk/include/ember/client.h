@@ -76,6 +76,7 @@ struct StreamStatus {
   double samples_per_second = 0;
   double ring_fill = 0;  // fraction of slots holding unread batches
   uint32_t slot_count = 0;
+  uint64_t samples_skipped = 0;  // corrupt samples dropped (dataset on_error: skip)
 };
 
 struct JobStatus {

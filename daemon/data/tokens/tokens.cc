@@ -1,0 +1,347 @@
+#include "daemon/data/tokens/tokens.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "daemon/data/tokens/mapped_file.h"
+#include "ember/ring_layout.h"
+
+namespace ember::daemon {
+
+namespace {
+
+constexpr const char* kKnownTopKeys = "tokens";
+constexpr const char* kKnownKeys = "seq_len, dtype, vocab_size";
+constexpr const char* kExample = "tokens: {seq_len: 1024, dtype: uint16}";
+constexpr uint64_t kMaxVocabSize = uint64_t{1} << 32;
+// Ids per chunk of the vocab scan: a chunk's maximum vectorizes; only a chunk holding a
+// bad id is searched again for the first one.
+constexpr uint64_t kScanChunk = uint64_t{1} << 16;
+
+// Parses a decimal integer of digits only ("+1", "-1", "0x10", " 1" are refused).
+bool ParseUnsigned(const std::string& text, uint64_t* value) {
+  if (text.empty() || text.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - digit) / 10) return false;
+    v = v * 10 + digit;
+  }
+  *value = v;
+  return true;
+}
+
+// What a node is, for "expected X, got Y" messages.
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
+    case YAML::NodeType::Undefined: break;
+  }
+  return "an undefined value";
+}
+
+Status KeyError(const std::string& key, const std::string& what) {
+  return InvalidArgument("pipeline: " + key + ": " + what);
+}
+
+Result<uint64_t> Integer(const std::string& key, const YAML::Node& node, uint64_t min,
+                         uint64_t max) {
+  const std::string range = std::to_string(min) + ".." + std::to_string(max);
+  uint64_t v = 0;
+  if (!node.IsScalar() || !ParseUnsigned(node.Scalar(), &v) || v < min || v > max) {
+    return KeyError(key, "expected an integer in " + range + ", got " + Describe(node));
+  }
+  return v;
+}
+
+const char* WidthName(TokenWidth width) {
+  return width == TokenWidth::kUInt16 ? "uint16" : "uint32";
+}
+
+uint64_t WidthBytes(TokenWidth width) { return static_cast<uint64_t>(width); }
+
+Result<TokensOptions> ParseTokensMap(const YAML::Node& map) {
+  TokensOptions options;
+  bool have_seq_len = false;
+  if (!map.IsNull()) {
+    if (!map.IsMap()) {
+      return KeyError("tokens", "expected a map of options (" + std::string(kKnownKeys) +
+                                    "), got " + Describe(map));
+    }
+    std::set<std::string> seen;
+    for (const auto& entry : map) {
+      if (!entry.first.IsScalar()) {
+        return KeyError("tokens", "expected option names, got " + Describe(entry.first));
+      }
+      const std::string name = entry.first.Scalar();
+      const std::string key = "tokens." + name;
+      const YAML::Node& value = entry.second;
+      if (!seen.insert(name).second) return KeyError(key, "given more than once");
+      if (name == "seq_len") {
+        EMBER_ASSIGN_OR_RETURN(options.seq_len, Integer(key, value, 1, kMaxTokensSeqLen));
+        have_seq_len = true;
+      } else if (name == "dtype") {
+        const std::string text = value.IsScalar() ? value.Scalar() : "";
+        if (text == "uint16") {
+          options.width = TokenWidth::kUInt16;
+        } else if (text == "uint32") {
+          options.width = TokenWidth::kUInt32;
+        } else {
+          return KeyError(key, "expected uint16 or uint32, got " + Describe(value));
+        }
+      } else if (name == "vocab_size") {
+        EMBER_ASSIGN_OR_RETURN(options.vocab_size, Integer(key, value, 1, kMaxVocabSize));
+      } else {
+        return KeyError(key, "unknown option '" + name + "' (known: " + kKnownKeys + ")");
+      }
+    }
+  }
+  if (!have_seq_len) {
+    return KeyError("tokens.seq_len", std::string("required, e.g. ") + kExample);
+  }
+  if (options.width == TokenWidth::kUInt16 && options.vocab_size &&
+      *options.vocab_size > uint64_t{1} << 16) {
+    return KeyError("tokens.vocab_size",
+                    "vocab_size " + std::to_string(*options.vocab_size) +
+                        " has ids that do not fit dtype uint16 (at most 65536 ids); use "
+                        "dtype: uint32");
+  }
+  return options;
+}
+
+Result<TokensOptions> ParseRoot(const YAML::Node& root) {
+  if (root.IsNull()) return ParseTokensMap(YAML::Node(YAML::NodeType::Null));
+  if (!root.IsMap()) {
+    return InvalidArgument("pipeline: expected a map with the key 'tokens' (e.g. " +
+                           std::string(kExample) + "), got " + Describe(root));
+  }
+  YAML::Node tokens(YAML::NodeType::Null);
+  bool seen = false;
+  for (const auto& entry : root) {
+    if (!entry.first.IsScalar()) {
+      return InvalidArgument("pipeline: expected key names, got " + Describe(entry.first));
+    }
+    const std::string key = entry.first.Scalar();
+    if (key != "tokens") {
+      return KeyError(key, "unknown key '" + key + "' (known: " + kKnownTopKeys + ")");
+    }
+    if (seen) return KeyError(key, "given more than once");
+    seen = true;
+    tokens = entry.second;
+  }
+  return ParseTokensMap(tokens);
+}
+
+// Reads token `i` (little-endian in the file) as a host integer.
+template <typename Word>
+inline Word LoadToken(const char* data, uint64_t i) {
+  Word word;
+  std::memcpy(&word, data + i * sizeof(Word), sizeof(Word));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  if constexpr (sizeof(Word) == 2) word = __builtin_bswap16(word);
+  if constexpr (sizeof(Word) == 4) word = __builtin_bswap32(word);
+#endif
+  return word;
+}
+
+// Writes tokens [first, first + n) of `data` to `dst` as int64 (dst need not be aligned).
+template <typename Word>
+void Widen(const char* data, uint64_t first, uint64_t n, char* dst) {
+  for (uint64_t i = 0; i < n; ++i) {
+    const int64_t id = LoadToken<Word>(data, first + i);
+    std::memcpy(dst + i * sizeof(int64_t), &id, sizeof(int64_t));
+  }
+}
+
+// The index of the first of `n` tokens that is >= bound, or n if none is.
+template <typename Word>
+uint64_t FirstAtLeast(const char* data, uint64_t n, uint64_t bound) {
+  for (uint64_t start = 0; start < n; start += kScanChunk) {
+    const uint64_t end = std::min(n, start + kScanChunk);
+    Word max = 0;
+    for (uint64_t i = start; i < end; ++i) max = std::max(max, LoadToken<Word>(data, i));
+    if (max < bound) continue;
+    for (uint64_t i = start; i < end; ++i) {
+      if (LoadToken<Word>(data, i) >= bound) return i;
+    }
+  }
+  return n;
+}
+
+struct TokensFile {
+  DatasetInfo info;
+  TokensOptions options;
+  std::unique_ptr<MappedFile> file;
+  uint64_t num_tokens = 0;
+};
+
+Result<TokensFile> OpenTokens(Env& env, const DatasetSpec& spec) {
+  TokensFile tokens;
+  EMBER_ASSIGN_OR_RETURN(tokens.options, ParseTokensOptions(spec.pipeline));
+  const TokensOptions& options = tokens.options;
+
+  if (spec.path.empty()) return InvalidArgument("the dataset path is empty");
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(spec.path, error);
+  if (error) return ErrnoStatus(spec.path + ": cannot make the path absolute", error.value());
+  const std::string path = absolute.lexically_normal().string();
+  if (env.IsDirectory(path)) {
+    return InvalidArgument(path + ": is a directory (a tokens dataset is one file)");
+  }
+  if (!env.FileExists(path)) return NotFound(path + ": no such file");
+  EMBER_ASSIGN_OR_RETURN(tokens.file, MappedFile::Open(path));
+
+  const uint64_t size = tokens.file->size();
+  const uint64_t width = WidthBytes(options.width);
+  if (size % width != 0) {
+    return DataLoss(path + ": size " + std::to_string(size) + " bytes is not a multiple of " +
+                    std::to_string(width) + " (the width of a " + WidthName(options.width) +
+                    " token): truncated, or not a " + WidthName(options.width) +
+                    " token file?");
+  }
+  tokens.num_tokens = size / width;
+  const uint64_t count = TokenWindowCount(tokens.num_tokens, options.seq_len);
+  if (count == 0) {
+    return InvalidArgument(path + ": " + std::to_string(tokens.num_tokens) + " " +
+                           WidthName(options.width) + " tokens are too few for seq_len " +
+                           std::to_string(options.seq_len) + ": a window of seq_len + 1 "
+                           "tokens at every epoch offset needs at least 2 * seq_len = " +
+                           std::to_string(2 * options.seq_len));
+  }
+
+  DatasetInfo& info = tokens.info;
+  info.spec = spec;
+  info.spec.path = path;
+  info.count = count;
+  const std::vector<int64_t> shape = {static_cast<int64_t>(options.seq_len)};
+  info.tensors.push_back(TensorSpec{"input", ring::DType::kInt64, shape});
+  info.tensors.push_back(TensorSpec{"target", ring::DType::kInt64, shape});
+  info.files = {path};
+  return tokens;
+}
+
+Status CheckVocab(const TokensFile& tokens) {
+  const TokensOptions& options = tokens.options;
+  if (!options.vocab_size) return Status::Ok();
+  const uint64_t bound = *options.vocab_size;
+  const uint64_t width = WidthBytes(options.width);
+  if (bound > (uint64_t{1} << (8 * width)) - 1) return Status::Ok();  // every id fits
+  const MappedFile& file = *tokens.file;
+  EMBER_RETURN_IF_ERROR(file.Advise(MappedFile::Access::kSequential));
+  const uint64_t bad = options.width == TokenWidth::kUInt16
+                           ? FirstAtLeast<uint16_t>(file.data(), tokens.num_tokens, bound)
+                           : FirstAtLeast<uint32_t>(file.data(), tokens.num_tokens, bound);
+  if (bad < tokens.num_tokens) {
+    const uint64_t id = options.width == TokenWidth::kUInt16
+                            ? LoadToken<uint16_t>(file.data(), bad)
+                            : LoadToken<uint32_t>(file.data(), bad);
+    return DataLoss(file.path() + ": token " + std::to_string(bad) + " (byte offset " +
+                    std::to_string(bad * width) + ") is " + std::to_string(id) +
+                    ", not below vocab_size " + std::to_string(bound));
+  }
+  return Status::Ok();
+}
+
+// The mapped file and its windows: immutable after construction, so ReadSample needs no
+// lock.
+class TokensSource : public Source {
+ public:
+  explicit TokensSource(TokensFile tokens)
+      : tokens_(std::move(tokens)), seq_len_(tokens_.options.seq_len) {}
+
+  const DatasetInfo& info() const override { return tokens_.info; }
+
+  Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
+    if (id >= tokens_.info.count) {
+      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
+                             tokens_.info.spec.name + "' has " +
+                             std::to_string(tokens_.info.count) + " samples");
+    }
+    const uint64_t start = TokenEpochOffset(context.seed, context.epoch, seq_len_) + id * seq_len_;
+    const char* data = tokens_.file->data();
+    char* input = static_cast<char*>(dsts[0]);
+    char* target = static_cast<char*>(dsts[1]);
+    if (tokens_.options.width == TokenWidth::kUInt16) {
+      Widen<uint16_t>(data, start, seq_len_, input);
+      Widen<uint16_t>(data, start + 1, seq_len_, target);
+    } else {
+      Widen<uint32_t>(data, start, seq_len_, input);
+      Widen<uint32_t>(data, start + 1, seq_len_, target);
+    }
+    return Status::Ok();
+  }
+
+  // The epoch's offset is unknown here, so this reads [id * L, (id + 2) * L), which holds
+  // window `id` at every offset.
+  void Prefetch(const uint64_t* ids, size_t count) const override {
+    const uint64_t width = WidthBytes(tokens_.options.width);
+    for (size_t i = 0; i < count; ++i) {
+      if (ids[i] >= tokens_.info.count) continue;
+      tokens_.file->WillNeed(ids[i] * seq_len_ * width, 2 * seq_len_ * width);
+    }
+  }
+
+ private:
+  const TokensFile tokens_;
+  const uint64_t seq_len_;
+};
+
+}  // namespace
+
+Result<TokensOptions> ParseTokensOptions(const std::string& pipeline) {
+  try {
+    return ParseRoot(YAML::Load(pipeline));
+  } catch (const YAML::Exception& e) {
+    std::string where;
+    if (!e.mark.is_null()) {
+      where = "line " + std::to_string(e.mark.line + 1) + ", column " +
+              std::to_string(e.mark.column + 1) + ": ";
+    }
+    return InvalidArgument("pipeline: " + where + e.msg);
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("pipeline: ") + e.what());
+  }
+}
+
+uint64_t TokenWindowCount(uint64_t num_tokens, uint64_t seq_len) {
+  if (num_tokens < seq_len || num_tokens - seq_len < seq_len) return 0;
+  return (num_tokens - seq_len) / seq_len;
+}
+
+uint64_t TokenEpochOffset(uint64_t seed, uint64_t epoch, uint64_t seq_len) {
+  const auto mix = [](uint64_t z) {  // SplitMix64's output function
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  // Its own constant, so the offset is unrelated to the epoch plan's permutation stream.
+  const uint64_t z = mix(seed ^ mix(epoch + 0xD1B54A32D192ED03ULL));
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(z) * seq_len) >> 64);
+}
+
+Result<DatasetInfo> ProbeTokens(Env& env, const DatasetSpec& spec) {
+  EMBER_ASSIGN_OR_RETURN(TokensFile tokens, OpenTokens(env, spec));
+  return std::move(tokens.info);
+}
+
+Result<std::unique_ptr<Source>> LoadTokens(Env& env, const DatasetSpec& spec) {
+  EMBER_ASSIGN_OR_RETURN(TokensFile tokens, OpenTokens(env, spec));
+  EMBER_RETURN_IF_ERROR(CheckVocab(tokens));
+  // Windows are read in the epoch permutation's order: random, a window at a time.
+  EMBER_RETURN_IF_ERROR(tokens.file->Advise(MappedFile::Access::kRandom));
+  return std::unique_ptr<Source>(std::make_unique<TokensSource>(std::move(tokens)));
+}
+
+}  // namespace ember::daemon
