@@ -77,10 +77,26 @@ class FashionMnist(Dataset):
         return self.images[index], int(self.labels[index])
 
 
+def make_dataset(args):
+    """Fashion-MNIST from the IDX files, or with --imagefolder the issue's image baseline:
+    torchvision ImageFolder + RandomResizedCrop(224) + RandomHorizontalFlip + ToTensor."""
+    if args.imagefolder is None:
+        return FashionMnist(args.data_dir, args.split)
+    import torchvision
+    from torchvision import transforms
+    return torchvision.datasets.ImageFolder(
+        args.imagefolder,
+        transform=transforms.Compose([
+            transforms.RandomResizedCrop(224),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+        ]))
+
+
 def run_rank(rank, args, barrier, results):
     try:
         torch.set_num_threads(1)
-        dataset = FashionMnist(args.data_dir, args.split)
+        dataset = make_dataset(args)
         sampler = DistributedSampler(
             dataset, num_replicas=args.ranks, rank=rank, shuffle=True, seed=0)
         loader = DataLoader(
@@ -144,6 +160,9 @@ def parse_args(argv):
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                         help=f"directory with the IDX .gz files (default {DEFAULT_DATA_DIR})")
     parser.add_argument("--split", choices=["train", "test"], default="train")
+    parser.add_argument("--imagefolder", metavar="DIR",
+                        help="read JPEG/PNG class folders from DIR with torchvision's "
+                             "ImageFolder, RandomResizedCrop(224), flip and ToTensor instead")
     parser.add_argument("--json", metavar="FILE",
                         help="also append the result as one JSON line to FILE "
                              "(e.g. bench/results/dataloader_baseline.jsonl)")
