@@ -1,27 +1,42 @@
 #include "daemon/data/formats.h"
 
 #include "daemon/data/idx.h"
+#include "daemon/data/tokens/tokens.h"
 
 namespace ember::daemon {
 
 namespace {
 
-constexpr const char* kKnownFormats = "idx";
+struct Format {
+  const char* name;
+  Result<DatasetInfo> (*probe)(Env&, const DatasetSpec&);
+  Result<std::unique_ptr<Source>> (*load)(Env&, const DatasetSpec&);
+};
 
-Status UnknownFormat(const std::string& format) {
-  return InvalidArgument("unknown format '" + format + "' (known: " + kKnownFormats + ")");
+constexpr Format kFormats[] = {
+    {"idx", ProbeIdx, LoadIdx},
+    {"tokens", ProbeTokens, LoadTokens},
+};
+
+Result<const Format*> Find(const std::string& name) {
+  std::string known;
+  for (const Format& format : kFormats) {
+    if (name == format.name) return &format;
+    known += (known.empty() ? "" : ", ") + std::string(format.name);
+  }
+  return InvalidArgument("unknown format '" + name + "' (known: " + known + ")");
 }
 
 }  // namespace
 
 Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec) {
-  if (spec.format == "idx") return ProbeIdx(env, spec);
-  return UnknownFormat(spec.format);
+  EMBER_ASSIGN_OR_RETURN(const Format* format, Find(spec.format));
+  return format->probe(env, spec);
 }
 
 Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec) {
-  if (spec.format == "idx") return LoadIdx(env, spec);
-  return UnknownFormat(spec.format);
+  EMBER_ASSIGN_OR_RETURN(const Format* format, Find(spec.format));
+  return format->load(env, spec);
 }
 
 }  // namespace ember::daemon

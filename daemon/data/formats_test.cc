@@ -35,13 +35,13 @@ TEST_CASE("an unknown format is kInvalidArgument naming it and the known ones") 
   Result<DatasetInfo> probe = ProbeDataset(*env, spec);
   REQUIRE_FALSE(probe.ok());
   CHECK(probe.status().code() == StatusCode::kInvalidArgument);
-  CHECK(probe.status().message() == "unknown format 'csv' (known: idx)");
+  CHECK(probe.status().message() == "unknown format 'csv' (known: idx, tokens)");
   Result<std::unique_ptr<Source>> load = LoadDataset(*env, spec);
   REQUIRE_FALSE(load.ok());
   CHECK(load.status().ToString() == probe.status().ToString());
 
   spec.format = "IDX";
-  CHECK(ProbeDataset(*env, spec).status().message() == "unknown format 'IDX' (known: idx)");
+  CHECK(ProbeDataset(*env, spec).status().message() == "unknown format 'IDX' (known: idx, tokens)");
 }
 
 TEST_CASE("format idx probes and loads through the registry") {
@@ -77,6 +77,32 @@ TEST_CASE("format idx passes its errors through unchanged") {
   CHECK(info.status().code() == StatusCode::kNotFound);
   CHECK_THAT(info.status().message(), Catch::Contains(dir + "/train-images-idx3-ubyte.gz"));
   CHECK(LoadDataset(*env, spec).status().ToString() == info.status().ToString());
+}
+
+}  // namespace
+}  // namespace ember::daemon
+
+namespace ember::daemon {
+namespace {
+
+TEST_CASE("format tokens is dispatched to the token reader") {
+  auto env = NewPosixEnv();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  const std::string path = std::string(tmp) + "/formats_tokens.bin";
+  std::string bytes;
+  for (uint16_t t = 0; t < 100; ++t) bytes.append(reinterpret_cast<const char*>(&t), 2);
+  REQUIRE(env->WriteFileAtomic(path, bytes).ok());
+  DatasetSpec spec{"tok", "tokens", path, "train", "tokens: {seq_len: 10}", "fail"};
+  auto info = ProbeDataset(*env, spec);
+  INFO(info.status().ToString());
+  REQUIRE(info.ok());
+  CHECK(info->count == 9);
+  auto source = LoadDataset(*env, spec);
+  REQUIRE(source.ok());
+  int64_t input[10];
+  REQUIRE(ReadSampleTensor(**source, 0, 0, input).ok());
+  CHECK(input[1] == input[0] + 1);
 }
 
 }  // namespace
