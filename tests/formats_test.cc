@@ -1,0 +1,77 @@
+// Every dataset format through the whole stack: registered with emberctl (as a user
+// would, with --pipeline), read through the SDK from a real emberd.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "tests/support/test_env.h"
+
+namespace ember::testing {
+namespace {
+
+int Emberctl(const Daemon& daemon, std::vector<std::string> args, std::string* err = nullptr) {
+  const std::string err_path = daemon.dir() + "/emberctl.err";
+  args.insert(args.begin(), {Runfile("sdk/emberctl/emberctl"), "--socket", daemon.socket()});
+  const int status = WaitFor(Spawn(args, {}, "", err_path), std::chrono::seconds(60));
+  if (err != nullptr) *err = ReadFileOrEmpty(err_path);
+  return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_CASE("tokens: windows of seq_len+1 tokens, inputs and targets shifted by one") {
+  TempDir tmp;
+  const std::string& dir = tmp.path();
+  {
+    std::ofstream out(dir + "/corpus.bin", std::ios::binary);
+    for (uint32_t t = 0; t < 10000; ++t) {
+      const uint16_t id = static_cast<uint16_t>(t % 5000);
+      out.write(reinterpret_cast<const char*>(&id), sizeof(id));
+    }
+    std::ofstream(dir + "/lm.yaml") << "tokens: {dtype: uint16, seq_len: 128, vocab_size: 5000}\n";
+  }
+  Daemon daemon(dir);
+  daemon.Start();
+  std::string err;
+  REQUIRE(Emberctl(daemon, {"dataset", "add", "corpus", "--format", "tokens", "--path",
+                            dir + "/corpus.bin", "--pipeline", dir + "/lm.yaml"},
+                   &err) == 0);
+  {
+    auto client = daemon.Connect();
+    auto info = client->InspectDataset("corpus");
+    REQUIRE(info.ok());
+    CHECK(info->count == (10000 - 128) / 128);
+    REQUIRE(info->tensors.size() == 2);
+    CHECK(info->tensors[0].name == "input");
+    CHECK(info->tensors[0].dtype == "int64");
+    CHECK(info->tensors[0].shape == std::vector<int64_t>{128});
+
+    auto reader = client->OpenStream(ReaderOptions("lm", 8, 1, "corpus"));
+    REQUIRE(reader.ok());
+    uint64_t rows = 0;
+    while (true) {
+      auto next = (*reader)->Next();
+      REQUIRE(next.ok());
+      if (!next->has_value()) break;
+      const auto* input = static_cast<const int64_t*>((*next)->tensors[0].data);
+      const auto* target = static_cast<const int64_t*>((*next)->tensors[1].data);
+      for (uint32_t r = 0; r < (*next)->num_samples; ++r) {
+        for (int k = 0; k + 1 < 128; ++k) REQUIRE(target[r * 128 + k] == input[r * 128 + k + 1]);
+        REQUIRE((target[r * 128 + 127] == (input[r * 128 + 127] + 1) % 5000));
+      }
+      rows += (*next)->num_samples;
+    }
+    CHECK(rows == info->count);
+  }
+  // A bad pipeline file is refused with the file's name and the key.
+  std::ofstream(dir + "/bad.yaml") << "tokens: {seq_len: 128, stride: 3}\n";
+  CHECK(Emberctl(daemon, {"dataset", "add", "bad", "--format", "tokens", "--path",
+                          dir + "/corpus.bin", "--pipeline", dir + "/bad.yaml"},
+                 &err) != 0);
+  CHECK(err.find(dir + "/bad.yaml") != std::string::npos);
+  CHECK(err.find("stride") != std::string::npos);
+  daemon.Stop();
+}
+
+}  // namespace
+}  // namespace ember::testing
