@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/data/packed/pack_command.h"
 #include "ember/client.h"
 
 namespace {
@@ -215,11 +216,16 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--batch-size", batch, "samples per batch")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   bench_cmd->add_option("--seconds", seconds, "measured seconds (after 1 s of warm-up)")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
 
+  // Packing writes files here, in this process; it needs no daemon.
+  ember::daemon::PackCommand pack;
+  auto* pack_cmd = ember::daemon::AddPackCommand(app, &pack);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (*pack_cmd) return ember::daemon::RunPackCommand(pack, stdout, stderr);
   if (socket.empty()) {
     const char* env = std::getenv("EMBER_SOCKET");
     socket = (env != nullptr && *env != '\0') ? env : ember::kDefaultSocket;
