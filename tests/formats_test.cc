@@ -4,8 +4,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 
+#include "daemon/data/image/image_testing.h"
 #include "tests/support/test_env.h"
 
 namespace ember::testing {
@@ -70,6 +73,82 @@ TEST_CASE("tokens: windows of seq_len+1 tokens, inputs and targets shifted by on
                  &err) != 0);
   CHECK(err.find(dir + "/bad.yaml") != std::string::npos);
   CHECK(err.find("stride") != std::string::npos);
+  daemon.Stop();
+}
+
+// Reads one epoch (unshuffled) and returns its batches' image bytes and labels in order.
+std::pair<std::string, std::vector<int64_t>> ReadEpoch(Client& client, const std::string& dataset,
+                                                       const std::string& job) {
+  StreamOptions options = ReaderOptions(job, 4, 1, dataset);
+  options.shuffle = false;
+  auto reader = client.OpenStream(options);
+  REQUIRE(reader.ok());
+  std::string images;
+  std::vector<int64_t> labels;
+  while (true) {
+    auto next = (*reader)->Next();
+    INFO(next.status().ToString());
+    REQUIRE(next.ok());
+    if (!next->has_value()) break;
+    const RawBatch& b = **next;
+    REQUIRE(b.tensors.at(0).name == "image");
+    REQUIRE(b.tensors.at(0).shape == std::vector<int64_t>{b.num_samples, 3, 32, 32});
+    images.append(static_cast<const char*>(b.tensors[0].data), b.tensors[0].nbytes);
+    const auto* l = static_cast<const int64_t*>(b.tensors.at(1).data);
+    labels.insert(labels.end(), l, l + b.num_samples);
+  }
+  return {images, labels};
+}
+
+TEST_CASE("imagefolder and its packed copy serve the same decoded samples; bad files are skipped") {
+  TempDir tmp;
+  const std::string& dir = tmp.path();
+  const std::string root = dir + "/photos";
+  // Classes in sorted order: "ant" (label 0), "bee" (1, empty), "cat" (2).
+  for (const char* c : {"ant", "bee", "cat"}) std::filesystem::create_directories(root + "/" + c);
+  for (int i = 0; i < 6; ++i) {
+    auto image = daemon::GradientImage(40 + 4 * i, 36);
+    REQUIRE(daemon::WriteTestFile(root + "/ant/" + std::to_string(i) + ".jpg",
+                                  daemon::EncodeJpeg(image)));
+    REQUIRE(daemon::WriteTestFile(root + "/cat/" + std::to_string(i) + ".png",
+                                  daemon::EncodePng(image)));
+  }
+  std::ofstream(root + "/cat/notes.txt") << "not an image";
+  std::ofstream(dir + "/eval.yaml") << "steps:\n  - resize: {size: 36}\n  - center_crop: {size: 32}\n";
+
+  Daemon daemon(dir);
+  daemon.Start();
+  std::string err;
+  REQUIRE(Emberctl(daemon, {"dataset", "add", "photos", "--format", "imagefolder", "--path", root,
+                            "--pipeline", dir + "/eval.yaml"},
+                   &err) == 0);
+  REQUIRE(Emberctl(daemon, {"pack", root, dir + "/photos.packed"}, &err) == 0);
+  INFO(err);
+  REQUIRE(Emberctl(daemon, {"dataset", "add", "photos-packed", "--format", "packed", "--path",
+                            dir + "/photos.packed", "--pipeline", dir + "/eval.yaml"},
+                   &err) == 0);
+  {
+    auto client = daemon.Connect();
+    auto folder = ReadEpoch(*client, "photos", "folder");
+    auto packed = ReadEpoch(*client, "photos-packed", "packed");
+    CHECK(folder.second == std::vector<int64_t>{0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2});
+    CHECK(packed.second == folder.second);
+    CHECK(packed.first == folder.first);  // bit-identical decoded pixels
+  }
+
+  // A corrupt file: with on_error skip the stream drops it and goes on.
+  std::ofstream(root + "/cat/3.png", std::ios::trunc) << "\x89PNG garbage";
+  REQUIRE(Emberctl(daemon, {"dataset", "add", "photos-skip", "--format", "imagefolder", "--path",
+                            root, "--pipeline", dir + "/eval.yaml", "--on-error", "skip"},
+                   &err) == 0);
+  {
+    auto client = daemon.Connect();
+    auto skipped = ReadEpoch(*client, "photos-skip", "skip");
+    CHECK(skipped.second.size() == 11);
+    auto status = client->GetStatus();
+    REQUIRE(status.ok());
+  }
+  CHECK(daemon.log().find(root + "/cat/3.png") != std::string::npos);
   daemon.Stop();
 }
 

@@ -1,6 +1,9 @@
 #include "daemon/data/formats.h"
 
 #include "daemon/data/idx.h"
+#include "daemon/data/image/imagefolder.h"
+#include "daemon/data/image/packed_images.h"
+#include "daemon/data/packed/packed_source.h"
 #include "daemon/data/tokens/tokens.h"
 
 namespace ember::daemon {
@@ -13,8 +16,18 @@ struct Format {
   Result<std::unique_ptr<Source>> (*load)(Env&, const DatasetSpec&);
 };
 
+Result<DatasetInfo> ProbePackedImages(Env& env, const DatasetSpec& spec) {
+  return ProbePacked(env, spec, ImageRecordCodec);
+}
+
+Result<std::unique_ptr<Source>> LoadPackedImages(Env& env, const DatasetSpec& spec) {
+  return LoadPacked(env, spec, ImageRecordCodec);
+}
+
 constexpr Format kFormats[] = {
     {"idx", ProbeIdx, LoadIdx},
+    {"imagefolder", ProbeImageFolder, LoadImageFolder},
+    {"packed", ProbePackedImages, LoadPackedImages},
     {"tokens", ProbeTokens, LoadTokens},
 };
 

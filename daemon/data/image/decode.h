@@ -5,10 +5,10 @@
 //
 // The format is told by the file's first bytes, not by its name (ImageNet has PNGs named
 // .JPEG). Every failure is kDataLoss with a message "<name>: <reason>"; a file whose
-// header claims more pixels than DecodeOptions::max_pixels fails before any pixel buffer
-// is allocated. Any libjpeg warning (truncated file, bad Huffman code, ...) is an error:
-// libjpeg would fill the damaged part with gray and carry on, which is not a sample to
-// train on.
+// header claims more pixels than ImageDecodeOptions::max_pixels fails before any pixel
+// buffer is allocated. Any libjpeg warning (truncated file, bad Huffman code, ...) is an
+// error: libjpeg would fill the damaged part with gray and carry on, which is not a
+// sample to train on.
 //
 // Thread-safety: all functions are safe to call concurrently (each thread keeps its own
 // TurboJPEG handle).
@@ -22,11 +22,11 @@
 
 #include "ember/status.h"
 
-namespace ember::daemon::image {
+namespace ember::daemon {
 
 enum class ImageFormat { kJpeg, kPng };
 
-struct DecodeOptions {
+struct ImageDecodeOptions {
   // Largest width * height a header may claim; bounds the memory one decode needs.
   uint64_t max_pixels = 64'000'000;
 };
@@ -40,7 +40,7 @@ struct ImageHeader {
 
 // A reduction applied while decoding a JPEG: the decoded size is
 // ceil(width * num / denom) x ceil(height * num / denom).
-struct ScaleFactor {
+struct JpegScale {
   int num = 1;
   int denom = 1;
 };
@@ -71,20 +71,20 @@ struct RgbImage {
 // Reads the header of a JPEG or PNG held in memory. kDataLoss if the bytes are neither,
 // the header is corrupt, or width * height > options.max_pixels.
 Result<ImageHeader> ReadImageHeader(const std::string& name, const uint8_t* data, size_t size,
-                                    const DecodeOptions& options);
+                                    const ImageDecodeOptions& options);
 
 // The smallest of TurboJPEG's scaling factors (1/8 ... 1) that is >= min_scale, so the
 // decoded image keeps at least min_scale of the resolution on both axes; 1 for
 // min_scale >= 1 (or NaN).
-ScaleFactor ChooseJpegScale(double min_scale);
+JpegScale ChooseJpegScale(double min_scale);
 
 // Decodes into `buffer` and describes the result in `image`. A JPEG is decoded at
 // ChooseJpegScale(min_scale); a PNG always at full size. kDataLoss as ReadImageHeader,
 // and for corrupt or truncated pixel data (e.g. a PNG chunk with a bad CRC).
 Status DecodeImage(const std::string& name, const uint8_t* data, size_t size,
-                   const DecodeOptions& options, double min_scale, PixelBuffer& buffer,
+                   const ImageDecodeOptions& options, double min_scale, PixelBuffer& buffer,
                    RgbImage* image);
 
-}  // namespace ember::daemon::image
+}  // namespace ember::daemon
 
 #endif  // EMBER_DAEMON_DATA_IMAGE_DECODE_H_

@@ -1,0 +1,295 @@
+#include "daemon/data/image/decode.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "daemon/data/image/image_testing.h"
+
+namespace ember::daemon {
+namespace {
+
+const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+
+struct Decoded {
+  Status status;
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> pixels;  // RGB
+
+  int at(int x, int y, int c) const { return pixels[(size_t(y) * width + x) * 3 + c]; }
+};
+
+Decoded Decode(const std::string& bytes, double min_scale = 1.0,
+               const ImageDecodeOptions& options = {}) {
+  PixelBuffer buffer;
+  RgbImage image;
+  Decoded out;
+  out.status = DecodeImage("img", Bytes(bytes), bytes.size(), options, min_scale, buffer, &image);
+  if (out.status.ok()) {
+    out.width = image.width;
+    out.height = image.height;
+    out.pixels.assign(image.pixels, image.pixels + size_t(image.width) * image.height * 3);
+  }
+  return out;
+}
+
+// The largest difference between a decoded image and an RGB reference of the same size.
+int MaxError(const Decoded& decoded, const TestImage& reference) {
+  int worst = 0;
+  for (int y = 0; y < reference.height; ++y)
+    for (int x = 0; x < reference.width; ++x)
+      for (int c = 0; c < 3; ++c)
+        worst = std::max(worst, std::abs(decoded.at(x, y, c) - reference.at(x, y, c)));
+  return worst;
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("a solid-colour JPEG decodes to its colour") {
+  const TestImage image = SolidImage(40, 24, {200, 30, 120});
+  const Decoded decoded = Decode(EncodeJpeg(image));
+  REQUIRE(decoded.status.ok());
+  CHECK(decoded.width == 40);
+  CHECK(decoded.height == 24);
+  CHECK(MaxError(decoded, image) <= 3);
+}
+
+TEST_CASE("a gradient JPEG decodes close to its pixels") {
+  const TestImage image = GradientImage(64, 48);
+  const Decoded decoded = Decode(EncodeJpeg(image, 98));
+  REQUIRE(decoded.status.ok());
+  CHECK(MaxError(decoded, image) <= 6);
+}
+
+TEST_CASE("a grayscale JPEG becomes three equal channels") {
+  const Decoded decoded = Decode(EncodeJpeg(SolidImage(16, 16, {90})));
+  REQUIRE(decoded.status.ok());
+  for (int c = 0; c < 3; ++c) CHECK(std::abs(decoded.at(5, 7, c) - 90) <= 2);
+}
+
+TEST_CASE("a CMYK JPEG converts to RGB") {
+  // Adobe-style inverted CMYK, as libjpeg stores it: 255 is no ink.
+  const Decoded decoded = Decode(EncodeJpeg(SolidImage(16, 16, {200, 100, 50, 128})));
+  REQUIRE(decoded.status.ok());
+  CHECK(std::abs(decoded.at(3, 3, 0) - 200 * 128 / 255) <= 4);
+  CHECK(std::abs(decoded.at(3, 3, 1) - 100 * 128 / 255) <= 4);
+  CHECK(std::abs(decoded.at(3, 3, 2) - 50 * 128 / 255) <= 4);
+}
+
+TEST_CASE("PNG decodes losslessly: RGB, gray to RGB, alpha dropped") {
+  const TestImage rgb = GradientImage(33, 17);
+  const Decoded decoded = Decode(EncodePng(rgb));
+  REQUIRE(decoded.status.ok());
+  CHECK(decoded.width == 33);
+  CHECK(decoded.height == 17);
+  CHECK(MaxError(decoded, rgb) == 0);
+
+  const Decoded gray = Decode(EncodePng(SolidImage(5, 4, {77})));
+  REQUIRE(gray.status.ok());
+  CHECK(MaxError(gray, SolidImage(5, 4, {77, 77, 77})) == 0);
+
+  const Decoded rgba = Decode(EncodePng(SolidImage(5, 4, {10, 20, 30, 0})));
+  REQUIRE(rgba.status.ok());
+  CHECK(MaxError(rgba, SolidImage(5, 4, {10, 20, 30})) == 0);
+}
+
+TEST_CASE("the format comes from the bytes, not the name") {
+  const std::string png = EncodePng(SolidImage(3, 2, {1, 2, 3}));
+  const std::string jpeg = EncodeJpeg(SolidImage(9, 7, {1, 2, 3}));
+  auto png_header = ReadImageHeader("x.jpg", Bytes(png), png.size(), {});
+  REQUIRE(png_header.ok());
+  CHECK(png_header->format == ImageFormat::kPng);
+  CHECK(png_header->width == 3);
+  CHECK(png_header->height == 2);
+  auto jpeg_header = ReadImageHeader("x.png", Bytes(jpeg), jpeg.size(), {});
+  REQUIRE(jpeg_header.ok());
+  CHECK(jpeg_header->format == ImageFormat::kJpeg);
+  CHECK(jpeg_header->width == 9);
+  CHECK(jpeg_header->height == 7);
+
+  const std::string text = "hello, world";
+  const Decoded decoded = Decode(text);
+  CHECK(decoded.status.code() == StatusCode::kDataLoss);
+  CHECK(Contains(decoded.status.message(), "img: not a JPEG or PNG file (starts with 0x68"));
+  CHECK(Decode("").status.code() == StatusCode::kDataLoss);
+}
+
+TEST_CASE("ChooseJpegScale picks the smallest DCT scale that keeps enough resolution") {
+  auto value = [](JpegScale s) { return static_cast<double>(s.num) / s.denom; };
+  CHECK(value(ChooseJpegScale(1.0)) == 1.0);
+  CHECK(value(ChooseJpegScale(3.0)) == 1.0);
+  CHECK(value(ChooseJpegScale(0.9)) == 1.0);
+  CHECK(value(ChooseJpegScale(0.8)) == 0.875);
+  CHECK(value(ChooseJpegScale(0.5)) == 0.5);
+  CHECK(value(ChooseJpegScale(224.0 / 896.0)) == 0.25);
+  CHECK(value(ChooseJpegScale(0.3)) == 0.375);
+  CHECK(value(ChooseJpegScale(0.2)) == 0.25);
+  CHECK(value(ChooseJpegScale(0.1)) == 0.125);
+  CHECK(value(ChooseJpegScale(0.0)) == 0.125);
+}
+
+TEST_CASE("a 1024x1024 JPEG needed at a quarter of its size decodes at 1/4 scale") {
+  const TestImage image = SolidImage(1024, 1024, {30, 160, 220});
+  const Decoded decoded = Decode(EncodeJpeg(image, 90), 224.0 / 896.0);
+  REQUIRE(decoded.status.ok());
+  CHECK(decoded.width == 256);
+  CHECK(decoded.height == 256);
+  CHECK(MaxError(decoded, SolidImage(256, 256, {30, 160, 220})) <= 3);
+  // PNG has no reduced decode: always full size.
+  const Decoded png = Decode(EncodePng(SolidImage(64, 64, {1, 2, 3})), 0.25);
+  REQUIRE(png.status.ok());
+  CHECK(png.width == 64);
+}
+
+TEST_CASE("a JPEG header claiming 60000x60000 pixels fails before allocating") {
+  std::string jpeg = EncodeJpeg(SolidImage(16, 16, {1, 2, 3}));
+  const size_t sof = FindJpegMarker(jpeg, 0xc0);
+  REQUIRE(sof != std::string::npos);
+  // SOF0: marker, length (2), precision (1), height (2), width (2).
+  for (size_t at : {sof + 5, sof + 7}) {
+    jpeg[at] = static_cast<char>(0xea);
+    jpeg[at + 1] = static_cast<char>(0x60);
+  }
+  auto header = ReadImageHeader("big.jpg", Bytes(jpeg), jpeg.size(), {});
+  REQUIRE(!header.ok());
+  CHECK(header.status().code() == StatusCode::kDataLoss);
+  CHECK(header.status().message() ==
+        "big.jpg: image is 60000x60000 pixels, over the limit of 64000000 pixels");
+
+  PixelBuffer buffer;
+  RgbImage image;
+  Status status = DecodeImage("big.jpg", Bytes(jpeg), jpeg.size(), {}, 1.0, buffer, &image);
+  CHECK(status.code() == StatusCode::kDataLoss);
+  CHECK(Contains(status.message(), "60000x60000"));
+  CHECK(buffer.capacity() == 0);
+
+  // The limit is configurable.
+  const std::string small = EncodeJpeg(SolidImage(100, 100, {1, 2, 3}));
+  ImageDecodeOptions options;
+  options.max_pixels = 9999;
+  const Decoded refused = Decode(small, 1.0, options);
+  CHECK(refused.status.code() == StatusCode::kDataLoss);
+  CHECK(Contains(refused.status.message(), "100x100 pixels, over the limit of 9999"));
+  options.max_pixels = 10000;
+  CHECK(Decode(small, 1.0, options).status.ok());
+}
+
+TEST_CASE("a PNG header over the pixel limit fails the same way") {
+  std::string png = EncodePng(SolidImage(4, 4, {1, 2, 3}));
+  const size_t ihdr = FindPngChunk(png, "IHDR");
+  REQUIRE(ihdr == 8);
+  // Width and height follow the length and type; CRC left stale: the limit comes first.
+  const unsigned char big[4] = {0x00, 0x00, 0xea, 0x60};
+  std::memcpy(&png[ihdr + 8], big, 4);
+  std::memcpy(&png[ihdr + 12], big, 4);
+  const Decoded decoded = Decode(png);
+  CHECK(decoded.status.code() == StatusCode::kDataLoss);
+  CHECK(decoded.status.message() ==
+        "img: image is 60000x60000 pixels, over the limit of 64000000 pixels");
+}
+
+TEST_CASE("a truncated JPEG is data loss") {
+  const std::string jpeg = EncodeJpeg(GradientImage(64, 64));
+  const Decoded decoded = Decode(jpeg.substr(0, jpeg.size() / 2));
+  CHECK(decoded.status.code() == StatusCode::kDataLoss);
+  CHECK(Contains(decoded.status.message(), "img: corrupt JPEG: "));
+  // Cut inside the header.
+  const Decoded header_cut = Decode(jpeg.substr(0, 40));
+  INFO(header_cut.status.message());
+  CHECK(header_cut.status.code() == StatusCode::kDataLoss);
+  CHECK(Contains(header_cut.status.message(), "img: corrupt JPEG header: "));
+}
+
+TEST_CASE("a corrupt JPEG is data loss") {
+  const std::string jpeg = EncodeJpeg(GradientImage(64, 64));
+  SECTION("garbage tables") {
+    std::string bad = jpeg;
+    const size_t dqt = FindJpegMarker(bad, 0xdb);
+    REQUIRE(dqt != std::string::npos);
+    bad[dqt + 2] = bad[dqt + 3] = 0;  // a DQT segment of length 0
+    const Decoded decoded = Decode(bad);
+    CHECK(decoded.status.code() == StatusCode::kDataLoss);
+    CHECK(Contains(decoded.status.message(), "img: corrupt JPEG"));
+  }
+  SECTION("a marker in the middle of the scan data") {
+    std::string bad = jpeg;
+    const size_t sos = FindJpegMarker(bad, 0xda);
+    REQUIRE(sos != std::string::npos);
+    const size_t middle = sos + (bad.size() - sos) / 2;
+    bad[middle] = static_cast<char>(0xff);
+    bad[middle + 1] = static_cast<char>(0xd9);  // EOI, far too early
+    const Decoded decoded = Decode(bad);
+    INFO(decoded.status.message());
+    CHECK(decoded.status.code() == StatusCode::kDataLoss);
+    CHECK(Contains(decoded.status.message(), "img: corrupt JPEG: "));
+  }
+}
+
+TEST_CASE("a PNG with a bad CRC is data loss") {
+  const std::string png = EncodePng(GradientImage(32, 32));
+  const size_t idat = FindPngChunk(png, "IDAT");
+  REQUIRE(idat != std::string::npos);
+  const auto* p = reinterpret_cast<const unsigned char*>(png.data() + idat);
+  const size_t idat_length =
+      (size_t(p[0]) << 24) | (size_t(p[1]) << 16) | (size_t(p[2]) << 8) | p[3];
+  SECTION("of the image data chunk") {
+    std::string bad = png;
+    bad[idat + 8 + idat_length] ^= 0x01;  // the first byte of IDAT's CRC
+    const Decoded decoded = Decode(bad);
+    CHECK(decoded.status.code() == StatusCode::kDataLoss);
+    CHECK(decoded.status.message() == "img: corrupt PNG: IDAT: CRC error");
+  }
+  SECTION("of the image data, with the data changed") {
+    std::string bad = png;
+    bad[idat + 8 + idat_length / 2] ^= 0x01;
+    const Decoded decoded = Decode(bad);
+    CHECK(decoded.status.code() == StatusCode::kDataLoss);
+    CHECK(Contains(decoded.status.message(), "img: corrupt PNG: IDAT: "));
+  }
+  SECTION("in the header") {
+    std::string bad = png;
+    bad[8 + 8 + 3] ^= 0x02;  // width 32 -> 34, same CRC
+    const Decoded decoded = Decode(bad);
+    CHECK(decoded.status.code() == StatusCode::kDataLoss);
+    CHECK(decoded.status.message() == "img: corrupt PNG: IHDR: CRC error");
+  }
+  SECTION("truncated") {
+    const Decoded decoded = Decode(png.substr(0, png.size() - 30));
+    CHECK(decoded.status.code() == StatusCode::kDataLoss);
+    CHECK(Contains(decoded.status.message(), "img: corrupt PNG: "));
+  }
+}
+
+TEST_CASE("a failed decode leaves the buffer usable for the next image") {
+  PixelBuffer buffer;
+  RgbImage image;
+  const std::string bad = EncodePng(GradientImage(8, 8)).substr(0, 50);
+  CHECK(!DecodeImage("bad", Bytes(bad), bad.size(), {}, 1.0, buffer, &image).ok());
+  const std::string good = EncodePng(SolidImage(8, 8, {9, 8, 7}));
+  REQUIRE(DecodeImage("good", Bytes(good), good.size(), {}, 1.0, buffer, &image).ok());
+  CHECK(image.pixels[0] == 9);
+  CHECK(image.pixels[8 * 8 * 3 - 1] == 7);
+
+  // TurboJPEG keeps state across calls on one thread: a corrupt header must not poison
+  // the next file.
+  std::string bad_jpeg = EncodeJpeg(GradientImage(16, 16));
+  const size_t dqt = FindJpegMarker(bad_jpeg, 0xdb);
+  REQUIRE(dqt != std::string::npos);
+  bad_jpeg[dqt + 2] = bad_jpeg[dqt + 3] = 0;
+  for (int i = 0; i < 3; ++i) {
+    CHECK(!Decode(bad_jpeg).status.ok());
+    CHECK(!Decode(bad_jpeg.substr(0, 40)).status.ok());
+    const Decoded decoded = Decode(EncodeJpeg(SolidImage(8, 8, {50, 60, 70})));
+    REQUIRE(decoded.status.ok());
+    CHECK(MaxError(decoded, SolidImage(8, 8, {50, 60, 70})) <= 3);
+  }
+}
+
+}  // namespace
+}  // namespace ember::daemon

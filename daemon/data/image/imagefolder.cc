@@ -1,0 +1,180 @@
+#include "daemon/data/image/imagefolder.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/data/image/decode.h"
+#include "daemon/data/image/pipeline.h"
+#include "daemon/data/packed/imagefolder_pack.h"
+
+namespace ember::daemon {
+
+namespace {
+
+// Bigger files are refused as corrupt samples rather than read into memory.
+constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
+// A thread keeps at most this much file buffer between samples.
+constexpr size_t kMaxRetainedFileBuffer = size_t{32} << 20;
+
+// The files of a listing in one buffer of relative paths (no string per file: a
+// million-file dataset stays small for the life of the source).
+class CompactListing {
+ public:
+  explicit CompactListing(const ImageFolderListing& listing) : root_(listing.root) {
+    offsets_.reserve(listing.files.size() + 1);
+    offsets_.push_back(0);
+    labels_.reserve(listing.files.size());
+    for (const ImageFolderListing::File& file : listing.files) {
+      names_ += file.path;
+      offsets_.push_back(names_.size());
+      labels_.push_back(file.label);
+    }
+  }
+
+  const std::string& root() const { return root_; }
+  uint64_t size() const { return labels_.size(); }
+  int64_t label(uint64_t i) const { return labels_[i]; }
+  std::string path(uint64_t i) const {
+    std::string path;
+    path.reserve(root_.size() + 1 + (offsets_[i + 1] - offsets_[i]));
+    path += root_;
+    path += '/';
+    path.append(names_, offsets_[i], offsets_[i + 1] - offsets_[i]);
+    return path;
+  }
+
+ private:
+  std::string root_;
+  std::string names_;
+  std::vector<uint64_t> offsets_;
+  std::vector<int64_t> labels_;
+};
+
+// Reads a whole file with pread into `buffer`. Failures of the file itself are kDataLoss
+// (the sample is lost); running out of descriptors or memory is not.
+Status ReadImageFile(const std::string& path, PixelBuffer& buffer, size_t* size) {
+  auto failure = [&](const std::string& what, int err) {
+    if (err == EMFILE || err == ENFILE || err == ENOMEM) {
+      return ErrnoStatus(path + ": " + what, err);
+    }
+    return DataLoss(path + ": " + what + ": " + std::strerror(err));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return failure("cannot open", errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return failure("cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) return DataLoss(path + ": not a regular file");
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size > kMaxFileBytes) {
+    return DataLoss(path + ": file is " + std::to_string(file_size) +
+                    " bytes, over the limit of " + std::to_string(kMaxFileBytes) +
+                    " bytes for one image");
+  }
+  uint8_t* data = buffer.Reserve(file_size == 0 ? 1 : file_size);
+  uint64_t done = 0;
+  while (done < file_size) {
+    const ssize_t n = ::pread(fd, data + done, file_size - done, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return failure("read failed at byte " + std::to_string(done), errno);
+    }
+    if (n == 0) {
+      return DataLoss(path + ": truncated while reading: " + std::to_string(done) + " of " +
+                      std::to_string(file_size) + " bytes");
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  *size = file_size;
+  return Status::Ok();
+}
+
+struct Folder {
+  DatasetInfo info;
+  CompactListing listing;
+  ImagePipeline pipeline;
+};
+
+Result<Folder> OpenFolder(Env& env, const DatasetSpec& spec) {
+  auto pipeline = ImagePipeline::Parse(spec.pipeline);
+  if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
+  EMBER_ASSIGN_OR_RETURN(ImageFolderListing listing, ListImageFolder(env, spec.path));
+  Folder folder{DatasetInfo{}, CompactListing(listing), std::move(pipeline).value()};
+  DatasetInfo& info = folder.info;
+  info.spec = spec;
+  info.spec.path = folder.listing.root();
+  info.count = folder.listing.size();
+  info.tensors.push_back(
+      TensorSpec{"image", folder.pipeline.dtype(), folder.pipeline.shape()});
+  info.tensors.push_back(TensorSpec{"label", ring::DType::kInt64, {}});
+  info.files = {folder.listing.root()};
+  return folder;
+}
+
+class ImageFolderSource : public Source {
+ public:
+  explicit ImageFolderSource(Folder folder) : folder_(std::move(folder)) {}
+
+  const DatasetInfo& info() const override { return folder_.info; }
+
+  Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
+    if (id >= folder_.info.count) {
+      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
+                             folder_.info.spec.name + "' has " +
+                             std::to_string(folder_.info.count) + " samples");
+    }
+    thread_local PixelBuffer file;
+    const std::string path = folder_.listing.path(id);
+    size_t size = 0;
+    Status status = ReadImageFile(path, file, &size);
+    if (status.ok()) {
+      status = folder_.pipeline.Run(path, file.Reserve(size), size, context.seed, context.epoch,
+                                    id, dsts[0]);
+    }
+    file.ShrinkTo(kMaxRetainedFileBuffer);
+    EMBER_RETURN_IF_ERROR(status);
+    const int64_t label = folder_.listing.label(id);
+    std::memcpy(dsts[1], &label, sizeof(label));
+    return Status::Ok();
+  }
+
+  bool ParallelDecode() const override { return true; }
+
+  // open + fadvise + close: readahead starts in the background and no descriptor is held.
+  void Prefetch(const uint64_t* ids, size_t count) const override {
+    for (size_t i = 0; i < count; ++i) {
+      if (ids[i] >= folder_.info.count) continue;
+      const int fd = ::open(folder_.listing.path(ids[i]).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;  // ReadSample reports it
+      (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+      ::close(fd);
+    }
+  }
+
+ private:
+  const Folder folder_;
+};
+
+}  // namespace
+
+Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec) {
+  EMBER_ASSIGN_OR_RETURN(Folder folder, OpenFolder(env, spec));
+  return std::move(folder.info);
+}
+
+Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec) {
+  EMBER_ASSIGN_OR_RETURN(Folder folder, OpenFolder(env, spec));
+  return std::unique_ptr<Source>(std::make_unique<ImageFolderSource>(std::move(folder)));
+}
+
+}  // namespace ember::daemon

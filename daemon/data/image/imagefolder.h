@@ -1,0 +1,43 @@
+// Format "imagefolder": a directory of class sub-folders of JPEG and PNG files, as
+// torchvision's ImageFolder:
+//   ROOT/cat/001.jpg, ROOT/cat/x/002.png, ROOT/dog/003.JPEG, ...
+// ROOT is the spec's path (its split is not used). The files and labels are those of
+// ListImageFolder (daemon/data/packed/imagefolder_pack.h), so a folder and its packed
+// copy serve the same samples: label = index of the class folder among ROOT's
+// sub-folders in sorted order (an empty class folder keeps its index), files found
+// recursively and kept if their name ends in .jpg, .jpeg or .png (any case); other files
+// and files directly in ROOT are ignored. Sample ids follow class order, then file order.
+//
+// Tensors per sample: "image" (the pipeline's dtype and shape, see pipeline.h) and
+// "label" (int64 scalar, as torch's cross-entropy targets). The pipeline is the spec's
+// YAML text (empty: resize 256, center_crop 224, uint8 CHW).
+//
+// Registration checks the pipeline and the directory structure only: image headers are
+// not read (probing a million files would take minutes). A corrupt file surfaces when
+// its sample is read: ReadSample fails with kDataLoss "<path>: <reason>".
+#ifndef EMBER_DAEMON_DATA_IMAGE_IMAGEFOLDER_H_
+#define EMBER_DAEMON_DATA_IMAGE_IMAGEFOLDER_H_
+
+#include <memory>
+
+#include "daemon/catalog/dataset.h"
+#include "daemon/core/env.h"
+#include "daemon/data/source.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+// Parses the pipeline and lists the folder. kInvalidArgument for a bad pipeline ("dataset
+// 'NAME': pipeline line L, column C: ..." naming the key or step and the value) or a bad
+// folder, and kNotFound for a missing one (as ListImageFolder).
+Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec);
+
+// As ProbeImageFolder, returning a Source that decodes on demand: ParallelDecode() is
+// true; Prefetch() asks the kernel to read the files ahead (posix_fadvise WILLNEED);
+// ReadSample reads the file (pread), decodes it and writes the pipeline's output into
+// dsts[0] and the label into dsts[1]. Thread-safe.
+Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec);
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_DATA_IMAGE_IMAGEFOLDER_H_

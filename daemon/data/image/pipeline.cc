@@ -1,0 +1,759 @@
+#include "daemon/data/image/pipeline.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+
+namespace ember::daemon {
+
+namespace {
+
+using Kind = PipelineStep::Kind;
+
+constexpr int kMaxSide = 65535;
+constexpr int kRandomResizedCropTries = 10;  // as torchvision
+// A thread's scratch memory above this is freed after each sample.
+constexpr size_t kMaxRetainedScratch = size_t{32} << 20;
+
+// ---- YAML parsing ----
+
+std::string Where(const YAML::Mark& mark) {
+  if (mark.line < 0) return "pipeline: ";
+  return "pipeline line " + std::to_string(mark.line + 1) + ", column " +
+         std::to_string(mark.column + 1) + ": ";
+}
+
+Status Bad(const YAML::Node& node, const std::string& what) {
+  return InvalidArgument(Where(node.Mark()) + what);
+}
+
+// The text of a node for an error message.
+std::string Show(const YAML::Node& node) {
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  if (node.IsNull()) return "nothing";
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.good() ? std::string(out.c_str()) : std::string("a ") +
+                                                    (node.IsMap() ? "map" : "list");
+}
+
+std::string Format(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+// Fails on keys of `map` outside `known`.
+Status CheckKeys(const YAML::Node& map, const std::string& what,
+                 std::initializer_list<const char*> known) {
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    bool found = false;
+    std::string names;
+    for (const char* k : known) {
+      found = found || key == k;
+      names += (names.empty() ? "" : ", ") + std::string(k);
+    }
+    if (!found) {
+      return Bad(it->first, what + ": unknown key '" + key + "' (known: " + names + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<double> Number(const YAML::Node& node, const std::string& what) {
+  if (!node.IsScalar()) return Bad(node, what + " must be a number, got " + Show(node));
+  double value = 0;
+  try {
+    value = node.as<double>();
+  } catch (const YAML::Exception&) {
+    return Bad(node, what + " must be a number, got " + Show(node));
+  }
+  if (!std::isfinite(value)) return Bad(node, what + " must be finite, got " + Show(node));
+  return value;
+}
+
+Result<int> Side(const YAML::Node& node, const std::string& what) {
+  if (node.IsScalar()) {
+    try {
+      const long long value = node.as<long long>();
+      if (value >= 1 && value <= kMaxSide) return static_cast<int>(value);
+    } catch (const YAML::Exception&) {
+    }
+  }
+  return Bad(node, what + " must be a whole number of pixels in 1.." + std::to_string(kMaxSide) +
+                       ", got " + Show(node));
+}
+
+// `size`: N or [h, w]. Sets *square to N for the scalar form.
+Status Size(const YAML::Node& node, const std::string& what, ImageSize* size, int* square) {
+  if (node.IsSequence()) {
+    if (node.size() != 2) {
+      return Bad(node, what + " must be N or [height, width], got " + Show(node));
+    }
+    EMBER_ASSIGN_OR_RETURN(size->height, Side(node[0], what + " height"));
+    EMBER_ASSIGN_OR_RETURN(size->width, Side(node[1], what + " width"));
+    *square = 0;
+    return Status::Ok();
+  }
+  if (!node.IsScalar()) return Bad(node, what + " must be N or [height, width], got " + Show(node));
+  EMBER_ASSIGN_OR_RETURN(*square, Side(node, what));
+  size->height = size->width = *square;
+  return Status::Ok();
+}
+
+// A [lo, hi] range with lo <= hi, each in (min, max] (`max` may be infinite).
+Status Range(const YAML::Node& node, const std::string& what, double min, double max,
+             double out[2]) {
+  if (!node.IsSequence() || node.size() != 2) {
+    return Bad(node, what + " must be [low, high], got " + Show(node));
+  }
+  for (int i = 0; i < 2; ++i) {
+    EMBER_ASSIGN_OR_RETURN(out[i], Number(node[i], what));
+    if (!(out[i] > min && out[i] <= max)) {
+      const std::string bounds = std::isinf(max) ? "above " + Format(min)
+                                                 : "in (" + Format(min) + ", " + Format(max) + "]";
+      return Bad(node[i], what + " values must be " + bounds + ", got " + Show(node[i]));
+    }
+  }
+  if (out[0] > out[1]) return Bad(node, what + " must have low <= high, got " + Show(node));
+  return Status::Ok();
+}
+
+Status Triple(const YAML::Node& node, const std::string& what, bool positive, float out[3]) {
+  if (!node.IsSequence() || node.size() != 3) {
+    return Bad(node, what + " must be 3 numbers (one per channel, R G B), got " + Show(node));
+  }
+  for (int i = 0; i < 3; ++i) {
+    EMBER_ASSIGN_OR_RETURN(double value, Number(node[i], what));
+    if (positive && !(value > 0)) {
+      return Bad(node[i], what + " values must be above 0, got " + Show(node[i]));
+    }
+    out[i] = static_cast<float>(value);
+  }
+  return Status::Ok();
+}
+
+Result<PipelineStep> ParseStep(const YAML::Node& node) {
+  std::string name;
+  YAML::Node params;
+  if (node.IsScalar()) {
+    name = node.Scalar();
+  } else if (node.IsMap() && node.size() == 1) {
+    name = node.begin()->first.Scalar();
+    params = node.begin()->second;
+  } else {
+    return Bad(node, "a step must be a map of one step name to its settings, e.g. "
+                     "'- center_crop: {size: 224}', got " + Show(node));
+  }
+  const std::string what = "step '" + name + "'";
+  const YAML::Node at = node.IsMap() ? node.begin()->first : node;
+  if (params.IsDefined() && !params.IsNull() && !params.IsMap()) {
+    return Bad(params, what + ": settings must be a map, got " + Show(params));
+  }
+  const YAML::Node settings = params.IsMap() ? params : YAML::Node(YAML::NodeType::Map);
+  auto required = [&](const char* key) -> Result<YAML::Node> {
+    const YAML::Node value = settings[key];
+    if (!value) return Bad(at, what + ": missing required key '" + key + "'");
+    return value;
+  };
+
+  PipelineStep step;
+  int square = 0;
+  if (name == "random_resized_crop") {
+    step.kind = Kind::kRandomResizedCrop;
+    EMBER_RETURN_IF_ERROR(CheckKeys(settings, what, {"size", "scale", "ratio"}));
+    EMBER_ASSIGN_OR_RETURN(YAML::Node size, required("size"));
+    EMBER_RETURN_IF_ERROR(Size(size, what + ": size", &step.size, &square));
+    if (settings["scale"]) {
+      EMBER_RETURN_IF_ERROR(Range(settings["scale"], what + ": scale", 0, 1, step.scale));
+    }
+    if (settings["ratio"]) {
+      EMBER_RETURN_IF_ERROR(Range(settings["ratio"], what + ": ratio", 0,
+                                  std::numeric_limits<double>::infinity(), step.ratio));
+    }
+  } else if (name == "resize") {
+    step.kind = Kind::kResize;
+    EMBER_RETURN_IF_ERROR(CheckKeys(settings, what, {"size"}));
+    EMBER_ASSIGN_OR_RETURN(YAML::Node size, required("size"));
+    EMBER_RETURN_IF_ERROR(Size(size, what + ": size", &step.size, &square));
+    step.shorter_side = square;
+  } else if (name == "center_crop") {
+    step.kind = Kind::kCenterCrop;
+    EMBER_RETURN_IF_ERROR(CheckKeys(settings, what, {"size"}));
+    EMBER_ASSIGN_OR_RETURN(YAML::Node size, required("size"));
+    EMBER_RETURN_IF_ERROR(Size(size, what + ": size", &step.size, &square));
+  } else if (name == "horizontal_flip") {
+    step.kind = Kind::kHorizontalFlip;
+    EMBER_RETURN_IF_ERROR(CheckKeys(settings, what, {"p"}));
+    if (settings["p"]) {
+      EMBER_ASSIGN_OR_RETURN(step.p, Number(settings["p"], what + ": p"));
+      if (step.p < 0 || step.p > 1) {
+        return Bad(settings["p"], what + ": p must be a probability in [0, 1], got " +
+                                      Show(settings["p"]));
+      }
+    }
+  } else if (name == "normalize") {
+    step.kind = Kind::kNormalize;
+    EMBER_RETURN_IF_ERROR(CheckKeys(settings, what, {"mean", "std"}));
+    EMBER_ASSIGN_OR_RETURN(YAML::Node mean, required("mean"));
+    EMBER_ASSIGN_OR_RETURN(YAML::Node std, required("std"));
+    EMBER_RETURN_IF_ERROR(Triple(mean, what + ": mean", false, step.mean));
+    EMBER_RETURN_IF_ERROR(Triple(std, what + ": std", true, step.std));
+  } else {
+    return Bad(at, "unknown step '" + name +
+                       "' (known: random_resized_crop, resize, center_crop, horizontal_flip, "
+                       "normalize)");
+  }
+  return step;
+}
+
+// ---- Randomness ----
+
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// A generator that depends only on (seed, epoch, id).
+class SampleRandom {
+ public:
+  SampleRandom(uint64_t seed, uint64_t epoch, uint64_t id) : state_(seed) {
+    state_ = SplitMix64(&state_) ^ epoch;
+    state_ = SplitMix64(&state_) ^ id;
+    state_ = SplitMix64(&state_);
+  }
+  // Uniform in [0, 1).
+  double Uniform() { return static_cast<double>(SplitMix64(&state_) >> 11) * 0x1.0p-53; }
+  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
+  // Uniform in [0, n), n >= 1.
+  int64_t Below(int64_t n) { return static_cast<int64_t>(SplitMix64(&state_) % uint64_t(n)); }
+
+ private:
+  uint64_t state_;
+};
+
+// Python's int(round(x)): half to even (the default floating-point rounding mode).
+int64_t RoundEven(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
+
+// ---- Geometry ----
+
+// The image as the steps so far see it: `width` x `height` virtual pixels, mapped to the
+// source by source = scale * virtual + offset on each axis.
+struct View {
+  int64_t width, height;
+  double x_scale, x_offset, y_scale, y_offset;
+
+  void Crop(int64_t left, int64_t top, int64_t crop_width, int64_t crop_height) {
+    x_offset += x_scale * static_cast<double>(left);
+    y_offset += y_scale * static_cast<double>(top);
+    width = crop_width;
+    height = crop_height;
+  }
+  void Resize(int64_t new_width, int64_t new_height) {
+    x_scale *= static_cast<double>(width) / static_cast<double>(new_width);
+    y_scale *= static_cast<double>(height) / static_cast<double>(new_height);
+    width = new_width;
+    height = new_height;
+  }
+};
+
+// torchvision's center_crop offset on one axis: centred, zero-padding when larger.
+int64_t CenterOffset(int64_t extent, int64_t crop) {
+  if (crop > extent) return -((crop - extent) / 2);
+  return RoundEven(static_cast<double>(extent - crop) / 2.0);
+}
+
+// torchvision's RandomResizedCrop.get_params.
+void RandomResizedCrop(const PipelineStep& step, SampleRandom& random, View& view) {
+  const double width = static_cast<double>(view.width), height = static_cast<double>(view.height);
+  const double area = width * height;
+  const double log_ratio[2] = {std::log(step.ratio[0]), std::log(step.ratio[1])};
+  for (int attempt = 0; attempt < kRandomResizedCropTries; ++attempt) {
+    const double target_area = area * random.Uniform(step.scale[0], step.scale[1]);
+    const double aspect = std::exp(random.Uniform(log_ratio[0], log_ratio[1]));
+    const int64_t w = RoundEven(std::sqrt(target_area * aspect));
+    const int64_t h = RoundEven(std::sqrt(target_area / aspect));
+    if (w > 0 && w <= view.width && h > 0 && h <= view.height) {
+      const int64_t top = random.Below(view.height - h + 1);
+      const int64_t left = random.Below(view.width - w + 1);
+      view.Crop(left, top, w, h);
+      return;
+    }
+  }
+  const double in_ratio = width / height;
+  int64_t w = view.width, h = view.height;
+  if (in_ratio < step.ratio[0]) {
+    h = std::max<int64_t>(1, RoundEven(width / step.ratio[0]));
+  } else if (in_ratio > step.ratio[1]) {
+    w = std::max<int64_t>(1, RoundEven(height * step.ratio[1]));
+  }
+  view.Crop((view.width - w) / 2, (view.height - h) / 2, w, h);
+}
+
+// ---- Resampling ----
+
+// One pixel as 4 floats (R, G, B, unused): one vector operation per pixel and tap (GCC
+// and Clang vector extension; SSE on x86-64, NEON on ARM). The plain loops over rows
+// below are written for the compiler to vectorize (the library is built with -O3).
+typedef float Pixel __attribute__((vector_size(16)));
+
+// Loads the 3 channels of an interleaved RGB float pixel (and one float past it).
+inline Pixel LoadPixel(const float* p) {
+  Pixel v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// For each output index on one axis: a window of `n` source indices from start[o], with
+// weights (zero where the filter does not reach). The same `n` for every output keeps the
+// inner loops free of per-pixel trip counts.
+struct Taps {
+  int n = 1;
+  std::vector<int> start;
+  std::vector<float> weights;  // out * n
+  std::vector<uint8_t> inside;  // 0: padding (the output's centre is outside the source)
+  bool any_outside = false;
+  int lowest = 0;               // the source indices the windows touch
+  int highest = -1;
+};
+
+// source coordinate = scale * (o + 0.5) + offset; a triangle filter of half-width
+// max(1, |scale|) (bilinear when enlarging, an antialiasing average when shrinking),
+// clipped to the source and normalized.
+void BuildTaps(double scale, double offset, int out, int source, Taps* taps) {
+  const double support = std::max(1.0, std::abs(scale));
+  const int max_taps = std::min(source, static_cast<int>(std::ceil(support)) * 2 + 1);
+  std::vector<float> w(max_taps);
+  taps->start.assign(out, 0);
+  taps->inside.assign(out, 0);
+  taps->weights.assign(size_t(out) * max_taps, 0.0f);
+  std::vector<int> first(out, 0), count(out, 0);
+  int n = 1;
+  for (int o = 0; o < out; ++o) {
+    const double center = scale * (o + 0.5) + offset;
+    if (!(center >= 0 && center < source)) continue;
+    const int lo = std::max(0, static_cast<int>(std::floor(center - support - 0.5)));
+    const int hi = std::min(source - 1, static_cast<int>(std::ceil(center + support - 0.5)));
+    double sum = 0;
+    int k = 0;
+    for (int i = lo; i <= hi && k < max_taps; ++i) {
+      const double weight = 1.0 - std::abs(i + 0.5 - center) / support;
+      if (weight <= 0) {
+        if (k > 0) break;
+        continue;
+      }
+      if (k == 0) first[o] = i;
+      taps->weights[size_t(o) * max_taps + k++] = static_cast<float>(weight);
+      sum += weight;
+    }
+    for (int j = 0; j < k; ++j) taps->weights[size_t(o) * max_taps + j] /= static_cast<float>(sum);
+    count[o] = k;
+    taps->inside[o] = 1;
+    n = std::max(n, k);
+  }
+  // Repack to windows of n, shifted left where one would run past the source's end.
+  taps->n = n;
+  taps->lowest = source;
+  taps->highest = -1;
+  std::vector<float> packed(size_t(out) * n, 0.0f);
+  for (int o = 0; o < out; ++o) {
+    if (!taps->inside[o]) continue;
+    const int start = std::min(first[o], source - n);
+    for (int k = 0; k < count[o]; ++k)
+      packed[size_t(o) * n + (first[o] - start) + k] = taps->weights[size_t(o) * max_taps + k];
+    taps->start[o] = start;
+    taps->lowest = std::min(taps->lowest, start);
+    taps->highest = std::max(taps->highest, start + n - 1);
+  }
+  if (taps->highest < 0) taps->lowest = 0;
+  taps->any_outside = false;
+  for (int o = 0; o < out; ++o) {
+    if (taps->inside[o]) continue;
+    taps->start[o] = taps->lowest;  // zero weights, a valid window
+    taps->any_outside = true;
+  }
+  taps->weights = std::move(packed);
+}
+
+// One row of the horizontal pass: sum over k of w[x][k] * pixel[start[x] + k], with
+// `row` the interleaved RGB floats from the taps' lowest source column (plus one float of
+// padding), split into the planes r, g, b.
+template <int kN>
+void ResampleRow(const Taps& taps, const float* row, int out_width, float* __restrict r,
+                 float* __restrict g, float* __restrict b) {
+  const int n = kN > 0 ? kN : taps.n;
+  const float* w = taps.weights.data();
+  for (int x = 0; x < out_width; ++x, w += n) {
+    const float* p = row + 3 * (taps.start[x] - taps.lowest);
+    Pixel sum = LoadPixel(p) * w[0];
+    for (int k = 1; k < n; ++k) sum += LoadPixel(p + 3 * k) * w[k];
+    r[x] = sum[0];
+    g[x] = sum[1];
+    b[x] = sum[2];
+  }
+}
+
+struct Scratch {
+  Taps x, y;
+  std::vector<float> source_row;  // one decoded row as floats, from the lowest x used
+  std::vector<float> rows;        // horizontally resampled rows: 3 planes of rows x out_width
+  std::vector<float> line;        // one output row of one channel
+  PixelBuffer decoded;
+};
+
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+}  // namespace
+
+Result<ImagePipeline> ImagePipeline::Parse(const std::string& yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(Where(e.mark) + "not valid YAML: " + e.msg);
+  }
+  if (root.IsNull()) {
+    return Parse("steps: [{resize: {size: 256}}, {center_crop: {size: 224}}]");
+  }
+  ImagePipeline pipeline;
+  try {
+    if (!root.IsMap()) {
+      return Bad(root, "a pipeline is a map with 'steps' (and optionally 'output', 'decode'), "
+                       "got " + Show(root));
+    }
+    EMBER_RETURN_IF_ERROR(CheckKeys(root, "pipeline", {"steps", "output", "decode"}));
+    const YAML::Node steps = root["steps"];
+    if (!steps) return Bad(root, "missing required key 'steps'");
+    if (!steps.IsSequence() || steps.size() == 0) {
+      return Bad(steps, "'steps' must be a non-empty list of steps, got " + Show(steps));
+    }
+    for (const YAML::Node& node : steps) {
+      EMBER_ASSIGN_OR_RETURN(PipelineStep step, ParseStep(node));
+      if (!pipeline.steps_.empty() && pipeline.steps_.back().kind == Kind::kNormalize) {
+        return Bad(node, "normalize must be the last step");
+      }
+      pipeline.steps_.push_back(step);
+    }
+
+    if (const YAML::Node output = root["output"]) {
+      if (!output.IsMap()) return Bad(output, "'output' must be a map, got " + Show(output));
+      EMBER_RETURN_IF_ERROR(CheckKeys(output, "output", {"dtype", "layout"}));
+      if (const YAML::Node dtype = output["dtype"]) {
+        const std::string value = dtype.IsScalar() ? dtype.Scalar() : "";
+        if (value == "uint8") {
+          pipeline.dtype_ = ring::DType::kUInt8;
+        } else if (value == "float32") {
+          pipeline.dtype_ = ring::DType::kFloat32;
+        } else {
+          return Bad(dtype, "output: dtype must be uint8 or float32, got " + Show(dtype));
+        }
+      }
+      if (const YAML::Node layout = output["layout"]) {
+        const std::string value = layout.IsScalar() ? layout.Scalar() : "";
+        if (value == "CHW") {
+          pipeline.layout_ = ImageLayout::kCHW;
+        } else if (value == "HWC") {
+          pipeline.layout_ = ImageLayout::kHWC;
+        } else {
+          return Bad(layout, "output: layout must be CHW or HWC, got " + Show(layout));
+        }
+      }
+    }
+
+    if (const YAML::Node decode = root["decode"]) {
+      if (!decode.IsMap()) return Bad(decode, "'decode' must be a map, got " + Show(decode));
+      EMBER_RETURN_IF_ERROR(CheckKeys(decode, "decode", {"max_pixels"}));
+      if (const YAML::Node max_pixels = decode["max_pixels"]) {
+        unsigned long long value = 0;
+        bool ok = max_pixels.IsScalar();
+        try {
+          if (ok) value = max_pixels.as<unsigned long long>();
+        } catch (const YAML::Exception&) {
+          ok = false;
+        }
+        if (!ok || value == 0) {
+          return Bad(max_pixels,
+                     "decode: max_pixels must be a whole number above 0, got " + Show(max_pixels));
+        }
+        pipeline.decode_options_.max_pixels = value;
+      }
+    }
+
+    // The output size must be fixed; normalize needs float32.
+    bool fixed = false;
+    YAML::Node last_unfixing;
+    size_t index = 0;
+    for (const PipelineStep& step : pipeline.steps_) {
+      const YAML::Node node = steps[index++];
+      switch (step.kind) {
+        case Kind::kRandomResizedCrop:
+        case Kind::kCenterCrop:
+          fixed = true;
+          pipeline.output_size_ = step.size;
+          break;
+        case Kind::kResize:
+          fixed = step.shorter_side == 0;
+          pipeline.output_size_ = step.size;
+          if (!fixed) last_unfixing = node;
+          break;
+        case Kind::kNormalize:
+          if (pipeline.dtype_ != ring::DType::kFloat32) {
+            return Bad(node, "step 'normalize' needs 'output: {dtype: float32}' (uint8 cannot "
+                             "hold normalized values)");
+          }
+          for (int c = 0; c < 3; ++c) {
+            pipeline.mul_[c] = 1.0f / (255.0f * step.std[c]);
+            pipeline.add_[c] = -step.mean[c] / step.std[c];
+          }
+          break;
+        case Kind::kHorizontalFlip:
+          break;
+      }
+    }
+    if (!fixed) {
+      return Bad(last_unfixing ? last_unfixing : steps,
+                 "the output size depends on the image: end the pipeline with a crop "
+                 "(center_crop, random_resized_crop) or a resize to [height, width] after any "
+                 "resize of the shorter side");
+    }
+    if (pipeline.dtype_ == ring::DType::kFloat32 &&
+        (pipeline.steps_.back().kind != Kind::kNormalize)) {
+      for (int c = 0; c < 3; ++c) pipeline.mul_[c] = 1.0f / 255.0f;
+    }
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(Where(e.mark) + e.msg);
+  }
+  return pipeline;
+}
+
+std::vector<int64_t> ImagePipeline::shape() const {
+  if (layout_ == ImageLayout::kCHW) return {3, output_size_.height, output_size_.width};
+  return {output_size_.height, output_size_.width, 3};
+}
+
+uint64_t ImagePipeline::OutputBytes() const {
+  return uint64_t{3} * output_size_.height * output_size_.width * ring::DTypeSize(dtype_);
+}
+
+SamplePlan ImagePipeline::Plan(int width, int height, uint64_t seed, uint64_t epoch,
+                               uint64_t id) const {
+  SampleRandom random(seed, epoch, id);
+  View view{width, height, 1.0, 0.0, 1.0, 0.0};
+  for (const PipelineStep& step : steps_) {
+    switch (step.kind) {
+      case Kind::kRandomResizedCrop:
+        RandomResizedCrop(step, random, view);
+        view.Resize(step.size.width, step.size.height);
+        break;
+      case Kind::kResize:
+        if (step.shorter_side == 0) {
+          view.Resize(step.size.width, step.size.height);
+        } else {
+          const int64_t side = step.shorter_side;
+          const int64_t w = view.width, h = view.height;
+          if ((w <= h && w == side) || (h <= w && h == side)) break;
+          if (w <= h) {
+            view.Resize(side, std::max<int64_t>(1, side * h / w));
+          } else {
+            view.Resize(std::max<int64_t>(1, side * w / h), side);
+          }
+        }
+        break;
+      case Kind::kCenterCrop:
+        view.Crop(CenterOffset(view.width, step.size.width),
+                  CenterOffset(view.height, step.size.height), step.size.width, step.size.height);
+        break;
+      case Kind::kHorizontalFlip:
+        if (random.Uniform() < step.p) {
+          view.x_offset += view.x_scale * static_cast<double>(view.width);
+          view.x_scale = -view.x_scale;
+        }
+        break;
+      case Kind::kNormalize:
+        break;
+    }
+  }
+  SamplePlan plan;
+  plan.source_width = width;
+  plan.source_height = height;
+  plan.x_scale = view.x_scale;
+  plan.x_offset = view.x_offset;
+  plan.y_scale = view.y_scale;
+  plan.y_offset = view.y_offset;
+  plan.width = static_cast<int>(view.width);
+  plan.height = static_cast<int>(view.height);
+  return plan;
+}
+
+double ImagePipeline::MinDecodeScale(const SamplePlan& plan) {
+  const double x = std::abs(plan.x_scale), y = std::abs(plan.y_scale);
+  if (!(x > 0) || !(y > 0)) return 1.0;
+  return std::min(1.0, std::max(1.0 / x, 1.0 / y));
+}
+
+namespace {
+
+// Render without filtering (every window is one source pixel of weight 1).
+void CopyPixels(const SamplePlan& plan, const RgbImage& image, const Taps& tx, const Taps& ty,
+                ring::DType dtype, ImageLayout layout, const float* mul, const float* add,
+                void* dst) {
+  const int out_w = plan.width, out_h = plan.height;
+  const size_t plane = size_t(out_w) * out_h;
+  // Channel c of output (x, y) is at dst[base(y) + c * channel_step + x * pixel_step].
+  const bool hwc = layout == ImageLayout::kHWC;
+  const size_t pixel_step = hwc ? 3 : 1;
+  const size_t channel_step = hwc ? 1 : plane;
+  for (int y = 0; y < out_h; ++y) {
+    const size_t base = size_t(y) * out_w * pixel_step;
+    const uint8_t* row = image.pixels + size_t(ty.start[y]) * image.width * 3;
+    const bool row_inside = ty.inside[y] != 0;
+    if (dtype == ring::DType::kUInt8) {
+      uint8_t* r = static_cast<uint8_t*>(dst) + base;
+      uint8_t* g = r + channel_step;
+      uint8_t* b = g + channel_step;
+      for (int x = 0; x < out_w; ++x) {
+        const uint8_t* p = row + size_t(tx.start[x]) * 3;
+        const size_t at = x * pixel_step;
+        r[at] = p[0];
+        g[at] = p[1];
+        b[at] = p[2];
+      }
+      if (!row_inside || tx.any_outside) {
+        for (int x = 0; x < out_w; ++x) {
+          if (row_inside && tx.inside[x]) continue;
+          r[x * pixel_step] = g[x * pixel_step] = b[x * pixel_step] = 0;
+        }
+      }
+    } else {
+      float* r = static_cast<float*>(dst) + base;
+      float* g = r + channel_step;
+      float* b = g + channel_step;
+      for (int x = 0; x < out_w; ++x) {
+        const uint8_t* p = row + size_t(tx.start[x]) * 3;
+        const bool inside = row_inside && tx.inside[x];
+        const size_t at = x * pixel_step;
+        r[at] = (inside ? p[0] : 0) * mul[0] + add[0];
+        g[at] = (inside ? p[1] : 0) * mul[1] + add[1];
+        b[at] = (inside ? p[2] : 0) * mul[2] + add[2];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void ImagePipeline::Render(const SamplePlan& plan, const RgbImage& image, void* dst) const {
+  Scratch& scratch = ThreadScratch();
+  const int out_w = plan.width, out_h = plan.height;
+  const double rx = static_cast<double>(image.width) / plan.source_width;
+  const double ry = static_cast<double>(image.height) / plan.source_height;
+  BuildTaps(plan.x_scale * rx, plan.x_offset * rx, out_w, image.width, &scratch.x);
+  BuildTaps(plan.y_scale * ry, plan.y_offset * ry, out_h, image.height, &scratch.y);
+  const Taps& tx = scratch.x;
+  const Taps& ty = scratch.y;
+
+  if (tx.n == 1 && ty.n == 1) {
+    // No filtering on either axis (a crop or flip at the decoded size): a direct copy.
+    CopyPixels(plan, image, tx, ty, dtype_, layout_, mul_, add_, dst);
+    return;
+  }
+
+  // Horizontal pass over the source rows the output needs, into 3 planes.
+  const int columns = std::max(0, tx.highest - tx.lowest + 1);
+  const int row_count = std::max(0, ty.highest - ty.lowest + 1);
+  const size_t rows_plane = size_t(out_w) * row_count;
+  scratch.source_row.resize(size_t(columns) * 3 + 1);
+  scratch.rows.resize(rows_plane * 3);
+  for (int r = 0; r < row_count; ++r) {
+    const uint8_t* src = image.pixels + (size_t(ty.lowest + r) * image.width + tx.lowest) * 3;
+    float* __restrict row = scratch.source_row.data();
+    for (int i = 0; i < columns * 3; ++i) row[i] = src[i];
+    float* red = &scratch.rows[size_t(out_w) * r];
+    float* green = red + rows_plane;
+    float* blue = green + rows_plane;
+    switch (tx.n) {
+      case 1: ResampleRow<1>(tx, row, out_w, red, green, blue); break;
+      case 2: ResampleRow<2>(tx, row, out_w, red, green, blue); break;
+      case 3: ResampleRow<3>(tx, row, out_w, red, green, blue); break;
+      case 4: ResampleRow<4>(tx, row, out_w, red, green, blue); break;
+      default: ResampleRow<0>(tx, row, out_w, red, green, blue); break;
+    }
+    if (tx.any_outside) {
+      for (int x = 0; x < out_w; ++x) {
+        if (!tx.inside[x]) red[x] = green[x] = blue[x] = 0.0f;
+      }
+    }
+  }
+
+  // Vertical pass per channel, then conversion to the output dtype and layout.
+  scratch.line.resize(out_w);
+  float* __restrict line = scratch.line.data();
+  const size_t plane = size_t(out_w) * out_h;
+  const bool hwc = layout_ == ImageLayout::kHWC;
+  for (int c = 0; c < 3; ++c) {
+    const float* rows = &scratch.rows[rows_plane * c];
+    for (int y = 0; y < out_h; ++y) {
+      if (ty.inside[y]) {
+        const float* w = &ty.weights[size_t(y) * ty.n];
+        const float* row = rows + size_t(out_w) * (ty.start[y] - ty.lowest);
+        const float w0 = w[0];
+        for (int x = 0; x < out_w; ++x) line[x] = row[x] * w0;
+        for (int k = 1; k < ty.n; ++k) {
+          row += out_w;
+          const float weight = w[k];
+          for (int x = 0; x < out_w; ++x) line[x] += row[x] * weight;
+        }
+      } else {
+        std::fill(line, line + out_w, 0.0f);
+      }
+      const size_t offset = hwc ? size_t(y) * out_w * 3 + c : plane * c + size_t(y) * out_w;
+      if (dtype_ == ring::DType::kUInt8) {
+        // The filter's weights are >= 0 and sum to 1: values stay within 0..255 (up to
+        // rounding), so adding 0.5 and truncating rounds without a clamp.
+        uint8_t* out = static_cast<uint8_t*>(dst) + offset;
+        if (hwc) {
+          for (int x = 0; x < out_w; ++x) out[x * 3] = static_cast<uint8_t>(int(line[x] + 0.5f));
+        } else {
+          for (int x = 0; x < out_w; ++x) out[x] = static_cast<uint8_t>(int(line[x] + 0.5f));
+        }
+      } else {
+        float* out = static_cast<float*>(dst) + offset;
+        const float mul = mul_[c], add = add_[c];
+        if (hwc) {
+          for (int x = 0; x < out_w; ++x) out[x * 3] = line[x] * mul + add;
+        } else {
+          for (int x = 0; x < out_w; ++x) out[x] = line[x] * mul + add;
+        }
+      }
+    }
+  }
+  if (scratch.rows.capacity() * sizeof(float) > kMaxRetainedScratch) {
+    std::vector<float>().swap(scratch.rows);
+  }
+}
+
+Status ImagePipeline::Run(const std::string& name, const uint8_t* data, size_t size,
+                          uint64_t seed, uint64_t epoch, uint64_t id, void* dst) const {
+  EMBER_ASSIGN_OR_RETURN(ImageHeader header, ReadImageHeader(name, data, size, decode_options_));
+  const SamplePlan plan = Plan(header.width, header.height, seed, epoch, id);
+  Scratch& scratch = ThreadScratch();
+  RgbImage image;
+  Status status = DecodeImage(name, data, size, decode_options_, MinDecodeScale(plan),
+                              scratch.decoded, &image);
+  if (status.ok()) Render(plan, image, dst);
+  scratch.decoded.ShrinkTo(kMaxRetainedScratch);
+  return status;
+}
+
+}  // namespace ember::daemon
