@@ -1,0 +1,137 @@
+// The decode limit: how many images per second this machine can decode and transform
+// with no loader at all — one process per core, each running the same decode + pipeline
+// code emberd uses (libjpeg-turbo with DCT scaling, libpng, ImagePipeline) over files
+// already in memory, writing into a private buffer. Ember's image throughput is judged
+// against this figure, measured in the same run.
+//
+//   decode_limit --dir DIR --pipeline FILE [--procs N] [--seconds S]
+//
+// Last line: decode_limit: images_per_s=<float> procs=<N> files=<count>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/core/env.h"
+#include "daemon/data/image/pipeline.h"
+#include "daemon/data/packed/imagefolder_pack.h"
+
+namespace {
+
+using ember::daemon::ImagePipeline;
+
+// Decodes files round-robin from `first` for `seconds`; writes "<images> <seconds>".
+int Worker(const std::vector<std::string>& names, const std::vector<std::string>& bytes,
+           const ImagePipeline& pipeline, size_t first, double seconds, int out_fd) {
+  std::vector<uint8_t> dst(pipeline.OutputBytes());
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(seconds);
+  uint64_t images = 0, epoch = 0;
+  for (size_t i = first; Clock::now() < end; ++i) {
+    const size_t k = i % names.size();
+    if (k == 0) ++epoch;
+    ember::Status s = pipeline.Run(names[k], reinterpret_cast<const uint8_t*>(bytes[k].data()),
+                                   bytes[k].size(), /*seed=*/1, epoch, k, dst.data());
+    if (!s.ok()) {
+      std::fprintf(stderr, "decode_limit: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    ++images;
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const std::string line = std::to_string(images) + " " + std::to_string(elapsed) + "\n";
+  return write(out_fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"decode_limit: images/s of decode + transform, one process per core"};
+  std::string dir, pipeline_file;
+  unsigned procs = std::max(1u, std::thread::hardware_concurrency());
+  double seconds = 10;
+  app.add_option("--dir", dir, "an image folder (class sub-folders of JPEG/PNG)")->required();
+  app.add_option("--pipeline", pipeline_file, "pipeline YAML (e.g. configs/pipelines/imagenet_train.yaml)")->required();
+  app.add_option("--procs", procs, "processes")->capture_default_str();
+  app.add_option("--seconds", seconds, "measured seconds")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::ifstream in(pipeline_file);
+  if (!in) {
+    std::fprintf(stderr, "decode_limit: cannot read %s\n", pipeline_file.c_str());
+    return 1;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto pipeline = ImagePipeline::Parse(text.str());
+  if (!pipeline.ok()) {
+    std::fprintf(stderr, "decode_limit: %s: %s\n", pipeline_file.c_str(),
+                 pipeline.status().message().c_str());
+    return 1;
+  }
+  auto env = ember::daemon::NewPosixEnv();
+  auto listing = ember::daemon::ListImageFolder(*env, dir);
+  if (!listing.ok()) {
+    std::fprintf(stderr, "decode_limit: %s\n", listing.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<std::string> names, bytes;
+  for (const auto& file : listing->files) {
+    const std::string path = listing->root + "/" + file.path;
+    auto contents = env->ReadFile(path);
+    if (!contents.ok()) {
+      std::fprintf(stderr, "decode_limit: %s\n", contents.status().ToString().c_str());
+      return 1;
+    }
+    names.push_back(path);
+    bytes.push_back(std::move(contents).value());
+  }
+  if (names.empty()) {
+    std::fprintf(stderr, "decode_limit: no images under %s\n", dir.c_str());
+    return 1;
+  }
+
+  std::vector<pid_t> pids;
+  std::vector<int> pipes;
+  for (unsigned p = 0; p < procs; ++p) {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      _exit(Worker(names, bytes, *pipeline, p * names.size() / procs, seconds, fds[1]));
+    }
+    close(fds[1]);
+    pids.push_back(pid);
+    pipes.push_back(fds[0]);
+  }
+  double total = 0;
+  bool ok = true;
+  for (unsigned p = 0; p < procs; ++p) {
+    char buf[128] = {0};
+    ssize_t n = read(pipes[p], buf, sizeof(buf) - 1);
+    close(pipes[p]);
+    int status = 0;
+    waitpid(pids[p], &status, 0);
+    unsigned long long images = 0;
+    double elapsed = 0;
+    if (n <= 0 || std::sscanf(buf, "%llu %lf", &images, &elapsed) != 2 || elapsed <= 0 ||
+        !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ok = false;
+      continue;
+    }
+    total += images / elapsed;
+  }
+  if (!ok) return 1;
+  std::printf("decode_limit: images_per_s=%.1f procs=%u files=%zu\n", total, procs, names.size());
+  return 0;
+}
