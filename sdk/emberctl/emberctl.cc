@@ -15,6 +15,7 @@
 #include <ctime>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/data/packed/pack_command.h"
@@ -71,9 +72,11 @@ int Status(Client& client) {
 }
 
 // One bench reader process: pulls batches as fast as it can, touching every byte (as a
-// trainer's copy to the GPU would), and writes "<samples> <seconds>" to `out_fd`.
+// trainer's copy to the GPU would), then spends `compute_ms` per batch as a training step
+// would (0: none), and writes "<samples> <seconds> <seconds waiting for data>" to `out_fd`.
 int BenchReader(const std::string& socket, const std::string& job, const std::string& dataset,
-                uint32_t rank, uint32_t ranks, uint32_t batch, double seconds, int out_fd) {
+                uint32_t rank, uint32_t ranks, uint32_t batch, double seconds, double compute_ms,
+                bool busy_compute, int out_fd) {
   ember::ClientOptions options;
   options.socket_path = socket;
   auto client = Client::Connect(options);
@@ -100,12 +103,23 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
       const auto* p = static_cast<const uint64_t*>(t.data);
       for (uint64_t i = 0; i < t.nbytes / 8; ++i) checksum += p[i];
     }
+    if (compute_ms > 0) {
+      const auto step = std::chrono::duration<double, std::milli>(compute_ms);
+      if (busy_compute) {
+        // A CPU training step: the core stays busy, so the daemon competes for it.
+        const auto until = Clock::now() + step;
+        while (Clock::now() < until) checksum += 1;
+      } else {
+        std::this_thread::sleep_for(step);  // a GPU step: the CPU is free meanwhile
+      }
+    }
     return (*next)->num_samples;
   };
   const auto warm_end = Clock::now() + std::chrono::milliseconds(1000);
   while (Clock::now() < warm_end)
     if (read_one() < 0) return 1;
   uint64_t samples = 0;
+  const auto wait_before = (*reader)->wait_time();
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration<double>(seconds);
   while (Clock::now() < end) {
@@ -114,13 +128,15 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
     samples += static_cast<uint64_t>(n);
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const double waited =
+      std::chrono::duration<double>((*reader)->wait_time() - wait_before).count();
   std::string line = std::to_string(samples) + " " + std::to_string(elapsed) + " " +
-                     std::to_string(checksum & 0xff) + "\n";
+                     std::to_string(waited) + " " + std::to_string(checksum & 0xff) + "\n";
   return write(out_fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) ? 0 : 1;
 }
 
 int Bench(const std::string& socket, const std::string& dataset, uint32_t ranks, uint32_t batch,
-          double seconds) {
+          double seconds, double compute_ms, bool busy_compute) {
   {
     // Fail early, in one process, on an unknown dataset or a missing daemon.
     ember::ClientOptions options;
@@ -139,13 +155,14 @@ int Bench(const std::string& socket, const std::string& dataset, uint32_t ranks,
     pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
-      _exit(BenchReader(socket, job, dataset, r, ranks, batch, seconds, fds[1]));
+      _exit(BenchReader(socket, job, dataset, r, ranks, batch, seconds, compute_ms, busy_compute,
+                        fds[1]));
     }
     close(fds[1]);
     pids.push_back(pid);
     pipes.push_back(fds[0]);
   }
-  double total_rate = 0;
+  double total_rate = 0, total_wait = 0, total_time = 0;
   bool ok = true;
   for (uint32_t r = 0; r < ranks; ++r) {
     std::string out;
@@ -156,18 +173,23 @@ int Bench(const std::string& socket, const std::string& dataset, uint32_t ranks,
     int status = 0;
     waitpid(pids[r], &status, 0);
     unsigned long long samples = 0;
-    double elapsed = 0;
+    double elapsed = 0, waited = 0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-        std::sscanf(out.c_str(), "%llu %lf", &samples, &elapsed) != 2 || elapsed <= 0) {
+        std::sscanf(out.c_str(), "%llu %lf %lf", &samples, &elapsed, &waited) != 3 ||
+        elapsed <= 0) {
       std::cerr << "emberctl: bench reader " << r << " failed\n";
       ok = false;
       continue;
     }
-    std::printf("reader %u: %llu samples in %.2f s (%.0f samples/s)\n", r, samples, elapsed,
-                samples / elapsed);
+    std::printf("reader %u: %llu samples in %.2f s (%.0f samples/s), waited %.3f s for data (%.2f%%)\n",
+                r, samples, elapsed, samples / elapsed, waited, 100 * waited / elapsed);
     total_rate += samples / elapsed;
+    total_wait += waited;
+    total_time += elapsed;
   }
   if (!ok) return 1;
+  std::printf("data wait: %.4f of the readers' time (%.1f ms %s compute per batch)\n",
+              total_wait / total_time, compute_ms, busy_compute ? "busy CPU" : "sleeping");
   std::printf("bench: samples_per_s=%.1f ranks=%u batch=%u\n", total_rate, ranks, batch);
   return 0;
 }
@@ -211,6 +233,8 @@ int main(int argc, char** argv) {
   std::string bench_dataset;
   uint32_t ranks = 2, batch = 64;
   double seconds = 10;
+  double compute_ms = 0;
+  bool busy_compute = false;
   bench_cmd->add_option("dataset", bench_dataset, "dataset name")->required();
   bench_cmd->add_option("--ranks", ranks, "reader processes")->check(CLI::Range(1, 256))->capture_default_str();
   bench_cmd->add_option("--batch-size", batch, "samples per batch")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -220,6 +244,13 @@ int main(int argc, char** argv) {
   ember::daemon::PackCommand pack;
   auto* pack_cmd = ember::daemon::AddPackCommand(app, &pack);
 
+  bench_cmd->add_option("--compute-ms", compute_ms,
+                        "busy CPU time per batch, as a training step (the wait for data is reported)")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
+  bench_cmd->add_flag("--busy-compute", busy_compute,
+                      "spend --compute-ms on the CPU (a CPU training step) instead of sleeping "
+                      "(a GPU step)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -230,7 +261,7 @@ int main(int argc, char** argv) {
     const char* env = std::getenv("EMBER_SOCKET");
     socket = (env != nullptr && *env != '\0') ? env : ember::kDefaultSocket;
   }
-  if (*bench_cmd) return Bench(socket, bench_dataset, ranks, batch, seconds);
+  if (*bench_cmd) return Bench(socket, bench_dataset, ranks, batch, seconds, compute_ms, busy_compute);
 
   ember::ClientOptions options;
   options.socket_path = socket;
