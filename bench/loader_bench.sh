@@ -25,54 +25,16 @@ while [[ $# -gt 0 ]]; do
 done
 
 bazel build //daemon:emberd //sdk/emberctl:emberctl >/dev/null
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 tmp="$(mktemp -d /tmp/ember-bench.XXXXXX)"
-daemon_pid=""
 cleanup() {
-  [[ -n "${daemon_pid}" ]] && kill "${daemon_pid}" 2>/dev/null && wait "${daemon_pid}" 2>/dev/null
+  stop_daemon
   rm -rf "${tmp}"
 }
 trap cleanup EXIT
 
-# All descendants of $1, and $1.
-tree_pids() {
-  local pid="$1" child
-  echo "${pid}"
-  for child in $(pgrep -P "${pid}" 2>/dev/null); do tree_pids "${child}"; done
-}
-
-pss_kib() {
-  local total=0 pid v
-  for pid in "$@"; do
-    v="$(awk '/^Pss:/ {print $2}' "/proc/${pid}/smaps_rollup" 2>/dev/null || true)"
-    total=$((total + ${v:-0}))
-  done
-  echo "${total}"
-}
-
-# Runs "$@" in the background and prints "<peak PSS MiB>" of its tree (plus $extra_pids)
-# to fd 3 once it ends; its own output goes to stdout.
-peak_pss_of() {
-  "$@" &
-  local root=$! peak=0 now
-  while kill -0 "${root}" 2>/dev/null; do
-    # shellcheck disable=SC2046
-    now="$(pss_kib $(tree_pids "${root}") ${extra_pids:-})"
-    ((now > peak)) && peak="${now}"
-    sleep 0.5
-  done
-  wait "${root}"
-  echo "$((peak / 1024))" >&3
-}
-
-cat >"${tmp}/emberd.yaml" <<CONF
-socket: ${tmp}/emberd.sock
-state_dir: ${tmp}/state
-log_level: warn
-CONF
-bazel-bin/daemon/emberd --config "${tmp}/emberd.yaml" 2>"${tmp}/emberd.log" &
-daemon_pid=$!
-ctl=(bazel-bin/sdk/emberctl/emberctl --socket "${tmp}/emberd.sock")
-for _ in $(seq 1 100); do "${ctl[@]}" status >/dev/null 2>&1 && break; sleep 0.1; done
+start_daemon "${tmp}"
 "${ctl[@]}" dataset add fmnist-train --format idx --path /usr/share/datasets/fashion-mnist \
   --split train >/dev/null
 
@@ -83,7 +45,7 @@ ember_out="$(peak_pss_of "${ctl[@]}" bench fmnist-train --ranks "${ranks}" --bat
 echo "${ember_out}"
 ember_rate="$(sed -n 's/^bench: samples_per_s=\([0-9.]*\).*/\1/p' <<<"${ember_out}")"
 ember_pss="$(cat "${tmp}/ember.pss")"
-kill "${daemon_pid}"; wait "${daemon_pid}" || true; daemon_pid=""
+stop_daemon
 extra_pids=""
 
 declare -A base_rate base_pss
@@ -96,12 +58,10 @@ for workers in 1 2; do
   base_pss[${workers}]="$(cat "${tmp}/base.pss")"
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
-pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'; }
 mkdir -p bench/results
 {
   echo
-  echo "## $(date -u +%Y-%m-%dT%H:%MZ) — $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+  echo "## $(date -u +%Y-%m-%dT%H:%MZ) — $(machine)"
   echo
   echo "\`bench/loader_bench.sh --ranks ${ranks} --batch-size ${batch} --seconds ${seconds}\`"
   echo
