@@ -1,5 +1,7 @@
 #include "daemon/config/config.h"
 
+#include "daemon/config/yaml_values.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -18,31 +20,7 @@ constexpr uint32_t kMaxSlots = 1024;
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr size_t kMaxSocketPathBytes = 107;
 
-// Parses a decimal integer of digits only ("+1", "-1", "0x10", " 1" are refused).
-bool ParseUnsigned(const std::string& text, uint64_t* value) {
-  if (text.empty() || text.size() > 20) return false;
-  uint64_t v = 0;
-  for (char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-    uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - digit) / 10) return false;
-    v = v * 10 + digit;
-  }
-  *value = v;
-  return true;
-}
 
-// What a non-scalar or null node is, for "expected X, got Y" messages.
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-    case YAML::NodeType::Undefined: break;
-  }
-  return "an undefined value";
-}
 
 class Parser {
  public:
@@ -55,7 +33,7 @@ class Parser {
   Result<std::string> String(const std::string& key, const YAML::Node& node,
                              const char* expected) const {
     if (!node.IsScalar() || node.Scalar().empty()) {
-      return Error(key, std::string("expected ") + expected + ", got " + Describe(node));
+      return Error(key, std::string("expected ") + expected + ", got " + DescribeNode(node));
     }
     return node.Scalar();
   }
@@ -64,8 +42,8 @@ class Parser {
                           uint32_t max) const {
     const std::string expected = min == 0 ? "a non-negative integer" : "an integer";
     uint64_t v = 0;
-    if (!node.IsScalar() || !ParseUnsigned(node.Scalar(), &v)) {
-      return Error(key, "expected " + expected + ", got " + Describe(node));
+    if (!node.IsScalar() || !ParseDecimal(node.Scalar(), &v)) {
+      return Error(key, "expected " + expected + ", got " + DescribeNode(node));
     }
     if (v < min || v > max) {
       return Error(key, "expected " + expected + " in " + std::to_string(min) + ".." +
@@ -83,13 +61,13 @@ Result<DaemonConfig> ParseRoot(const YAML::Node& root, const std::string& source
   if (root.IsNull()) return config;
   if (!root.IsMap()) {
     return InvalidArgument(source + ": expected a map of keys at the top level, got " +
-                           Describe(root));
+                           DescribeNode(root));
   }
   Parser parser(source);
   std::set<std::string> seen;
   for (const auto& entry : root) {
     if (!entry.first.IsScalar()) {
-      return InvalidArgument(source + ": expected key names, got " + Describe(entry.first));
+      return InvalidArgument(source + ": expected key names, got " + DescribeNode(entry.first));
     }
     const std::string key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
@@ -153,7 +131,7 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
     }
   }
   uint64_t value = 0;
-  if (!ParseUnsigned(std::string(digits), &value)) {
+  if (!ParseDecimal(std::string(digits), &value)) {
     return InvalidArgument("expected a byte count such as 4GiB, 512MiB, 64KiB or 1000, got '" +
                            text + "'");
   }

@@ -1,5 +1,7 @@
 #include "daemon/data/idx.h"
 
+#include "daemon/core/paths.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -339,12 +341,7 @@ Result<Split> ReadSplit(Env& env, const DatasetSpec& spec, bool keep) {
   } else {
     return InvalidArgument("unknown split '" + spec.split + "' (known: train, test)");
   }
-  if (spec.path.empty()) return InvalidArgument("the dataset path is empty");
-  std::error_code error;
-  std::filesystem::path absolute = std::filesystem::absolute(spec.path, error);
-  if (error) return ErrnoStatus(spec.path + ": cannot make the path absolute", error.value());
-  std::string dir = absolute.lexically_normal().string();
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  EMBER_ASSIGN_OR_RETURN(std::string dir, AbsolutePath(spec.path, "the dataset path"));
   if (!env.IsDirectory(dir)) {
     if (!env.FileExists(dir)) return NotFound(dir + ": no such directory");
     return InvalidArgument(dir + ": not a directory (an idx dataset is a directory)");

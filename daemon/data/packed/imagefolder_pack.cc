@@ -1,5 +1,7 @@
 #include "daemon/data/packed/imagefolder_pack.h"
 
+#include "daemon/core/paths.h"
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -12,16 +14,6 @@ namespace ember::daemon {
 namespace {
 
 constexpr int kMaxDepth = 64;
-
-Result<std::string> AbsolutePath(const std::string& path, const char* what) {
-  if (path.empty()) return InvalidArgument(std::string(what) + " is empty");
-  std::error_code error;
-  std::filesystem::path absolute = std::filesystem::absolute(path, error);
-  if (error) return ErrnoStatus(path + ": cannot make the path absolute", error.value());
-  std::string out = absolute.lexically_normal().string();
-  while (out.size() > 1 && out.back() == '/') out.pop_back();
-  return out;
-}
 
 bool IsImageName(const std::string& name) {
   std::string lower = name;

@@ -1,5 +1,7 @@
 #include "daemon/data/packed/packed_dataset.h"
 
+#include "daemon/core/paths.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -17,13 +19,7 @@ std::string Hex32(uint32_t v) {
 }
 
 Result<std::string> AbsoluteDir(const std::string& path) {
-  if (path.empty()) return InvalidArgument("the packed dataset path is empty");
-  std::error_code error;
-  std::filesystem::path absolute = std::filesystem::absolute(path, error);
-  if (error) return ErrnoStatus(path + ": cannot make the path absolute", error.value());
-  std::string dir = absolute.lexically_normal().string();
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return dir;
+  return AbsolutePath(path, "the packed dataset path");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "daemon/data/packed/writer.h"
 
+#include "daemon/core/paths.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,16 +29,6 @@ std::string ParentDir(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
-}
-
-Result<std::string> AbsolutePath(const std::string& path, const char* what) {
-  if (path.empty()) return InvalidArgument(std::string(what) + " is empty");
-  std::error_code error;
-  std::filesystem::path absolute = std::filesystem::absolute(path, error);
-  if (error) return ErrnoStatus(path + ": cannot make the path absolute", error.value());
-  std::string out = absolute.lexically_normal().string();
-  while (out.size() > 1 && out.back() == '/') out.pop_back();
-  return out;
 }
 
 Status FsyncDir(const std::string& dir) {

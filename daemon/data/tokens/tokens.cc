@@ -1,5 +1,8 @@
 #include "daemon/data/tokens/tokens.h"
 
+#include "daemon/config/yaml_values.h"
+#include "daemon/core/paths.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -26,32 +29,6 @@ constexpr uint64_t kMaxVocabSize = uint64_t{1} << 32;
 // bad id is searched again for the first one.
 constexpr uint64_t kScanChunk = uint64_t{1} << 16;
 
-// Parses a decimal integer of digits only ("+1", "-1", "0x10", " 1" are refused).
-bool ParseUnsigned(const std::string& text, uint64_t* value) {
-  if (text.empty() || text.size() > 20) return false;
-  uint64_t v = 0;
-  for (char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-    const uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - digit) / 10) return false;
-    v = v * 10 + digit;
-  }
-  *value = v;
-  return true;
-}
-
-// What a node is, for "expected X, got Y" messages.
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-    case YAML::NodeType::Undefined: break;
-  }
-  return "an undefined value";
-}
-
 Status KeyError(const std::string& key, const std::string& what) {
   return InvalidArgument("pipeline: " + key + ": " + what);
 }
@@ -60,8 +37,8 @@ Result<uint64_t> Integer(const std::string& key, const YAML::Node& node, uint64_
                          uint64_t max) {
   const std::string range = std::to_string(min) + ".." + std::to_string(max);
   uint64_t v = 0;
-  if (!node.IsScalar() || !ParseUnsigned(node.Scalar(), &v) || v < min || v > max) {
-    return KeyError(key, "expected an integer in " + range + ", got " + Describe(node));
+  if (!node.IsScalar() || !ParseDecimal(node.Scalar(), &v) || v < min || v > max) {
+    return KeyError(key, "expected an integer in " + range + ", got " + DescribeNode(node));
   }
   return v;
 }
@@ -78,12 +55,12 @@ Result<TokensOptions> ParseTokensMap(const YAML::Node& map) {
   if (!map.IsNull()) {
     if (!map.IsMap()) {
       return KeyError("tokens", "expected a map of options (" + std::string(kKnownKeys) +
-                                    "), got " + Describe(map));
+                                    "), got " + DescribeNode(map));
     }
     std::set<std::string> seen;
     for (const auto& entry : map) {
       if (!entry.first.IsScalar()) {
-        return KeyError("tokens", "expected option names, got " + Describe(entry.first));
+        return KeyError("tokens", "expected option names, got " + DescribeNode(entry.first));
       }
       const std::string name = entry.first.Scalar();
       const std::string key = "tokens." + name;
@@ -99,7 +76,7 @@ Result<TokensOptions> ParseTokensMap(const YAML::Node& map) {
         } else if (text == "uint32") {
           options.width = TokenWidth::kUInt32;
         } else {
-          return KeyError(key, "expected uint16 or uint32, got " + Describe(value));
+          return KeyError(key, "expected uint16 or uint32, got " + DescribeNode(value));
         }
       } else if (name == "vocab_size") {
         EMBER_ASSIGN_OR_RETURN(options.vocab_size, Integer(key, value, 1, kMaxVocabSize));
@@ -125,13 +102,13 @@ Result<TokensOptions> ParseRoot(const YAML::Node& root) {
   if (root.IsNull()) return ParseTokensMap(YAML::Node(YAML::NodeType::Null));
   if (!root.IsMap()) {
     return InvalidArgument("pipeline: expected a map with the key 'tokens' (e.g. " +
-                           std::string(kExample) + "), got " + Describe(root));
+                           std::string(kExample) + "), got " + DescribeNode(root));
   }
   YAML::Node tokens(YAML::NodeType::Null);
   bool seen = false;
   for (const auto& entry : root) {
     if (!entry.first.IsScalar()) {
-      return InvalidArgument("pipeline: expected key names, got " + Describe(entry.first));
+      return InvalidArgument("pipeline: expected key names, got " + DescribeNode(entry.first));
     }
     const std::string key = entry.first.Scalar();
     if (key != "tokens") {
@@ -192,11 +169,7 @@ Result<TokensFile> OpenTokens(Env& env, const DatasetSpec& spec) {
   EMBER_ASSIGN_OR_RETURN(tokens.options, ParseTokensOptions(spec.pipeline));
   const TokensOptions& options = tokens.options;
 
-  if (spec.path.empty()) return InvalidArgument("the dataset path is empty");
-  std::error_code error;
-  const std::filesystem::path absolute = std::filesystem::absolute(spec.path, error);
-  if (error) return ErrnoStatus(spec.path + ": cannot make the path absolute", error.value());
-  const std::string path = absolute.lexically_normal().string();
+  EMBER_ASSIGN_OR_RETURN(const std::string path, AbsolutePath(spec.path, "the dataset path"));
   if (env.IsDirectory(path)) {
     return InvalidArgument(path + ": is a directory (a tokens dataset is one file)");
   }
