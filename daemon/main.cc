@@ -28,6 +28,7 @@
 #include "daemon/core/env.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
+#include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/rpc/daemon_server.h"
 #include "daemon/stream/stream_manager.h"
 
@@ -102,12 +103,26 @@ int Serve(const std::string& config_path) {
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
+  auto plugins = PluginRegistry::Load(config->plugin_paths);
+  if (!plugins.ok()) {
+    spdlog::error("{}: {}", config_path, plugins.status().message());
+    return 2;
+  }
+  const PluginRegistry* registry = plugins->get();
+  for (const std::string& format : registry->Formats()) {
+    spdlog::info("format '{}' from plugin {}", format, registry->Find(format)->path());
+  }
+  Status plugins_ok = CheckPluginFormats(*registry);
+  if (!plugins_ok.ok()) {
+    spdlog::error("{}: {}", config_path, plugins_ok.message());
+    return 2;
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const unsigned decode_threads = config->decode_threads ? config->decode_threads : cores;
 
-  auto catalog = Catalog::Open(env.get(), config->state_dir, [&env](const DatasetSpec& spec) {
-    return ProbeDataset(*env, spec);
-  });
+  auto catalog = Catalog::Open(
+      env.get(), config->state_dir,
+      [&env, registry](const DatasetSpec& spec) { return ProbeDataset(*env, spec, registry); });
   if (!catalog.ok()) {
     spdlog::error("{}", catalog.status().message());
     return 2;
@@ -120,7 +135,7 @@ int Serve(const std::string& config_path) {
 
   JobLedger ledger;
   KvStore kv;
-  DatasetCache cache(env.get(), decode_threads);
+  DatasetCache cache(env.get(), decode_threads, registry);
   DecodePool decode_pool(decode_threads);
   boost::asio::thread_pool blocking(2);
   StreamLimits limits;

@@ -152,5 +152,43 @@ TEST_CASE("imagefolder and its packed copy serve the same decoded samples; bad f
   daemon.Stop();
 }
 
+TEST_CASE("a reader plugin allowed in emberd's config serves its format") {
+  TempDir tmp;
+  const std::string& dir = tmp.path();
+  const std::string plugin = Runfile("daemon/data/plugin/examples/libember_csv_plugin.so");
+  std::ofstream(dir + "/points.csv") << "0.5,1.5,3\n2.5,3.5,4\n-1,0,5\n";
+  Daemon daemon(dir, 4, "plugins: [" + plugin + "]\n");
+  daemon.Start();
+  std::string err;
+  REQUIRE(Emberctl(daemon, {"dataset", "add", "points", "--format", "csv", "--path",
+                            dir + "/points.csv"},
+                   &err) == 0);
+  {
+    auto client = daemon.Connect();
+    StreamOptions options = ReaderOptions("csv", 3, 1, "points");
+    options.shuffle = false;
+    auto reader = client->OpenStream(options);
+    REQUIRE(reader.ok());
+    auto next = (*reader)->Next();
+    REQUIRE(next.ok());
+    REQUIRE(next->has_value());
+    const RawBatch& b = **next;
+    REQUIRE(b.num_samples == 3);
+    const auto* features = static_cast<const float*>(b.tensors.at(0).data);
+    const auto* labels = static_cast<const int64_t*>(b.tensors.at(1).data);
+    CHECK(features[0] == 0.5f);
+    CHECK(features[5] == 0.0f);
+    CHECK(std::vector<int64_t>(labels, labels + 3) == std::vector<int64_t>{3, 4, 5});
+  }
+  // A bad line is refused at registration with the file and line.
+  std::ofstream(dir + "/broken.csv") << "1,2,3\n4,five,6\n";
+  CHECK(Emberctl(daemon, {"dataset", "add", "broken", "--format", "csv", "--path",
+                          dir + "/broken.csv"},
+                 &err) != 0);
+  CHECK(err.find(dir + "/broken.csv") != std::string::npos);
+  CHECK(err.find("line 2") != std::string::npos);
+  daemon.Stop();
+}
+
 }  // namespace
 }  // namespace ember::testing

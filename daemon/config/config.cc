@@ -13,7 +13,7 @@ namespace ember::daemon {
 namespace {
 
 constexpr const char* kKnownKeys =
-    "socket, state_dir, decode_threads, shm_budget, ring_slots, log_level";
+    "socket, state_dir, decode_threads, shm_budget, ring_slots, log_level, plugins";
 constexpr uint32_t kMaxDecodeThreads = 1024;
 constexpr uint32_t kMinSlots = 2;
 constexpr uint32_t kMaxSlots = 1024;
@@ -105,6 +105,17 @@ Result<DaemonConfig> ParseRoot(const YAML::Node& root, const std::string& source
         return parser.Error(key, std::string("expected ") + expected + ", got '" + level + "'");
       }
       config.log_level = level;
+    } else if (key == "plugins") {
+      if (!value.IsSequence()) {
+        return parser.Error(key, "expected a list of absolute paths, got " + DescribeNode(value));
+      }
+      for (const YAML::Node& item : value) {
+        EMBER_ASSIGN_OR_RETURN(std::string path, parser.String(key, item, "an absolute path"));
+        if (path[0] != '/') {
+          return parser.Error(key, "expected an absolute path, got '" + path + "'");
+        }
+        config.plugin_paths.push_back(path);
+      }
     } else {
       return InvalidArgument(source + ": unknown key '" + key + "' (known: " + kKnownKeys + ")");
     }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "daemon/core/env.h"
 #include "ember/status.h"
@@ -18,6 +19,9 @@ struct DaemonConfig {
   uint64_t shm_budget_bytes = 4ull << 30; // key: shm_budget; integer bytes or "512MiB", "4GiB"
   uint32_t default_slots = 8;             // key: ring_slots; 2..1024
   std::string log_level = "info";         // key: log_level; trace|debug|info|warn|error|off
+  // key: plugins; absolute paths of dataset-format plugin libraries (ember/plugin.h),
+  // the only ones emberd loads.
+  std::vector<std::string> plugin_paths;
 };
 
 // Parses YAML text; `source` names it in errors ("emberd.yaml: key 'decode_threads':

@@ -39,7 +39,8 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
 
   std::string text = *env->ReadFile(path);
   for (const char* key :
-       {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level"}) {
+       {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level",
+        "plugins"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
@@ -145,6 +146,26 @@ TEST_CASE("ParseByteSize") {
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK_THAT(r.status().message(), Catch::Contains(std::string("'") + bad + "'"));
   }
+}
+
+TEST_CASE("plugins is a list of absolute paths") {
+  Result<DaemonConfig> config =
+      ParseConfig("plugins: [/opt/ember/libcsv.so, /opt/ember/libwav.so]\n", "emberd.yaml");
+  REQUIRE(config.ok());
+  CHECK(config->plugin_paths ==
+        std::vector<std::string>{"/opt/ember/libcsv.so", "/opt/ember/libwav.so"});
+  Result<DaemonConfig> defaults = ParseConfig("", "emberd.yaml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->plugin_paths.empty());
+
+  Result<DaemonConfig> relative = ParseConfig("plugins: [libcsv.so]\n", "emberd.yaml");
+  REQUIRE_FALSE(relative.ok());
+  CHECK(relative.status().message() ==
+        "emberd.yaml: key 'plugins': expected an absolute path, got 'libcsv.so'");
+  Result<DaemonConfig> scalar = ParseConfig("plugins: /opt/ember/libcsv.so\n", "emberd.yaml");
+  REQUIRE_FALSE(scalar.ok());
+  CHECK_THAT(scalar.status().message(),
+             Catch::Contains("key 'plugins': expected a list of absolute paths"));
 }
 
 TEST_CASE("LoadConfig names the missing file") {

@@ -14,8 +14,8 @@ std::string Key(const DatasetSpec& spec) {
 
 }  // namespace
 
-DatasetCache::DatasetCache(Env* env, unsigned io_threads)
-    : env_(env), pool_(io_threads == 0 ? 1 : io_threads) {}
+DatasetCache::DatasetCache(Env* env, unsigned io_threads, const PluginRegistry* plugins)
+    : env_(env), plugins_(plugins), pool_(io_threads == 0 ? 1 : io_threads) {}
 
 DatasetCache::~DatasetCache() { pool_.join(); }
 
@@ -33,7 +33,7 @@ DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
   auto promise = std::make_shared<std::promise<R>>();
   entry.pending = promise->get_future().share();
   boost::asio::post(pool_, [this, promise, spec = info.spec] {
-    auto loaded = LoadDataset(*env_, spec);
+    auto loaded = LoadDataset(*env_, spec, plugins_);
     std::lock_guard<std::mutex> lock(mu_);
     Entry& e = entries_[Key(spec)];
     e.pending = SourceFuture();

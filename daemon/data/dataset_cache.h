@@ -17,6 +17,7 @@
 
 #include "daemon/catalog/dataset.h"
 #include "daemon/core/env.h"
+#include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
 
@@ -26,8 +27,9 @@ class DatasetCache {
  public:
   using SourceFuture = std::shared_future<Result<std::shared_ptr<const Source>>>;
 
-  // `io_threads` threads load datasets.
-  DatasetCache(Env* env, unsigned io_threads);
+  // `io_threads` threads load datasets; `plugins` (may be null) adds plugin formats and
+  // must outlive the cache.
+  DatasetCache(Env* env, unsigned io_threads, const PluginRegistry* plugins = nullptr);
   ~DatasetCache();  // waits for loads in flight
 
   // The loaded dataset, or a future that becomes ready when it is. Concurrent requests for
@@ -44,6 +46,7 @@ class DatasetCache {
   };
 
   Env* env_;
+  const PluginRegistry* plugins_;
   boost::asio::thread_pool pool_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // by Key(spec); guarded by mu_

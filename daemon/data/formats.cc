@@ -4,6 +4,7 @@
 #include "daemon/data/image/imagefolder.h"
 #include "daemon/data/image/packed_images.h"
 #include "daemon/data/packed/packed_source.h"
+#include "daemon/data/plugin/plugin_source.h"
 #include "daemon/data/tokens/tokens.h"
 
 namespace ember::daemon {
@@ -31,25 +32,52 @@ constexpr Format kFormats[] = {
     {"tokens", ProbeTokens, LoadTokens},
 };
 
-Result<const Format*> Find(const std::string& name) {
-  std::string known;
+const Format* FindBuiltin(const std::string& name) {
   for (const Format& format : kFormats) {
     if (name == format.name) return &format;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const Plugin> FindPlugin(const PluginRegistry* plugins, const std::string& name) {
+  return plugins != nullptr ? plugins->Find(name) : nullptr;
+}
+
+Status UnknownFormat(const PluginRegistry* plugins, const std::string& name) {
+  std::string known;
+  for (const Format& format : kFormats) {
     known += (known.empty() ? "" : ", ") + std::string(format.name);
+  }
+  if (plugins != nullptr) {
+    for (const std::string& format : plugins->Formats()) known += ", " + format;
   }
   return InvalidArgument("unknown format '" + name + "' (known: " + known + ")");
 }
 
 }  // namespace
 
-Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec) {
-  EMBER_ASSIGN_OR_RETURN(const Format* format, Find(spec.format));
-  return format->probe(env, spec);
+Status CheckPluginFormats(const PluginRegistry& plugins) {
+  for (const std::string& format : plugins.Formats()) {
+    if (FindBuiltin(format) != nullptr) {
+      return AlreadyExists("plugin " + plugins.Find(format)->path() + ": format '" + format +
+                           "' is built into emberd");
+    }
+  }
+  return Status::Ok();
 }
 
-Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec) {
-  EMBER_ASSIGN_OR_RETURN(const Format* format, Find(spec.format));
-  return format->load(env, spec);
+Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
+                                 const PluginRegistry* plugins) {
+  if (const Format* format = FindBuiltin(spec.format)) return format->probe(env, spec);
+  if (auto plugin = FindPlugin(plugins, spec.format)) return ProbeWithPlugin(plugin, spec);
+  return UnknownFormat(plugins, spec.format);
+}
+
+Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,
+                                            const PluginRegistry* plugins) {
+  if (const Format* format = FindBuiltin(spec.format)) return format->load(env, spec);
+  if (auto plugin = FindPlugin(plugins, spec.format)) return LoadWithPlugin(plugin, spec);
+  return UnknownFormat(plugins, spec.format);
 }
 
 }  // namespace ember::daemon

@@ -7,14 +7,23 @@
 
 #include "daemon/catalog/dataset.h"
 #include "daemon/core/env.h"
+#include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
 
+// kAlreadyExists naming the plugin if one of `plugins` claims a built-in format's name.
+// main() checks this once, at start-up.
+Status CheckPluginFormats(const PluginRegistry& plugins);
+
+// Built-in formats first, then those of `plugins` (may be null: built-ins only).
 // kInvalidArgument naming the format and the known ones if `spec.format` is unknown.
-Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec);
-Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec);
+// Plugin formats read their files directly, not through `env`.
+Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
+                                 const PluginRegistry* plugins = nullptr);
+Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,
+                                            const PluginRegistry* plugins = nullptr);
 
 }  // namespace ember::daemon
 

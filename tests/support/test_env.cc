@@ -165,7 +165,8 @@ int CountMemfdMappings(pid_t pid) {
   return n;
 }
 
-Daemon::Daemon(std::string dir, uint32_t ring_slots) : dir_(std::move(dir)) {
+Daemon::Daemon(std::string dir, uint32_t ring_slots, const std::string& extra_config)
+    : dir_(std::move(dir)) {
   socket_ = dir_ + "/emberd.sock";
   config_path_ = dir_ + "/emberd.yaml";
   log_path_ = dir_ + "/emberd.log";
@@ -175,7 +176,8 @@ Daemon::Daemon(std::string dir, uint32_t ring_slots) : dir_(std::move(dir)) {
          << "decode_threads: 2\n"
          << "shm_budget: 256MiB\n"
          << "ring_slots: " << ring_slots << "\n"
-         << "log_level: debug\n";
+         << "log_level: debug\n"
+         << extra_config;
 }
 
 Daemon::~Daemon() {

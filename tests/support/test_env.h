@@ -60,7 +60,8 @@ int CountMemfdMappings(pid_t pid);
 // A real emberd (the //daemon:emberd binary) with its own socket, state dir and log.
 class Daemon {
  public:
-  explicit Daemon(std::string dir, uint32_t ring_slots = 4);
+  // `extra_config`: more YAML lines for its config file (e.g. "plugins: [...]\n").
+  explicit Daemon(std::string dir, uint32_t ring_slots = 4, const std::string& extra_config = "");
   ~Daemon();  // stops it
 
   void Start();  // waits until it serves; fails the test with its log if it does not
