@@ -24,6 +24,7 @@
 
 #include "ember/model_sync.h"
 #include "sdk/sync/gloo_communicator.h"
+#include "sdk/sync/parameter_diff.h"
 
 namespace {
 
@@ -167,23 +168,15 @@ int main(int argc, char** argv) {
     }
 
     TinyNet reference = TrainReference(world_size, steps);
-    auto named = net->named_parameters();
-    auto reference_named = reference->named_parameters();
-    double worst = 0;
-    for (const auto& item : named) {
-      torch::NoGradGuard no_grad;
-      torch::Tensor expected = reference_named[item.key()].to(torch::kFloat64);
-      torch::Tensor actual = item.value().to(torch::kFloat64);
-      double scale = std::max(expected.abs().max().item<double>(), 1e-12);
-      double relative = (actual - expected).abs().max().item<double>() / scale;
-      worst = std::max(worst, relative);
-      if (relative > kTolerance) {
-        std::fprintf(stderr,
-                     "rank %d: parameter %s differs from single-process training by %.3g "
-                     "(relative)\n",
-                     rank, item.key().c_str(), relative);
-        return 4;
-      }
+    const ember::sdk::testing::ParameterDiff diff =
+        ember::sdk::testing::CompareParameters(*net, *reference);
+    const double worst = diff.worst;
+    if (worst > kTolerance) {
+      std::fprintf(stderr,
+                   "rank %d: parameter %s differs from single-process training by %.3g "
+                   "(relative)\n",
+                   rank, diff.name.c_str(), worst);
+      return 4;
     }
     std::fprintf(stderr, "rank %d: ok after %d steps; worst relative difference %.3g\n", rank,
                  steps, worst);
