@@ -19,13 +19,12 @@
 #include "ember/client.h"
 #include "ember/loader.h"
 #include "ember/model_sync.h"
+#include "sdk/examples/fashion_cnn.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr double kPixelMean = 0.2860;
-constexpr double kPixelStd = 0.3530;
 constexpr uint32_t kEvalBatch = 1000;
 constexpr std::chrono::milliseconds kSyncTimeout = std::chrono::seconds(300);
 
@@ -40,27 +39,6 @@ struct Flags {
   uint64_t max_steps = 0;
   bool check_sync = false;
 };
-
-struct NetImpl : torch::nn::Module {
-  NetImpl()
-      : conv1(register_module("conv1", torch::nn::Conv2d(
-                                           torch::nn::Conv2dOptions(1, 32, 3).padding(1)))),
-        conv2(register_module("conv2", torch::nn::Conv2d(
-                                           torch::nn::Conv2dOptions(32, 64, 3).padding(1)))),
-        fc1(register_module("fc1", torch::nn::Linear(64 * 7 * 7, 128))),
-        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
-
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(conv1(x)), 2);
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);
-    x = torch::relu(fc1(x.flatten(1)));
-    return fc2(x);
-  }
-
-  torch::nn::Conv2d conv1, conv2;
-  torch::nn::Linear fc1, fc2;
-};
-TORCH_MODULE(Net);
 
 // Thrown for errors that have already been phrased for the user.
 struct Fatal : std::runtime_error {
@@ -89,11 +67,7 @@ int EnvInt(const char* name, int fallback, int min) {
 
 // Normalized images [B, 1, 28, 28] and int64 labels [B] from a batch of the stream.
 std::pair<torch::Tensor, torch::Tensor> Inputs(const ember::Batch& batch) {
-  const torch::Tensor& image = batch.at("image");
-  TORCH_CHECK(image.dim() == 3 && image.size(1) == 28 && image.size(2) == 28,
-              "expected an image batch of shape [B, 28, 28], got ", image.sizes());
-  torch::Tensor x =
-      image.to(torch::kFloat32).div(255).sub(kPixelMean).div(kPixelStd).unsqueeze(1);
+  torch::Tensor x = ember::examples::FashionInputs(batch.at("image"));
   torch::Tensor y = batch.at("label").to(torch::kInt64).reshape({-1});
   TORCH_CHECK(y.size(0) == x.size(0), "batch has ", x.size(0), " images but ", y.size(0),
               " labels");
@@ -104,7 +78,7 @@ double Seconds(std::chrono::nanoseconds duration) {
   return std::chrono::duration<double>(duration).count();
 }
 
-double Evaluate(ember::Client& client, Net& net, const std::string& job, const Flags& flags) {
+double Evaluate(ember::Client& client, ember::examples::FashionCnn& net, const std::string& job, const Flags& flags) {
   ember::StreamOptions options;
   options.job = job + ".eval";
   options.dataset = flags.test_dataset;
@@ -149,7 +123,7 @@ int Run(const Flags& flags) {
     if (!info.ok()) throw Fatal(std::string(flag) + ": " + info.status().ToString());
   }
 
-  Net net;
+  ember::examples::FashionCnn net;
   ember::ModelSync sync(
       *net, ember::MakeGlooCommunicator(*client, job, rank, world_size, kSyncTimeout));
   sync.BroadcastParameters();
