@@ -30,7 +30,8 @@ TEST_CASE("LoadPlugin refuses broken libraries, naming the file and the fault") 
   const Case cases[] = {
       {"libbad_plugin_abi.so", "ABI version 2, this emberd speaks 1"},
       {"libbad_plugin_null_fn.so", "function 'read_sample' is NULL"},
-      {"libbad_plugin_no_init.so", "no symbol 'ember_plugin_init'"},
+      {"libbad_plugin_no_init.so",
+       "not an Ember plugin: no symbol 'ember_plugin_init' nor 'ember_transform_init'"},
   };
   for (const Case& c : cases) {
     auto plugin = LoadPlugin(TestPluginPath(c.file));
@@ -39,6 +40,62 @@ TEST_CASE("LoadPlugin refuses broken libraries, naming the file and the fault") 
     CHECK(plugin.status().code() == StatusCode::kInvalidArgument);
     CHECK(Contains(plugin.status().message(), c.file));
     CHECK(Contains(plugin.status().message(), c.fault));
+  }
+}
+
+TEST_CASE("LoadPlugin loads a library of transforms, without a reader") {
+  auto plugin = LoadPlugin(TestPluginPath("libember_color_plugin.so"));
+  REQUIRE(plugin.ok());
+  const Plugin& p = **plugin;
+  CHECK_FALSE(p.has_reader());
+  CHECK(p.format().empty());
+  REQUIRE(p.transforms().size() == 2);
+  CHECK(std::string(p.transforms()[0]->step_name) == "solarize");
+  CHECK(std::string(p.transforms()[1]->step_name) == "grayscale");
+  CHECK(p.transforms()[0]->abi_version == EMBER_TRANSFORM_ABI_VERSION);
+  CHECK(p.FindTransform("grayscale") == p.transforms()[1]);
+  CHECK(p.FindTransform("resize") == nullptr);
+}
+
+TEST_CASE("LoadPlugin loads a library that is both a reader and transforms") {
+  auto plugin = LoadPlugin(TestPluginPath("libtest_csv_and_color.so"));
+  REQUIRE(plugin.ok());
+  CHECK((*plugin)->has_reader());
+  CHECK((*plugin)->format() == "csv");
+  CHECK((*plugin)->transforms().size() == 2);
+  CHECK((*plugin)->FindTransform("solarize") != nullptr);
+
+  auto reader_only = LoadPlugin(TestPluginPath("libember_csv_plugin.so"));
+  REQUIRE(reader_only.ok());
+  CHECK((*reader_only)->has_reader());
+  CHECK((*reader_only)->transforms().empty());
+}
+
+TEST_CASE("LoadPlugin refuses broken transform tables, naming the file and the fault") {
+  struct Case {
+    const char* file;
+    std::string fault;
+  };
+  const Case cases[] = {
+      {"libbad_transform_abi.so", "transform 1: transform ABI version 2, this emberd speaks 1"},
+      {"libbad_transform_size.so", "transform 1: struct_size " +
+                                       std::to_string(sizeof(ember_transform_v1) - 8) +
+                                       " is less than " +
+                                       std::to_string(sizeof(ember_transform_v1))},
+      {"libbad_transform_null_fn.so", "transform 1 ('bad'): function 'apply' is NULL"},
+      {"libbad_transform_name.so",
+       "transform 1: step_name 'Bad-Step' may only hold [a-z0-9_]"},
+      {"libbad_transform_empty.so", "ember_transform_init() returned no transforms"},
+      {"libbad_transform_duplicate.so", "two transforms named 'bad'"},
+  };
+  for (const Case& c : cases) {
+    auto plugin = LoadPlugin(TestPluginPath(c.file));
+    INFO(c.file);
+    REQUIRE_FALSE(plugin.ok());
+    INFO(plugin.status().message());
+    CHECK(plugin.status().code() == StatusCode::kInvalidArgument);
+    CHECK(Contains(plugin.status().message(), "plugin /"));
+    CHECK(Contains(plugin.status().message(), std::string(c.file) + ": " + c.fault));
   }
 }
 

@@ -2,6 +2,23 @@
 
 namespace ember::daemon {
 
+namespace {
+
+bool IsBuiltinStep(const std::string& step) {
+  for (const char* builtin : kBuiltinImageSteps) {
+    if (step == builtin) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> Keys(const std::map<std::string, std::shared_ptr<const Plugin>>& map) {
+  std::vector<std::string> keys;
+  for (const auto& [key, plugin] : map) keys.push_back(key);
+  return keys;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<PluginRegistry>> PluginRegistry::Load(
     const std::vector<std::string>& allowed_paths) {
   auto registry = std::unique_ptr<PluginRegistry>(new PluginRegistry());
@@ -11,10 +28,24 @@ Result<std::unique_ptr<PluginRegistry>> PluginRegistry::Load(
     }
     EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const Plugin> plugin,
                            LoadAllowedPlugin(path, allowed_paths));
-    auto [it, inserted] = registry->plugins_.emplace(plugin->format(), plugin);
-    if (!inserted) {
-      return AlreadyExists("plugins " + it->second->path() + " and " + plugin->path() +
-                           " both read format '" + plugin->format() + "'");
+    if (plugin->has_reader()) {
+      auto [it, inserted] = registry->plugins_.emplace(plugin->format(), plugin);
+      if (!inserted) {
+        return AlreadyExists("plugins " + it->second->path() + " and " + plugin->path() +
+                             " both read format '" + plugin->format() + "'");
+      }
+    }
+    for (const ember_transform_v1* transform : plugin->transforms()) {
+      const std::string step = transform->step_name;
+      if (IsBuiltinStep(step)) {
+        return AlreadyExists("plugin " + plugin->path() + ": step '" + step +
+                             "' is a built-in pipeline step");
+      }
+      auto [it, inserted] = registry->transforms_.emplace(step, plugin);
+      if (!inserted) {
+        return AlreadyExists("plugins " + it->second->path() + " and " + plugin->path() +
+                             " both add pipeline step '" + step + "'");
+      }
     }
   }
   return registry;
@@ -25,10 +56,13 @@ std::shared_ptr<const Plugin> PluginRegistry::Find(const std::string& format) co
   return it == plugins_.end() ? nullptr : it->second;
 }
 
-std::vector<std::string> PluginRegistry::Formats() const {
-  std::vector<std::string> formats;
-  for (const auto& [format, plugin] : plugins_) formats.push_back(format);
-  return formats;
+std::vector<std::string> PluginRegistry::Formats() const { return Keys(plugins_); }
+
+std::shared_ptr<const Plugin> PluginRegistry::FindTransform(const std::string& step) const {
+  auto it = transforms_.find(step);
+  return it == transforms_.end() ? nullptr : it->second;
 }
+
+std::vector<std::string> PluginRegistry::Transforms() const { return Keys(transforms_); }
 
 }  // namespace ember::daemon

@@ -77,6 +77,9 @@ Result<std::vector<TensorSpec>> ConvertTensors(const Plugin& plugin,
 }
 
 Result<ember_dataset_info> CallProbe(const Plugin& plugin, const DatasetSpec& spec) {
+  if (!plugin.has_reader()) {
+    return FailedPrecondition("plugin " + plugin.path() + " reads no dataset format");
+  }
   ember_dataset_info info;
   std::memset(&info, 0, sizeof(info));
   ErrBuffer err;

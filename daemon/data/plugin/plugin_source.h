@@ -15,7 +15,7 @@ namespace ember::daemon {
 // Calls the plugin's probe on spec.path and spec.pipeline and checks what it reports
 // (1..4 tensors with names, known dtypes and positive dimensions; at least one sample).
 // kInvalidArgument "<format>: <plugin's message>" if the plugin refuses the dataset or
-// reports an invalid layout.
+// reports an invalid layout; kFailedPrecondition if `plugin` has no reader.
 Result<DatasetInfo> ProbeWithPlugin(const std::shared_ptr<const Plugin>& plugin,
                                     const DatasetSpec& spec);
 

@@ -137,5 +137,18 @@ TEST_CASE("csv plugin: the Source keeps the library loaded after the Plugin is d
   CHECK(feature == 1.5f);
 }
 
+TEST_CASE("a plugin without a reader reads no dataset") {
+  auto plugin = LoadPlugin(TestPluginPath("libember_color_plugin.so"));
+  REQUIRE(plugin.ok());
+  const DatasetSpec spec = Spec(WriteTestFile("color.csv", "1,2\n"));
+  auto probed = ProbeWithPlugin(*plugin, spec);
+  REQUIRE_FALSE(probed.ok());
+  CHECK(probed.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(Contains(probed.status().message(), "/libember_color_plugin.so reads no dataset format"));
+  auto loaded = LoadWithPlugin(*plugin, spec);
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(loaded.status().code() == StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace ember::daemon
