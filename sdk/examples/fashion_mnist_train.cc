@@ -20,6 +20,7 @@
 #include "ember/loader.h"
 #include "ember/model_sync.h"
 #include "sdk/examples/fashion_cnn.h"
+#include "sdk/examples/heap_tuning.h"
 
 namespace {
 
@@ -109,6 +110,7 @@ int Run(const Flags& flags) {
     throw Fatal("EMBER_RANK=" + std::to_string(rank) + " is not below EMBER_WORLD_SIZE=" +
                 std::to_string(world_size));
   }
+  ember::examples::KeepStepBuffersInHeap();
   torch::set_num_threads(flags.threads);
   torch::manual_seed(flags.seed);
 

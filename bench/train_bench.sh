@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# End-to-end training time against its compute floor, side by side in one run (issue 4):
+#   - the example trainer (sdk/examples/fashion_mnist_train) on R ranks started by
+#     ember-run, fed by a private emberd, gradients averaged over Gloo: its train_seconds
+#     (rank 0, first batch request to last optimizer step, evaluation excluded);
+#   - bench/compute_floor: the same model, optimizer, batch and number of steps (those one
+#     rank of the trainer took) on Fashion-MNIST already in memory, in one single-threaded
+#     process, no Ember, no sync.
+# Target: trainer <= 1.15x floor (loading and sync together add at most 15%).
+#
+#   bench/train_bench.sh [--ranks R] [--epochs E] [--batch-size B] [--repeat N]
+#
+# Each repeat runs the trainer, then the floor with the trainer's step count. Results are
+# appended to bench/results/train_e2e.md with the machine, date and command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ranks=2
+epochs=2
+batch=64
+repeat=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ranks) ranks="$2"; shift 2 ;;
+    --epochs) epochs="$2"; shift 2 ;;
+    --batch-size) batch="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    *) echo "train_bench: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+readonly data=/usr/share/datasets/fashion-mnist
+
+bazel build //daemon:emberd //sdk/emberctl:emberctl //sdk/launcher:ember-run \
+  //sdk/examples:fashion_mnist_train //bench:compute_floor >/dev/null
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+tmp="$(mktemp -d /tmp/ember-bench.XXXXXX)"
+cleanup() {
+  stop_daemon
+  rm -rf "${tmp}"
+}
+trap cleanup EXIT
+
+start_daemon "${tmp}"
+"${ctl[@]}" dataset add fmnist-train --format idx --path "${data}" --split train >/dev/null
+"${ctl[@]}" dataset add fmnist-test --format idx --path "${data}" --split test >/dev/null
+
+rows=()
+for run in $(seq 1 "${repeat}"); do
+  echo "== run ${run}/${repeat}: trainer, ${ranks} ranks x ${epochs} epochs, batch ${batch}"
+  bazel-bin/sdk/launcher/ember-run --nproc "${ranks}" --socket "${tmp}/emberd.sock" \
+    --job "bench-${run}" -- \
+    bazel-bin/sdk/examples/fashion_mnist_train --epochs "${epochs}" --batch-size "${batch}" \
+    --seed "${run}" >"${tmp}/train.log" 2>&1
+  cat "${tmp}/train.log"
+  train_s="$(sed -n 's/^result: .*train_seconds=\([0-9.]*\).*/\1/p' "${tmp}/train.log")"
+  steps="$(sed -n 's/^epoch .* steps=\([0-9]*\).*/\1/p' "${tmp}/train.log" | awk '{s += $1} END {print s}')"
+  wait_s="$(sed -n 's/^epoch .* loader_wait_seconds=\([0-9.]*\).*/\1/p' "${tmp}/train.log" | awk '{s += $1} END {printf "%.2f", s}')"
+  accuracy="$(sed -n 's/^result: test_accuracy=\([0-9.]*\).*/\1/p' "${tmp}/train.log")"
+  [[ -n "${train_s}" && -n "${steps}" ]] || { echo "train_bench: no result from the trainer" >&2; exit 1; }
+
+  echo "== run ${run}/${repeat}: compute floor, ${steps} steps"
+  floor_out="$(bazel-bin/bench/compute_floor --data "${data}" --steps "${steps}" \
+    --batch-size "${batch}" --seed "${run}")"
+  echo "${floor_out}"
+  floor_s="$(sed -n 's/^floor: .*seconds=\([0-9.]*\) .*/\1/p' <<<"${floor_out}")"
+  rows+=("| ${run} | ${steps} | ${floor_s} | ${train_s} | $(awk -v a="${train_s}" -v b="${floor_s}" 'BEGIN { printf "%.2f", a / b }')x | ${wait_s} | ${accuracy} |")
+done
+
+mkdir -p bench/results
+{
+  echo
+  echo "## $(date -u +%Y-%m-%dT%H:%MZ) — $(machine)"
+  echo
+  echo "\`bench/train_bench.sh --ranks ${ranks} --epochs ${epochs} --batch-size ${batch} --repeat ${repeat}\`"
+  echo
+  echo "| run | steps per rank | floor s (1 process, 1 thread) | Ember trainer s (${ranks} ranks) | trainer / floor | rank 0 data wait s | test accuracy |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+} | tee -a bench/results/train_e2e.md
