@@ -10,13 +10,32 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <system_error>
+#include <utility>
 
 namespace ember::daemon {
 
 SharedMemory::~SharedMemory() {
   if (data_ != nullptr && data_ != MAP_FAILED) munmap(data_, size_);
   if (fd_ >= 0) close(fd_);
+}
+
+Status ReadableFile::ReadAt(uint64_t offset, size_t n, void* dst) const {
+  char* out = static_cast<char*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    EMBER_ASSIGN_OR_RETURN(const size_t got, ReadSome(offset + done, n - done, out + done));
+    if (got == 0) {
+      return DataLoss(path_ + ": truncated while reading: " + std::to_string(done) + " of " +
+                      std::to_string(n) + " bytes from byte " + std::to_string(offset));
+    }
+    done += got;
+  }
+  return Status::Ok();
 }
 
 namespace {
@@ -47,21 +66,6 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
-Status WriteAll(int fd, const std::string& contents, const std::string& path) {
-  const char* p = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(path + ": write", errno);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
 Status FsyncDir(const std::string& dir) {
   int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(dir + ": open directory", errno);
@@ -70,7 +74,134 @@ Status FsyncDir(const std::string& dir) {
   return Status::Ok();
 }
 
-class PosixEnv : public Env {
+// errno of an open(): no descriptors left is the system's state, not the file's fault
+// (ErrnoStatus already makes ENOMEM kResourceExhausted); an existing file is
+// kAlreadyExists.
+Status OpenErrnoStatus(const std::string& what, int err) {
+  if (err == EMFILE || err == ENFILE) return ResourceExhausted(what + ": " + std::strerror(err));
+  if (err == EEXIST) return AlreadyExists(what + ": " + std::strerror(err));
+  return ErrnoStatus(what, err);
+}
+
+// Opens `path` read-only and checks that it is a regular file; *size is its size.
+Result<int> OpenRegularFile(const std::string& path, uint64_t* size) {
+  int fd;
+  do {
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return OpenErrnoStatus(path + ": cannot open", errno);
+  FdCloser closer(fd);
+  struct stat st;
+  if (fstat(fd, &st) != 0) return ErrnoStatus(path + ": cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgument(path + ": not a regular file" +
+                           (S_ISDIR(st.st_mode) ? std::string(" (a directory)") : ""));
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return closer.Release();
+}
+
+uint64_t PageSize() {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+class PosixReadableFile : public ReadableFile {
+ public:
+  PosixReadableFile(std::string path, uint64_t size, int fd)
+      : ReadableFile(std::move(path), size), fd_(fd) {}
+  ~PosixReadableFile() override { close(fd_); }
+
+  Result<size_t> ReadSome(uint64_t offset, size_t n, void* dst) const override {
+    while (true) {
+      const ssize_t got = pread(fd_, dst, n, static_cast<off_t>(offset));
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno != EINTR) {
+        return ErrnoStatus(path() + ": read failed at byte " + std::to_string(offset), errno);
+      }
+    }
+  }
+
+  void WillNeed() const override { (void)posix_fadvise(fd_, 0, 0, POSIX_FADV_WILLNEED); }
+
+ private:
+  const int fd_;
+};
+
+class PosixMappedFile : public MappedFile {
+ public:
+  PosixMappedFile(std::string path, const char* data, uint64_t size)
+      : MappedFile(std::move(path), data, size) {}
+  ~PosixMappedFile() override {
+    if (data() != nullptr) munmap(const_cast<char*>(data()), static_cast<size_t>(size()));
+  }
+
+  Status Advise(Access access) const override {
+    if (data() == nullptr) return Status::Ok();
+    int advice = MADV_NORMAL;
+    switch (access) {
+      case Access::kNormal: advice = MADV_NORMAL; break;
+      case Access::kSequential: advice = MADV_SEQUENTIAL; break;
+      case Access::kRandom: advice = MADV_RANDOM; break;
+    }
+    if (madvise(const_cast<char*>(data()), static_cast<size_t>(size()), advice) != 0) {
+      return ErrnoStatus(path() + ": madvise", errno);
+    }
+    return Status::Ok();
+  }
+
+  void WillNeed(uint64_t offset, uint64_t length) const override {
+    if (data() == nullptr || offset >= size() || length == 0) return;
+    const uint64_t end = length > size() - offset ? size() : offset + length;
+    const uint64_t start = offset & ~(PageSize() - 1);  // madvise wants a page-aligned start
+    (void)madvise(const_cast<char*>(data()) + start, static_cast<size_t>(end - start),
+                  MADV_WILLNEED);
+  }
+};
+
+class PosixWritableFile : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : WritableFile(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  Status WriteAt(uint64_t offset, const void* data, size_t n) override {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t written = pwrite(fd_, p, n, static_cast<off_t>(offset));
+      if (written < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(path() + ": write " + std::to_string(n) + " bytes at byte " +
+                               std::to_string(offset),
+                           errno);
+      }
+      p += written;
+      offset += static_cast<uint64_t>(written);
+      n -= static_cast<size_t>(written);
+    }
+    return Status::Ok();
+  }
+
+  Status Sync() override {
+    if (fsync(fd_) != 0) return ErrnoStatus(path() + ": fsync", errno);
+    return Status::Ok();
+  }
+
+  void DontNeed() override { (void)posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED); }
+
+  Status Close() override {
+    const int fd = fd_;
+    fd_ = -1;
+    if (close(fd) != 0) return ErrnoStatus(path() + ": close", errno);
+    return Status::Ok();
+  }
+
+ private:
+  int fd_;  // -1 once closed
+};
+
+class PosixEnv final : public Env {
  public:
   Result<std::string> ReadFile(const std::string& path) override {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -110,19 +241,17 @@ class PosixEnv : public Env {
     static std::atomic<uint64_t> counter{0};
     const std::string tmp =
         path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter.fetch_add(1));
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus(tmp + ": create", errno);
-    Status status = WriteAll(fd, contents, tmp);
-    if (status.ok() && fsync(fd) != 0) status = ErrnoStatus(tmp + ": fsync", errno);
-    if (close(fd) != 0 && status.ok()) status = ErrnoStatus(tmp + ": close", errno);
-    if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
-      status = ErrnoStatus(path + ": rename from " + tmp, errno);
-    }
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, CreateWritableFile(tmp));
+    Status status = file->WriteAt(0, contents.data(), contents.size());
+    if (status.ok()) status = file->Sync();
+    const Status closed = file->Close();
+    if (status.ok()) status = closed;
+    if (status.ok()) status = Rename(tmp, path);
     if (!status.ok()) {
       unlink(tmp.c_str());
       return status;
     }
-    return FsyncDir(DirName(path));
+    return SyncDir(DirName(path));
   }
 
   bool FileExists(const std::string& path) override {
@@ -190,6 +319,72 @@ class PosixEnv : public Env {
     }
     return std::make_unique<SharedMemory>(closer.Release(), data, size);
   }
+
+  Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override {
+    uint64_t size = 0;
+    EMBER_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
+    return std::unique_ptr<ReadableFile>(std::make_unique<PosixReadableFile>(path, size, fd));
+  }
+
+  Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override {
+    uint64_t size = 0;
+    EMBER_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
+    FdCloser closer(fd);  // the mapping outlives the descriptor
+    if (size == 0) {
+      return std::unique_ptr<MappedFile>(std::make_unique<PosixMappedFile>(path, nullptr, 0));
+    }
+    void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) {
+      return ErrnoStatus(path + ": cannot map " + std::to_string(size) + " bytes", errno);
+    }
+    return std::unique_ptr<MappedFile>(
+        std::make_unique<PosixMappedFile>(path, static_cast<const char*>(data), size));
+  }
+
+  Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) override {
+    int fd;
+    do {
+      fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return OpenErrnoStatus(path + ": create", errno);
+    return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(path, fd));
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (rename(from.c_str(), to.c_str()) != 0) {
+      return ErrnoStatus(to + ": rename from " + from, errno);
+    }
+    return Status::Ok();
+  }
+
+  Status RenameNoReplace(const std::string& from, const std::string& to) override {
+    if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+      return Status::Ok();
+    }
+    const int err = errno;
+    if (err == EEXIST || err == ENOTEMPTY) return AlreadyExists(to + ": already exists");
+    if (err != EINVAL && err != ENOSYS) return ErrnoStatus(to + ": rename from " + from, err);
+    // The filesystem cannot refuse to replace: check, then rename (a small race).
+    struct stat st;
+    if (lstat(to.c_str(), &st) == 0) return AlreadyExists(to + ": already exists");
+    return Rename(from, to);
+  }
+
+  Result<bool> Exchange(const std::string& a, const std::string& b) override {
+    if (renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return true;
+    const int err = errno;
+    if (err == EINVAL || err == ENOSYS) return false;  // not supported here
+    return ErrnoStatus(b + ": exchange with " + a, err);
+  }
+
+  Status RemoveAll(const std::string& path) override {
+    std::error_code error;
+    std::filesystem::remove_all(path, error);
+    if (error) return ErrnoStatus(path + ": remove", error.value());
+    return Status::Ok();
+  }
+
+  Status SyncDir(const std::string& dir) override { return FsyncDir(dir); }
 
   uint64_t NowMicros() override {
     struct timespec ts;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "daemon/core/fault_env.h"
@@ -178,6 +180,206 @@ TEST_CASE("NowMicros is monotonic and advances") {
   CHECK(b < a + 5000000);
 }
 
+// Writes `contents` to `path` with plain std::ofstream (not through the Env under test).
+void WriteTestFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  REQUIRE(out.good());
+}
+
+std::string PatternBytes(size_t n) {
+  std::string bytes(n, '\0');
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>(i * 31 + i / 251);
+  return bytes;
+}
+
+TEST_CASE("OpenForRead reads any range, and a file that shrank is kDataLoss") {
+  auto env = NewPosixEnv();
+  const std::string dir = TestDir(*env, "readable");
+  const std::string path = dir + "/data";
+  const std::string contents = PatternBytes(100000);
+  WriteTestFile(path, contents);
+
+  auto file = env->OpenForRead(path);
+  REQUIRE(file.ok());
+  CHECK((*file)->path() == path);
+  REQUIRE((*file)->Size() == contents.size());
+  std::string all(contents.size(), '\0');
+  REQUIRE((*file)->ReadAt(0, all.size(), &all[0]).ok());
+  CHECK(all == contents);
+  std::string middle(1000, '\0');
+  REQUIRE((*file)->ReadAt(4095, middle.size(), &middle[0]).ok());
+  CHECK(middle == contents.substr(4095, 1000));
+  CHECK((*file)->ReadAt(contents.size(), 0, nullptr).ok());
+  auto some = (*file)->ReadSome(contents.size() - 10, 100, &middle[0]);
+  REQUIRE(some.ok());
+  CHECK(*some == 10);
+  (*file)->WillNeed();  // a hint; nothing to check but that it returns
+
+  // Size() stays what it was at open; reads see the file end early.
+  REQUIRE(truncate(path.c_str(), 5000) == 0);
+  CHECK((*file)->Size() == contents.size());
+  Status s = (*file)->ReadAt(4000, 2000, &all[0]);
+  CHECK(s.code() == StatusCode::kDataLoss);
+  CHECK(s.message() == path + ": truncated while reading: 1000 of 2000 bytes from byte 4000");
+}
+
+TEST_CASE("OpenForRead errors name the path; out of descriptors is kResourceExhausted") {
+  auto env = NewPosixEnv();
+  const std::string dir = TestDir(*env, "readable_errors");
+  auto missing = env->OpenForRead(dir + "/missing");
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains(dir + "/missing: cannot open: "));
+  auto directory = env->OpenForRead(dir);
+  CHECK(directory.status().code() == StatusCode::kInvalidArgument);
+  CHECK(directory.status().message() == dir + ": not a regular file (a directory)");
+
+  // With the descriptor limit at the lowest free descriptor, open() fails with EMFILE.
+  WriteTestFile(dir + "/f", "x");
+  const int lowest_free = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(lowest_free >= 0);
+  close(lowest_free);
+  struct rlimit saved;
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  struct rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  auto no_fds = env->OpenForRead(dir + "/f");
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  CHECK(no_fds.status().code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(no_fds.status().message(), Catch::Contains(dir + "/f: cannot open: "));
+  CHECK(env->OpenForRead(dir + "/f").ok());
+}
+
+TEST_CASE("MapReadOnly maps the whole file read-only") {
+  auto env = NewPosixEnv();
+  const std::string path = TestDir(*env, "map") + "/data";
+  const std::string contents = PatternBytes(10000);
+  WriteTestFile(path, contents);
+
+  Result<std::unique_ptr<MappedFile>> file = env->MapReadOnly(path);
+  REQUIRE(file.ok());
+  CHECK((*file)->path() == path);
+  REQUIRE((*file)->size() == contents.size());
+  CHECK(std::string((*file)->data(), contents.size()) == contents);
+
+  for (auto access : {MappedFile::Access::kSequential, MappedFile::Access::kRandom,
+                      MappedFile::Access::kNormal}) {
+    CHECK((*file)->Advise(access).ok());
+  }
+  // Hints past the end or longer than the file are clamped, not errors.
+  (*file)->WillNeed(0, contents.size());
+  (*file)->WillNeed(4097, 1 << 30);
+  (*file)->WillNeed(contents.size(), 10);
+  (*file)->WillNeed(uint64_t{1} << 62, uint64_t{1} << 62);
+  CHECK(std::string((*file)->data(), contents.size()) == contents);
+}
+
+TEST_CASE("MapReadOnly of an empty file has no data") {
+  auto env = NewPosixEnv();
+  const std::string path = TestDir(*env, "map_empty") + "/empty";
+  WriteTestFile(path, "");
+  Result<std::unique_ptr<MappedFile>> file = env->MapReadOnly(path);
+  REQUIRE(file.ok());
+  CHECK((*file)->size() == 0);
+  CHECK((*file)->data() == nullptr);
+  CHECK((*file)->Advise(MappedFile::Access::kRandom).ok());
+  (*file)->WillNeed(0, 100);
+}
+
+TEST_CASE("MapReadOnly errors name the path") {
+  auto env = NewPosixEnv();
+  const std::string dir = TestDir(*env, "map_errors");
+  Result<std::unique_ptr<MappedFile>> missing = env->MapReadOnly(dir + "/missing");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains(dir + "/missing"));
+  Result<std::unique_ptr<MappedFile>> directory = env->MapReadOnly(dir);
+  REQUIRE_FALSE(directory.ok());
+  CHECK(directory.status().code() == StatusCode::kInvalidArgument);
+  CHECK(directory.status().message() == dir + ": not a regular file (a directory)");
+}
+
+TEST_CASE("CreateWritableFile writes at offsets, syncs, closes, and never replaces") {
+  auto env = NewPosixEnv();
+  const std::string dir = TestDir(*env, "writable");
+  const std::string path = dir + "/out";
+  auto file = env->CreateWritableFile(path);
+  REQUIRE(file.ok());
+  CHECK((*file)->path() == path);
+  const std::string big = PatternBytes(3 << 20);
+  REQUIRE((*file)->WriteAt(8, big.data(), big.size()).ok());
+  REQUIRE((*file)->WriteAt(0, "header!!", 8).ok());  // a positioned write, as shards do
+  REQUIRE((*file)->Sync().ok());
+  (*file)->DontNeed();
+  REQUIRE((*file)->Close().ok());
+  CHECK(*env->ReadFile(path) == "header!!" + big);
+
+  auto again = env->CreateWritableFile(path);
+  CHECK(again.status().code() == StatusCode::kAlreadyExists);
+  CHECK_THAT(again.status().message(), Catch::Contains(path + ": create: "));
+  CHECK(*env->ReadFile(path) == "header!!" + big);
+  auto no_dir = env->CreateWritableFile(dir + "/none/out");
+  CHECK(no_dir.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(no_dir.status().message(), Catch::Contains(dir + "/none/out"));
+
+  // Destruction without Close closes the file; what was written stays.
+  {
+    auto unclosed = env->CreateWritableFile(dir + "/unclosed");
+    REQUIRE(unclosed.ok());
+    REQUIRE((*unclosed)->WriteAt(0, "abc", 3).ok());
+  }
+  CHECK(*env->ReadFile(dir + "/unclosed") == "abc");
+}
+
+TEST_CASE("Rename, RenameNoReplace, Exchange, RemoveAll and SyncDir") {
+  auto env = NewPosixEnv();
+  const std::string dir = TestDir(*env, "rename");
+  REQUIRE(env->WriteFileAtomic(dir + "/a", "A").ok());
+  REQUIRE(env->WriteFileAtomic(dir + "/b", "B").ok());
+
+  REQUIRE(env->Rename(dir + "/a", dir + "/c").ok());
+  CHECK(*env->ReadFile(dir + "/c") == "A");
+  CHECK_FALSE(env->FileExists(dir + "/a"));
+  REQUIRE(env->Rename(dir + "/c", dir + "/b").ok());  // replaces
+  CHECK(*env->ReadFile(dir + "/b") == "A");
+  Status missing = env->Rename(dir + "/a", dir + "/d");
+  CHECK(missing.code() == StatusCode::kNotFound);
+  CHECK(missing.message() == dir + "/d: rename from " + dir + "/a: No such file or directory");
+
+  REQUIRE(env->WriteFileAtomic(dir + "/e", "E").ok());
+  Status exists = env->RenameNoReplace(dir + "/e", dir + "/b");
+  CHECK(exists.code() == StatusCode::kAlreadyExists);
+  CHECK_THAT(exists.message(), Catch::Contains(dir + "/b"));
+  CHECK(*env->ReadFile(dir + "/b") == "A");
+  CHECK(*env->ReadFile(dir + "/e") == "E");
+  REQUIRE(env->RenameNoReplace(dir + "/e", dir + "/f").ok());
+  CHECK(*env->ReadFile(dir + "/f") == "E");
+
+  // Directories too: a full one is exchanged with a file.
+  REQUIRE(env->CreateDirs(dir + "/sub/deeper").ok());
+  REQUIRE(env->WriteFileAtomic(dir + "/sub/deeper/g", "G").ok());
+  Result<bool> exchanged = env->Exchange(dir + "/sub", dir + "/f");
+  REQUIRE(exchanged.ok());
+  if (*exchanged) {  // false only on filesystems without RENAME_EXCHANGE
+    CHECK(*env->ReadFile(dir + "/sub") == "E");
+    CHECK(*env->ReadFile(dir + "/f/deeper/g") == "G");
+    REQUIRE(env->Exchange(dir + "/sub", dir + "/f").ok());
+  }
+  CHECK(env->Exchange(dir + "/none", dir + "/f").status().code() == StatusCode::kNotFound);
+
+  REQUIRE(env->RemoveAll(dir + "/sub").ok());
+  CHECK_FALSE(env->FileExists(dir + "/sub"));
+  REQUIRE(env->RemoveAll(dir + "/sub").ok());  // already gone
+  REQUIRE(env->RemoveAll(dir + "/f").ok());    // a file
+  CHECK(*env->ListDir(dir) == std::vector<std::string>{"b"});
+
+  CHECK(env->SyncDir(dir).ok());
+  Status no_dir = env->SyncDir(dir + "/none");
+  CHECK(no_dir.code() == StatusCode::kNotFound);
+  CHECK_THAT(no_dir.message(), Catch::Contains(dir + "/none"));
+}
+
 TEST_CASE("FaultEnv fails only the chosen paths and forwards the rest") {
   auto base = NewPosixEnv();
   std::string dir = TestDir(*base, "fault");
@@ -205,6 +407,77 @@ TEST_CASE("FaultEnv fails only the chosen paths and forwards the rest") {
   CHECK(*env.ReadFile(b) == "b");
   CHECK(env.IsDirectory(dir));
   CHECK(env.ListDir(dir)->size() == 2);
+}
+
+TEST_CASE("FaultEnv fails reads, mappings, writes and renames of the chosen paths") {
+  auto base = NewPosixEnv();
+  const std::string dir = TestDir(*base, "fault_files");
+  FaultEnv env(base.get());
+  const std::string a = dir + "/a";
+  const std::string b = dir + "/b";
+  const std::string contents = PatternBytes(5000);
+  WriteTestFile(a, contents);
+  WriteTestFile(b, contents);
+  std::string buffer(contents.size(), '\0');
+
+  env.FailReadAt(a, Internal("Input/output error"));
+  env.ShortenReads(b, 100);
+  env.FailMapReadOnly(a, ResourceExhausted("cannot map 5000 bytes: out of memory"));
+  {
+    auto file = env.OpenForRead(a);  // opens; reads fail
+    REQUIRE(file.ok());
+    CHECK((*file)->Size() == contents.size());
+    Status s = (*file)->ReadAt(0, 10, &buffer[0]);
+    CHECK(s.code() == StatusCode::kInternal);
+    CHECK(s.message() == a + ": Input/output error");
+  }
+  {
+    auto file = env.OpenForRead(b);  // its real size, but reads end at byte 100
+    REQUIRE(file.ok());
+    CHECK((*file)->Size() == contents.size());
+    REQUIRE((*file)->ReadAt(50, 50, &buffer[0]).ok());
+    CHECK(buffer.substr(0, 50) == contents.substr(50, 50));
+    Status s = (*file)->ReadAt(0, contents.size(), &buffer[0]);
+    CHECK(s.code() == StatusCode::kDataLoss);
+    CHECK(s.message() == b + ": truncated while reading: 100 of 5000 bytes from byte 0");
+  }
+  auto mapped = env.MapReadOnly(a);
+  CHECK(mapped.status().code() == StatusCode::kResourceExhausted);
+  CHECK(mapped.status().message() == a + ": cannot map 5000 bytes: out of memory");
+  REQUIRE(env.MapReadOnly(b).ok());
+
+  env.FailWriteAt(dir + "/w", ResourceExhausted("No space left on device"));
+  {
+    auto file = env.CreateWritableFile(dir + "/w");  // created; writes fail
+    REQUIRE(file.ok());
+    Status s = (*file)->WriteAt(0, "x", 1);
+    CHECK(s.code() == StatusCode::kResourceExhausted);
+    CHECK(s.message() == dir + "/w: No space left on device");
+    CHECK((*file)->Close().ok());
+  }
+  CHECK(base->ReadFile(dir + "/w")->empty());
+
+  env.FailRename(b, Internal("rename refused"));
+  CHECK(env.Rename(a, b).message() == b + ": rename refused");
+  CHECK(env.RenameNoReplace(b, dir + "/c").message() == b + ": rename refused");
+  CHECK(env.Exchange(a, b).status().message() == b + ": rename refused");
+  CHECK(*base->ReadFile(a) == contents);
+  CHECK(*base->ReadFile(b) == contents);
+  REQUIRE(env.Rename(a, dir + "/c").ok());  // other paths are not affected
+
+  env.DisableExchange();
+  Result<bool> exchanged = env.Exchange(dir + "/c", dir + "/w");
+  REQUIRE(exchanged.ok());
+  CHECK_FALSE(*exchanged);
+  CHECK(*base->ReadFile(dir + "/c") == contents);
+
+  env.ClearFaults();
+  auto file = env.OpenForRead(b);
+  REQUIRE(file.ok());
+  REQUIRE((*file)->ReadAt(0, contents.size(), &buffer[0]).ok());
+  CHECK(buffer == contents);
+  CHECK(env.MapReadOnly(dir + "/c").ok());
+  CHECK(env.Rename(dir + "/c", a).ok());
 }
 
 }  // namespace

@@ -1,10 +1,5 @@
 #include "daemon/data/image/imagefolder.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -57,45 +52,28 @@ class CompactListing {
   std::vector<int64_t> labels_;
 };
 
-// Reads a whole file with pread into `buffer`. Failures of the file itself are kDataLoss
-// (the sample is lost); running out of descriptors or memory is not.
-Status ReadImageFile(const std::string& path, PixelBuffer& buffer, size_t* size) {
-  auto failure = [&](const std::string& what, int err) {
-    if (err == EMFILE || err == ENFILE || err == ENOMEM) {
-      return ErrnoStatus(path + ": " + what, err);
-    }
-    return DataLoss(path + ": " + what + ": " + std::strerror(err));
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return failure("cannot open", errno);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return failure("cannot stat", errno);
-  if (!S_ISREG(st.st_mode)) return DataLoss(path + ": not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+// A failure to read a sample's file: the file's own (missing, unreadable, not a regular
+// file, truncated) loses the sample, kDataLoss with the Env's message, which names the
+// path; running out of descriptors or memory (kResourceExhausted) is not the file's.
+Status FileFailure(const Status& status) {
+  if (status.code() == StatusCode::kResourceExhausted) return status;
+  return DataLoss(status.message());
+}
+
+// Reads the whole file at `path` into `buffer`.
+Status ReadImageFile(Env& env, const std::string& path, PixelBuffer& buffer, size_t* size) {
+  Result<std::unique_ptr<ReadableFile>> file = env.OpenForRead(path);
+  if (!file.ok()) return FileFailure(file.status());
+  const uint64_t file_size = (*file)->Size();
   if (file_size > kMaxFileBytes) {
     return DataLoss(path + ": file is " + std::to_string(file_size) +
                     " bytes, over the limit of " + std::to_string(kMaxFileBytes) +
                     " bytes for one image");
   }
   uint8_t* data = buffer.Reserve(file_size == 0 ? 1 : file_size);
-  uint64_t done = 0;
-  while (done < file_size) {
-    const ssize_t n = ::pread(fd, data + done, file_size - done, static_cast<off_t>(done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return failure("read failed at byte " + std::to_string(done), errno);
-    }
-    if (n == 0) {
-      return DataLoss(path + ": truncated while reading: " + std::to_string(done) + " of " +
-                      std::to_string(file_size) + " bytes");
-    }
-    done += static_cast<uint64_t>(n);
-  }
-  *size = file_size;
+  Status status = (*file)->ReadAt(0, static_cast<size_t>(file_size), data);
+  if (!status.ok()) return FileFailure(status);
+  *size = static_cast<size_t>(file_size);
   return Status::Ok();
 }
 
@@ -123,7 +101,7 @@ Result<Folder> OpenFolder(Env& env, const DatasetSpec& spec) {
 
 class ImageFolderSource : public Source {
  public:
-  explicit ImageFolderSource(Folder folder) : folder_(std::move(folder)) {}
+  ImageFolderSource(Env& env, Folder folder) : env_(env), folder_(std::move(folder)) {}
 
   const DatasetInfo& info() const override { return folder_.info; }
 
@@ -136,7 +114,7 @@ class ImageFolderSource : public Source {
     thread_local PixelBuffer file;
     const std::string path = folder_.listing.path(id);
     size_t size = 0;
-    Status status = ReadImageFile(path, file, &size);
+    Status status = ReadImageFile(env_, path, file, &size);
     if (status.ok()) {
       status = folder_.pipeline.Run(path, file.Reserve(size), size, context.seed, context.epoch,
                                     id, dsts[0]);
@@ -150,18 +128,17 @@ class ImageFolderSource : public Source {
 
   bool ParallelDecode() const override { return true; }
 
-  // open + fadvise + close: readahead starts in the background and no descriptor is held.
+  // Open, hint, close: readahead starts in the background and no descriptor is held.
   void Prefetch(const uint64_t* ids, size_t count) const override {
     for (size_t i = 0; i < count; ++i) {
       if (ids[i] >= folder_.info.count) continue;
-      const int fd = ::open(folder_.listing.path(ids[i]).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;  // ReadSample reports it
-      (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
-      ::close(fd);
+      Result<std::unique_ptr<ReadableFile>> file = env_.OpenForRead(folder_.listing.path(ids[i]));
+      if (file.ok()) (*file)->WillNeed();  // else ReadSample reports it
     }
   }
 
  private:
+  Env& env_;
   const Folder folder_;
 };
 
@@ -174,7 +151,7 @@ Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec) {
 
 Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec) {
   EMBER_ASSIGN_OR_RETURN(Folder folder, OpenFolder(env, spec));
-  return std::unique_ptr<Source>(std::make_unique<ImageFolderSource>(std::move(folder)));
+  return std::unique_ptr<Source>(std::make_unique<ImageFolderSource>(env, std::move(folder)));
 }
 
 }  // namespace ember::daemon

@@ -14,7 +14,9 @@
 //
 // Registration checks the pipeline and the directory structure only: image headers are
 // not read (probing a million files would take minutes). A corrupt file surfaces when
-// its sample is read: ReadSample fails with kDataLoss "<path>: <reason>".
+// its sample is read: ReadSample fails with kDataLoss "<path>: <reason>", also when the
+// file cannot be read (missing, an I/O error, truncated); running out of descriptors or
+// memory is kResourceExhausted instead. All file access goes through the Env.
 #ifndef EMBER_DAEMON_DATA_IMAGE_IMAGEFOLDER_H_
 #define EMBER_DAEMON_DATA_IMAGE_IMAGEFOLDER_H_
 
@@ -33,9 +35,10 @@ namespace ember::daemon {
 Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec);
 
 // As ProbeImageFolder, returning a Source that decodes on demand: ParallelDecode() is
-// true; Prefetch() asks the kernel to read the files ahead (posix_fadvise WILLNEED);
-// ReadSample reads the file (pread), decodes it and writes the pipeline's output into
-// dsts[0] and the label into dsts[1]. Thread-safe.
+// true; Prefetch() asks the kernel to read the files ahead (ReadableFile::WillNeed);
+// ReadSample reads the file (Env::OpenForRead), decodes it and writes the pipeline's
+// output into dsts[0] and the label into dsts[1]. Thread-safe. The source reads through
+// `env`, which must outlive it.
 Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec);
 
 }  // namespace ember::daemon

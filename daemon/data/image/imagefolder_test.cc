@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/core/fault_env.h"
 #include "daemon/data/image/image_testing.h"
 #include "daemon/data/image/pipeline.h"
 #include "daemon/data/source_testing.h"
@@ -214,6 +215,38 @@ TEST_CASE("corrupt files fail their own sample as data loss, naming the file") {
   // A file removed after registration is a lost sample too.
   std::remove((root + "/x/0-good.jpg").c_str());
   CHECK(Contains(failure(0), root + "/x/0-good.jpg: cannot open: "));
+}
+
+TEST_CASE("a file that cannot be read is a lost sample naming the file, not a failed source") {
+  auto posix = NewPosixEnv();
+  FaultEnv env(posix.get());
+  const std::string root = MakeFolder("read_faults");
+  auto source = MustLoad(env, Spec(root));
+  const std::string bad_sector = root + "/a/1.JPEG";
+  const std::string shrunk = root + "/c/2.png";
+  const uint64_t shrunk_size = EncodePng(SolidImage(10, 10, {0, 0, 255})).size();
+  env.FailReadAt(bad_sector, Internal("read failed at byte 0: Input/output error"));
+  env.ShortenReads(shrunk, 20);
+
+  // What on_error decides on: kDataLoss for the bad samples, the others still decode.
+  const Sample io_error = Read(*source, 1);
+  CHECK(io_error.status.code() == StatusCode::kDataLoss);
+  CHECK(io_error.status.message() == bad_sector + ": read failed at byte 0: Input/output error");
+  const Sample truncated = Read(*source, 2);
+  CHECK(truncated.status.code() == StatusCode::kDataLoss);
+  CHECK(truncated.status.message() == shrunk + ": truncated while reading: 20 of " +
+                                          std::to_string(shrunk_size) + " bytes from byte 0");
+  CHECK(Read(*source, 0).status.ok());
+  CHECK(Read(*source, 3).status.ok());
+  const uint64_t ids[] = {1, 2};
+  source->Prefetch(ids, 2);  // a hint: faults do not matter
+
+  // Out of memory or descriptors is not the file's fault: not a lost sample.
+  env.FailReadAt(root + "/a/0.jpg", ResourceExhausted("read failed at byte 0: out of memory"));
+  CHECK(Read(*source, 0).status.code() == StatusCode::kResourceExhausted);
+
+  env.ClearFaults();
+  for (uint64_t id = 0; id < 4; ++id) CHECK(Read(*source, id).status.ok());
 }
 
 TEST_CASE("folder errors") {

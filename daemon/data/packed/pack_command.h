@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <string>
 
+#include "daemon/core/env.h"
+
 namespace CLI {
 class App;
 }
@@ -28,9 +30,13 @@ struct PackCommand {
 // parse). Returns the subcommand; `if (*sub)` tells whether it was given.
 CLI::App* AddPackCommand(CLI::App& app, PackCommand* command);
 
-// Packs; prints progress to `err` (at most one line every 2 seconds, unless quiet), then
-// a one-line summary to `out`, or "emberctl: pack SRC -> OUT: <error>" to `err`.
-// Returns the process exit status: 0 on success, 1 on failure, 2 for an unknown format.
+// Packs through `env`; prints progress to `err` (at most one line every 2 seconds, unless
+// quiet), then a one-line summary to `out`, or "emberctl: pack SRC -> OUT: <error>" to
+// `err`. Returns the process exit status: 0 on success, 1 on failure, 2 for an unknown
+// format.
+int RunPackCommand(Env& env, const PackCommand& command, std::FILE* out, std::FILE* err);
+
+// As above through a PosixEnv of its own: emberctl's entry point.
 int RunPackCommand(const PackCommand& command, std::FILE* out, std::FILE* err);
 
 }  // namespace ember::daemon

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/core/fault_env.h"
 #include "daemon/data/packed/pack_testing.h"
 #include "daemon/data/packed/packed_dataset.h"
 
@@ -84,6 +85,29 @@ TEST_CASE("RunPackCommand packs, prints a summary, and reports failures") {
   CHECK(RunPackCommand(command, out, err) == 0);
   command.format = "tar";
   CHECK(RunPackCommand(command, out, err) == 2);
+  std::fclose(out);
+  std::fclose(err);
+}
+
+TEST_CASE("RunPackCommand reports a failed final rename and leaves nothing behind") {
+  const std::string parent = PackTestDir("command_rename");
+  MakeImageFolder(parent + "/src", 2, 500);
+  auto posix = NewPosixEnv();
+  FaultEnv env(posix.get());
+  env.FailRename(parent + "/out", FailedPrecondition("rename: Permission denied"));
+  PackCommand command;
+  command.src = parent + "/src";
+  command.out = parent + "/out";
+  command.quiet = true;
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  REQUIRE(out != nullptr);
+  REQUIRE(err != nullptr);
+  CHECK(RunPackCommand(env, command, out, err) == 1);
+  CHECK(Contents(out).empty());
+  CHECK(Contents(err) == "emberctl: pack " + parent + "/src -> " + parent + "/out: " + parent +
+                             "/out: rename: Permission denied\n");
+  CHECK(DirEntries(parent) == std::vector<std::string>{"src"});
   std::fclose(out);
   std::fclose(err);
 }

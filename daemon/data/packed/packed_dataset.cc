@@ -48,7 +48,7 @@ Result<std::unique_ptr<PackedDataset>> PackedDataset::Open(Env& env, const std::
   uint64_t first_id = 0;
   for (size_t i = 0; i < manifest.shards.size(); ++i) {
     Shard& shard = dataset->shards_[i];
-    EMBER_RETURN_IF_ERROR(OpenShard(dir, manifest.shards[i], static_cast<uint32_t>(i),
+    EMBER_RETURN_IF_ERROR(OpenShard(env, dir, manifest.shards[i], static_cast<uint32_t>(i),
                                     manifest.class_names.size(), &shard));
     shard.first_id = first_id;
     dataset->first_ids_.push_back(first_id);
@@ -57,10 +57,11 @@ Result<std::unique_ptr<PackedDataset>> PackedDataset::Open(Env& env, const std::
   return dataset;
 }
 
-Status PackedDataset::OpenShard(const std::string& dir, const packed::ManifestShard& entry,
-                                uint32_t number, size_t class_count, Shard* shard) {
+Status PackedDataset::OpenShard(Env& env, const std::string& dir,
+                                const packed::ManifestShard& entry, uint32_t number,
+                                size_t class_count, Shard* shard) {
   const std::string path = dir + "/" + entry.file_name;
-  EMBER_ASSIGN_OR_RETURN(shard->file, MappedFile::Open(path));
+  EMBER_ASSIGN_OR_RETURN(shard->file, env.MapReadOnly(path));
   const MappedFile& file = *shard->file;
   if (file.size() != entry.file_bytes) {
     return DataLoss(path + ": " + (file.size() < entry.file_bytes ? "truncated: " : "") +

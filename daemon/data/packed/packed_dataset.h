@@ -1,6 +1,6 @@
 // PackedDataset: a packed dataset directory (format.h) opened for reading. Shards are
-// mapped read-only and shared (the page cache, no copy), so a record is a pointer into
-// the mapping and reading one costs no syscall.
+// mapped read-only and shared (Env::MapReadOnly: the page cache, no copy), so a record is
+// a pointer into the mapping and reading one costs no syscall.
 #ifndef EMBER_DAEMON_DATA_PACKED_PACKED_DATASET_H_
 #define EMBER_DAEMON_DATA_PACKED_PACKED_DATASET_H_
 
@@ -13,7 +13,6 @@
 
 #include "daemon/core/env.h"
 #include "daemon/data/packed/format.h"
-#include "daemon/data/tokens/mapped_file.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -38,7 +37,7 @@ struct PackedRecord {
 class PackedDataset {
  public:
   // Opens the packed dataset in `dir`: reads the manifest through `env` and checks its
-  // checksum, then maps each shard and checks its size, header and header checksum
+  // checksum, then maps each shard through `env` and checks its size, header and header checksum
   // against the manifest, the index checksum, and every index entry's bounds (records
   // inside the shard, in order, not overlapping; paths inside the path table; labels in
   // [0, class count) when the manifest names classes). Record bytes are not read (see
@@ -84,7 +83,7 @@ class PackedDataset {
   };
 
   PackedDataset() = default;
-  static Status OpenShard(const std::string& dir, const packed::ManifestShard& entry,
+  static Status OpenShard(Env& env, const std::string& dir, const packed::ManifestShard& entry,
                           uint32_t number, size_t class_count, Shard* shard);
   uint32_t ShardOf(uint64_t id) const;
 

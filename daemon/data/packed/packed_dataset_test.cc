@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/core/fault_env.h"
 #include "daemon/data/packed/format.h"
 #include "daemon/data/packed/pack_testing.h"
 #include "daemon/data/packed/writer.h"
@@ -191,6 +192,14 @@ TEST_CASE("Corruption is detected and named") {
     REQUIRE_FALSE(d.ok());
     CHECK(d.status().code() == StatusCode::kNotFound);
     CHECK_THAT(d.status().message(), Contains(shard1));
+  }
+  SECTION("a shard that cannot be mapped fails Open, naming it") {
+    FaultEnv faulty(env.get());
+    faulty.FailMapReadOnly(shard1, ResourceExhausted("cannot map: Cannot allocate memory"));
+    auto d = PackedDataset::Open(faulty, out);
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.status().code() == StatusCode::kResourceExhausted);
+    CHECK(d.status().message() == shard1 + ": cannot map: Cannot allocate memory");
   }
   SECTION("a corrupt manifest fails Open") {
     FlipByte(out + "/manifest", 20);

@@ -2,16 +2,10 @@
 
 #include "daemon/core/paths.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 #include <utility>
 
 #include "daemon/data/packed/packed_dataset.h"
@@ -31,23 +25,12 @@ std::string ParentDir(const std::string& path) {
   return path.substr(0, slash);
 }
 
-Status FsyncDir(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(dir + ": open directory", errno);
-  Status status;
-  if (fsync(fd) != 0) status = ErrnoStatus(dir + ": fsync directory", errno);
-  close(fd);
-  return status;
-}
-
 // Makes a rename in `dir` durable. Best effort: it runs after the dataset is in place,
 // where failing the pack could no longer undo it (every file was already fsynced).
-void SyncParent(const std::string& dir) { (void)FsyncDir(dir); }
+void SyncParent(Env& env, const std::string& dir) { (void)env.SyncDir(dir); }
 
-void RemoveTree(const std::string& path) {
-  std::error_code ignored;
-  std::filesystem::remove_all(path, ignored);
-}
+// Best effort: runs on the way out of a pack that failed or of one already in place.
+void RemoveTree(Env& env, const std::string& path) { (void)env.RemoveAll(path); }
 
 // True if `dir` holds a file named "manifest" that starts with the manifest magic.
 bool IsPackedDataset(Env& env, const std::string& dir) {
@@ -64,20 +47,15 @@ bool IsEmptyDirectory(Env& env, const std::string& dir) {
 }  // namespace
 
 // A shard file being written front to back through a buffer, then finished with a
-// positioned write of its header. errno is converted here; errors name the file.
+// positioned write of its header. Errors (from the Env) name the file.
 class PackWriter::ShardFile {
  public:
-  static Result<std::unique_ptr<ShardFile>> Create(const std::string& path) {
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus(path + ": create", errno);
-    return std::unique_ptr<ShardFile>(new ShardFile(path, fd));
+  static Result<std::unique_ptr<ShardFile>> Create(Env& env, const std::string& path) {
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env.CreateWritableFile(path));
+    return std::unique_ptr<ShardFile>(new ShardFile(std::move(file)));
   }
 
-  ~ShardFile() {
-    if (fd_ >= 0) close(fd_);
-  }
-
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_->path(); }
   uint64_t position() const { return position_; }
 
   Status Append(const void* data, size_t n) {
@@ -109,41 +87,24 @@ class PackWriter::ShardFile {
   }
 
   Status WriteAt(uint64_t offset, const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t written = pwrite(fd_, p, n, static_cast<off_t>(offset));
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoStatus(path_ + ": write " + std::to_string(n) + " bytes at byte " +
-                               std::to_string(offset),
-                           errno);
-      }
-      p += written;
-      offset += static_cast<uint64_t>(written);
-      n -= static_cast<size_t>(written);
-    }
-    return Status::Ok();
+    return file_->WriteAt(offset, data, n);
   }
 
-  // Flushes, fsyncs and closes; then drops the file from the page cache, so that
-  // verification reads it back from the disk and packing does not evict everything else.
+  // Flushes, fsyncs, drops the file from the page cache (so that verification reads it
+  // back from the disk and packing does not evict everything else) and closes.
   Status SyncAndClose() {
     EMBER_RETURN_IF_ERROR(Flush());
-    if (fsync(fd_) != 0) return ErrnoStatus(path_ + ": fsync", errno);
-    (void)posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
-    const int fd = fd_;
-    fd_ = -1;
-    if (close(fd) != 0) return ErrnoStatus(path_ + ": close", errno);
-    return Status::Ok();
+    EMBER_RETURN_IF_ERROR(file_->Sync());
+    file_->DontNeed();
+    return file_->Close();
   }
 
  private:
-  ShardFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+  explicit ShardFile(std::unique_ptr<WritableFile> file) : file_(std::move(file)) {
     buffer_.reserve(kWriteBufferBytes);
   }
 
-  const std::string path_;
-  int fd_;
+  const std::unique_ptr<WritableFile> file_;
   uint64_t position_ = 0;  // logical end of the file, buffered bytes included
   std::string buffer_;     // bytes [position_ - buffer_.size(), position_)
 };
@@ -177,7 +138,9 @@ Result<std::unique_ptr<PackWriter>> PackWriter::Create(Env& env, const std::stri
     }
   }
   const std::string temp = out + ".tmp-" + std::to_string(getpid());
-  if (env.FileExists(temp)) RemoveTree(temp);  // left by a crashed pack with our pid
+  if (env.FileExists(temp)) {  // left by a crashed pack with our pid
+    EMBER_RETURN_IF_ERROR(env.RemoveAll(temp));
+  }
   EMBER_RETURN_IF_ERROR(env.CreateDirs(temp));
 
   packed::Manifest manifest;
@@ -201,7 +164,7 @@ PackWriter::PackWriter(Env& env, PackOptions options, std::string out_dir, std::
 PackWriter::~PackWriter() {
   if (!done_) {
     shard_.reset();
-    RemoveTree(temp_dir_);
+    RemoveTree(env_, temp_dir_);
   }
 }
 
@@ -209,7 +172,7 @@ Status PackWriter::Fail(Status status) {
   if (status_.ok()) status_ = status;
   if (!done_) {
     shard_.reset();
-    RemoveTree(temp_dir_);
+    RemoveTree(env_, temp_dir_);
     done_ = true;
   }
   return status_;
@@ -217,8 +180,8 @@ Status PackWriter::Fail(Status status) {
 
 Status PackWriter::StartShard() {
   const uint32_t number = static_cast<uint32_t>(manifest_.shards.size());
-  EMBER_ASSIGN_OR_RETURN(shard_,
-                         ShardFile::Create(temp_dir_ + "/" + packed::ShardFileName(number)));
+  EMBER_ASSIGN_OR_RETURN(
+      shard_, ShardFile::Create(env_, temp_dir_ + "/" + packed::ShardFileName(number)));
   entries_.clear();
   paths_.clear();
   // The header is written last; until then the file starts with zeros (no valid magic).
@@ -328,48 +291,32 @@ Status PackWriter::MoveIntoPlace() {
   const std::string parent = ParentDir(out_dir_);
   const bool replace = options_.overwrite && env_.FileExists(out_dir_);
   if (!replace) {
-    if (renameat2(AT_FDCWD, temp_dir_.c_str(), AT_FDCWD, out_dir_.c_str(), RENAME_NOREPLACE) != 0) {
-      const int err = errno;
-      if (err == EEXIST || err == ENOTEMPTY) {
-        return AlreadyExists(out_dir_ + ": appeared while packing; left as it is");
-      }
-      if (err != EINVAL && err != ENOSYS) {
-        return ErrnoStatus(out_dir_ + ": rename from " + temp_dir_, err);
-      }
-      // The filesystem cannot refuse to replace: check, then rename (a small race).
-      if (env_.FileExists(out_dir_)) {
-        return AlreadyExists(out_dir_ + ": appeared while packing; left as it is");
-      }
-      if (rename(temp_dir_.c_str(), out_dir_.c_str()) != 0) {
-        return ErrnoStatus(out_dir_ + ": rename from " + temp_dir_, errno);
-      }
+    Status status = env_.RenameNoReplace(temp_dir_, out_dir_);
+    if (status.code() == StatusCode::kAlreadyExists) {
+      return AlreadyExists(out_dir_ + ": appeared while packing; left as it is");
     }
-    SyncParent(parent);
+    EMBER_RETURN_IF_ERROR(status);
+    SyncParent(env_, parent);
     return Status::Ok();
   }
-  if (renameat2(AT_FDCWD, temp_dir_.c_str(), AT_FDCWD, out_dir_.c_str(), RENAME_EXCHANGE) == 0) {
-    SyncParent(parent);
-    RemoveTree(temp_dir_);  // now the old dataset; the new one is in place either way
+  EMBER_ASSIGN_OR_RETURN(const bool exchanged, env_.Exchange(temp_dir_, out_dir_));
+  if (exchanged) {
+    SyncParent(env_, parent);
+    RemoveTree(env_, temp_dir_);  // now the old dataset; the new one is in place either way
     return Status::Ok();
-  }
-  const int err = errno;
-  if (err != EINVAL && err != ENOSYS) {
-    return ErrnoStatus(out_dir_ + ": exchange with " + temp_dir_, err);
   }
   // No atomic exchange here: move the old dataset aside, the new one in, then drop the
   // old one. A crash in between leaves the old dataset at "<out_dir>.old-<pid>".
   const std::string old = out_dir_ + ".old-" + std::to_string(getpid());
-  RemoveTree(old);
-  if (rename(out_dir_.c_str(), old.c_str()) != 0) {
-    return ErrnoStatus(out_dir_ + ": rename to " + old, errno);
+  RemoveTree(env_, old);
+  EMBER_RETURN_IF_ERROR(env_.Rename(out_dir_, old));
+  Status status = env_.Rename(temp_dir_, out_dir_);
+  if (!status.ok()) {
+    (void)env_.Rename(old, out_dir_);
+    return status;
   }
-  if (rename(temp_dir_.c_str(), out_dir_.c_str()) != 0) {
-    const int rename_err = errno;
-    (void)rename(old.c_str(), out_dir_.c_str());
-    return ErrnoStatus(out_dir_ + ": rename from " + temp_dir_, rename_err);
-  }
-  SyncParent(parent);
-  RemoveTree(old);
+  SyncParent(env_, parent);
+  RemoveTree(env_, old);
   return Status::Ok();
 }
 

@@ -145,6 +145,92 @@ TEST_CASE("A failed manifest write leaves neither out_dir nor the temporary dire
   CHECK(AddString(**writer, "x", 0, "x").code() == StatusCode::kResourceExhausted);
 }
 
+TEST_CASE("A failed final rename leaves neither out_dir nor the temporary directory") {
+  auto posix = NewPosixEnv();
+  FaultEnv env(posix.get());
+  const std::string parent = PackTestDir("rename_fault");
+  const std::string out = parent + "/out";
+  env.FailRename(out, Internal("rename: Input/output error"));
+  PackOptions options;
+  options.shard_bytes = 4096;
+  auto writer = PackWriter::Create(env, out, options, "test", {});
+  REQUIRE(writer.ok());
+  AddRecords(**writer, 10, 8);
+  auto summary = (*writer)->Commit();
+  REQUIRE_FALSE(summary.ok());
+  CHECK(summary.status().code() == StatusCode::kInternal);
+  CHECK(summary.status().message() == out + ": rename: Input/output error");
+  CHECK(DirEntries(parent).empty());
+  CHECK((*writer)->Commit().status().code() == StatusCode::kInternal);
+}
+
+TEST_CASE("A failed shard write fails the pack, naming the shard, and cleans up") {
+  auto posix = NewPosixEnv();
+  FaultEnv env(posix.get());
+  const std::string parent = PackTestDir("write_fault");
+  const std::string out = parent + "/out";
+  const std::string shard1 = TempDirOf(out) + "/shard-00001.emb";
+  env.FailWriteAt(shard1, ResourceExhausted("No space left on device"));
+  PackOptions options;
+  options.shard_bytes = 4096;
+  options.record_alignment = 8;
+  auto writer = PackWriter::Create(env, out, options, "test", {});
+  REQUIRE(writer.ok());
+  std::mt19937_64 rng(9);
+  Status status;
+  int added = 0;
+  for (; added < 10 && status.ok(); ++added) {
+    status = AddString(**writer, RandomBytes(rng, 1000), 0, "r" + std::to_string(added));
+  }
+  // 4 records per shard, written when the shard is finished: shard 1 (records 4..7) when
+  // record 8 is added.
+  CHECK(added == 9);
+  CHECK(status.code() == StatusCode::kResourceExhausted);
+  CHECK(status.message() == shard1 + ": No space left on device");
+  CHECK(DirEntries(parent).empty());
+  CHECK((*writer)->Commit().status().code() == StatusCode::kResourceExhausted);
+}
+
+TEST_CASE("overwrite without an atomic exchange moves the old dataset aside, then drops it") {
+  auto posix = NewPosixEnv();
+  FaultEnv env(posix.get());
+  env.DisableExchange();
+  const std::string parent = PackTestDir("overwrite_renames");
+  const std::string out = parent + "/out";
+  {
+    auto writer = PackWriter::Create(env, out, {}, "test", {});
+    REQUIRE(writer.ok());
+    AddRecords(**writer, 5, 10);
+    REQUIRE((*writer)->Commit().ok());
+  }
+  PackOptions options;
+  options.overwrite = true;
+
+  SECTION("the new dataset replaces the old one") {
+    auto writer = PackWriter::Create(env, out, options, "test", {});
+    REQUIRE(writer.ok());
+    AddRecords(**writer, 7, 11);
+    REQUIRE((*writer)->Commit().ok());
+    auto dataset = PackedDataset::Open(env, out);
+    REQUIRE(dataset.ok());
+    CHECK((*dataset)->count() == 7);
+    CHECK(DirEntries(parent) == std::vector<std::string>{"out"});
+  }
+  SECTION("if the new one cannot move in, the old one is put back") {
+    env.FailRename(TempDirOf(out), Internal("rename: Input/output error"));
+    auto writer = PackWriter::Create(env, out, options, "test", {});
+    REQUIRE(writer.ok());
+    AddRecords(**writer, 7, 12);
+    auto summary = (*writer)->Commit();
+    REQUIRE_FALSE(summary.ok());
+    CHECK(summary.status().message() == TempDirOf(out) + ": rename: Input/output error");
+    auto dataset = PackedDataset::Open(env, out);
+    REQUIRE(dataset.ok());
+    CHECK((*dataset)->count() == 5);
+    CHECK(DirEntries(parent) == std::vector<std::string>{"out"});
+  }
+}
+
 TEST_CASE("An abandoned writer removes its temporary directory") {
   auto env = NewPosixEnv();
   const std::string parent = PackTestDir("abandon");

@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/data/tokens/mapped_file.h"
 #include "ember/ring_layout.h"
 
 namespace ember::daemon {
@@ -174,7 +173,7 @@ Result<TokensFile> OpenTokens(Env& env, const DatasetSpec& spec) {
     return InvalidArgument(path + ": is a directory (a tokens dataset is one file)");
   }
   if (!env.FileExists(path)) return NotFound(path + ": no such file");
-  EMBER_ASSIGN_OR_RETURN(tokens.file, MappedFile::Open(path));
+  EMBER_ASSIGN_OR_RETURN(tokens.file, env.MapReadOnly(path));
 
   const uint64_t size = tokens.file->size();
   const uint64_t width = WidthBytes(options.width);

@@ -2,8 +2,8 @@
 //
 // spec.path is one file of little-endian unsigned token ids, uint16 or uint32, with no
 // header (as written by `np.array(ids, dtype=np.uint16).tofile(path)`). spec.split is
-// recorded, not interpreted: register one dataset per file. The file is memory-mapped,
-// never read into memory.
+// recorded, not interpreted: register one dataset per file. The file is memory-mapped
+// (Env::MapReadOnly), never read into memory.
 //
 // Options come from spec.pipeline (YAML):
 //   tokens:

@@ -12,6 +12,7 @@
 
 #include "daemon/catalog/dataset.h"
 #include "daemon/core/env.h"
+#include "daemon/core/fault_env.h"
 #include "daemon/data/source.h"
 #include "ember/ring_layout.h"
 
@@ -366,6 +367,20 @@ TEST_CASE("file errors name the file") {
     CHECK(status.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(status.message(), Catch::Contains(empty) && Catch::Contains("0 uint16 tokens"));
   }
+}
+
+TEST_CASE("a file that cannot be mapped fails probe and load, naming the file") {
+  auto posix = NewPosixEnv();
+  FaultEnv env(posix.get());
+  const std::string path = WriteTokens("unmappable", Iota<uint16_t>(100));
+  const DatasetSpec spec = Spec(path, "tokens: {seq_len: 10}");
+  env.FailMapReadOnly(path, ResourceExhausted("cannot map 200 bytes: Cannot allocate memory"));
+  Status status = ProbeError(env, spec);  // load fails the same way
+  CHECK(status.code() == StatusCode::kResourceExhausted);
+  CHECK(status.message() == path + ": cannot map 200 bytes: Cannot allocate memory");
+
+  env.ClearFaults();
+  CHECK(LoadTokens(env, spec).ok());
 }
 
 TEST_CASE("vocab_size is checked by a scan at load") {
