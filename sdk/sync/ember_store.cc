@@ -16,6 +16,10 @@ std::chrono::milliseconds Effective(std::chrono::milliseconds timeout) {
 EmberStore::EmberStore(Client& client, std::string job, std::chrono::milliseconds timeout)
     : c10d::Store(timeout), client_(client), job_(std::move(job)) {}
 
+c10::intrusive_ptr<c10d::Store> EmberStore::clone() {
+  return c10::make_intrusive<EmberStore>(client_, job_, timeout_);
+}
+
 void EmberStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   Status status = client_.KvSet(job_, key, std::string(value.begin(), value.end()));
   TORCH_CHECK(status.ok(), "ember store (job '", job_, "'): set '", key, "': ",

@@ -39,6 +39,10 @@ class EmberStore final : public c10d::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
+  // Another store over the same client and job. It overrides c10d::Store::clone() in
+  // LibTorch 2.x, where that is pure virtual; 1.13 has no clone(), hence no `override`.
+  c10::intrusive_ptr<c10d::Store> clone();
+
   const std::string& job() const { return job_; }
 
  private:
