@@ -6,8 +6,11 @@
 //
 //   decode_limit --dir DIR --pipeline FILE [--procs N] [--seconds S]
 //
-// Last line: decode_limit: images_per_s=<float> procs=<N> files=<count>
+// Last line: decode_limit: images_per_s=<float> procs=<N> files=<count> cpu_us_per_image=<float>
+// (the processes' CPU time per image: steadier than the rate on a machine doing other
+// work; compare builds with --procs 1).
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -28,12 +31,20 @@ namespace {
 
 using ember::daemon::ImagePipeline;
 
-// Decodes files round-robin from `first` for `seconds`; writes "<images> <seconds>".
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Decodes files round-robin from `first` for `seconds`; writes
+// "<images> <seconds> <CPU seconds>".
 int Worker(const std::vector<std::string>& names, const std::vector<std::string>& bytes,
            const ImagePipeline& pipeline, size_t first, double seconds, int out_fd) {
   std::vector<uint8_t> dst(pipeline.OutputBytes());
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   const auto end = start + std::chrono::duration<double>(seconds);
   uint64_t images = 0, epoch = 0;
   for (size_t i = first; Clock::now() < end; ++i) {
@@ -48,7 +59,9 @@ int Worker(const std::vector<std::string>& names, const std::vector<std::string>
     ++images;
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::string line = std::to_string(images) + " " + std::to_string(elapsed) + "\n";
+  const double cpu = ProcessCpuSeconds() - cpu_start;
+  const std::string line =
+      std::to_string(images) + " " + std::to_string(elapsed) + " " + std::to_string(cpu) + "\n";
   return write(out_fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) ? 0 : 1;
 }
 
@@ -114,7 +127,8 @@ int main(int argc, char** argv) {
     pids.push_back(pid);
     pipes.push_back(fds[0]);
   }
-  double total = 0;
+  double total = 0, cpu_total = 0;
+  unsigned long long images_total = 0;
   bool ok = true;
   for (unsigned p = 0; p < procs; ++p) {
     char buf[128] = {0};
@@ -123,15 +137,18 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(pids[p], &status, 0);
     unsigned long long images = 0;
-    double elapsed = 0;
-    if (n <= 0 || std::sscanf(buf, "%llu %lf", &images, &elapsed) != 2 || elapsed <= 0 ||
-        !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    double elapsed = 0, cpu = 0;
+    if (n <= 0 || std::sscanf(buf, "%llu %lf %lf", &images, &elapsed, &cpu) != 3 ||
+        elapsed <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       ok = false;
       continue;
     }
     total += images / elapsed;
+    cpu_total += cpu;
+    images_total += images;
   }
-  if (!ok) return 1;
-  std::printf("decode_limit: images_per_s=%.1f procs=%u files=%zu\n", total, procs, names.size());
+  if (!ok || images_total == 0) return 1;
+  std::printf("decode_limit: images_per_s=%.1f procs=%u files=%zu cpu_us_per_image=%.1f\n", total,
+              procs, names.size(), 1e6 * cpu_total / static_cast<double>(images_total));
   return 0;
 }

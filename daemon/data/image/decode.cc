@@ -1,12 +1,15 @@
 #include "daemon/data/image/decode.h"
 
 #include <png.h>
-#include <turbojpeg.h>
 
-#include <cmath>
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
+
+// After <cstdio>: jpeglib.h uses FILE and size_t without including their headers.
+#include <jpeglib.h>
 
 namespace ember::daemon {
 
@@ -51,64 +54,197 @@ Status CheckPixels(const std::string& name, uint64_t width, uint64_t height,
   return Status::Ok();
 }
 
-// ---- JPEG (TurboJPEG) ----
+// ---- JPEG (libjpeg) ----
+//
+// libjpeg reports errors by calling error_exit, which must not return: it leaves with
+// longjmp to the setjmp of the function that called into libjpeg. As with libpng below,
+// the functions that call setjmp hold only trivially destructible objects; C++ objects
+// live in their caller, DecodeJpeg.
 
-// One TurboJPEG decompressor per thread, made on first use. TurboJPEG 2.1 leaves a
-// handle mid-header after an error (the next header read continues from stale state), so
-// a handle that failed is replaced.
-class TjDecompressor {
- public:
-  ~TjDecompressor() { Reset(); }
-  tjhandle get() {
-    if (handle_ == nullptr) handle_ = tjInitDecompress();
-    return handle_;
-  }
-  void Reset() {
-    if (handle_ != nullptr) tjDestroy(handle_);
-    handle_ = nullptr;
-  }
+// As TurboJPEG's TJFLAG_LIMITSCANS: a progressive JPEG of thousands of tiny scans costs
+// far more to decode than its size suggests.
+constexpr int kMaxJpegScans = 500;
 
- private:
-  tjhandle handle_ = nullptr;
+// Pixels decoded around a requested region. Smooth ("fancy") chroma upsampling computes
+// the first and last pixel of a cropped row, and the first row after skipped ones, from
+// replicated edge samples instead of their real neighbours: those pixels must fall
+// outside the region the caller needs. libjpeg-turbo upsamples smoothly only by 2 (4:2:2,
+// 4:2:0, 4:4:0), where the difference reaches 1 pixel (decode_test checks every
+// subsampling and scale against a whole decode).
+constexpr int kJpegRegionMargin = 1;
+
+// Rows read per jpeg_read_scanlines call.
+constexpr int kJpegRowBatch = 16;
+
+struct JpegErrorManager {
+  jpeg_error_mgr pub;  // first: libjpeg holds a jpeg_error_mgr*
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
 };
 
-TjDecompressor& ThreadDecompressor() {
-  thread_local TjDecompressor decompressor;
-  return decompressor;
+JpegErrorManager* ErrorManager(j_common_ptr cinfo) {
+  return reinterpret_cast<JpegErrorManager*>(cinfo->err);
 }
 
-Result<tjhandle> DecompressorHandle() {
-  tjhandle handle = ThreadDecompressor().get();
-  if (handle == nullptr) {
-    return ResourceExhausted(std::string("cannot create a TurboJPEG decompressor: ") +
-                             tjGetErrorStr2(nullptr));
+[[noreturn]] void JpegErrorExit(j_common_ptr cinfo) {
+  JpegErrorManager* err = ErrorManager(cinfo);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// Fails the libjpeg call in progress with `message`, as JpegErrorExit.
+[[noreturn]] void JpegFail(j_common_ptr cinfo, const char* message) {
+  JpegErrorManager* err = ErrorManager(cinfo);
+  std::snprintf(err->message, sizeof(err->message), "%s", message);
+  std::longjmp(err->jump, 1);
+}
+
+// A warning (level -1: corrupt data that libjpeg would paper over) is an error; trace
+// messages (level >= 0) are ignored.
+void JpegEmitMessage(j_common_ptr cinfo, int level) {
+  if (level < 0) JpegErrorExit(cinfo);
+}
+
+void JpegProgressMonitor(j_common_ptr cinfo) {
+  if (cinfo->is_decompressor &&
+      reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number > kMaxJpegScans) {
+    JpegErrorManager* err = ErrorManager(cinfo);
+    std::snprintf(err->message, sizeof(err->message),
+                  "progressive JPEG image has more than %d scans", kMaxJpegScans);
+    std::longjmp(err->jump, 1);
   }
-  return handle;
 }
 
-// A Status for the error `handle` reports; the handle is replaced.
-Status JpegError(tjhandle handle, const std::string& what) {
-  Status status = DataLoss(what + tjGetErrorStr2(handle));
-  ThreadDecompressor().Reset();
-  return status;
+bool JpegCreate(j_decompress_ptr cinfo) {
+  if (setjmp(ErrorManager(reinterpret_cast<j_common_ptr>(cinfo))->jump)) return false;
+  jpeg_create_decompress(cinfo);
+  return true;
+}
+
+// One libjpeg decompressor per thread, made on first use and reused (libjpeg keeps its
+// memory pools and tables between images); jpeg_abort_decompress returns it to the start
+// state after each image, whether it succeeded or failed.
+class JpegDecompressor {
+ public:
+  JpegDecompressor() {
+    cinfo_.err = jpeg_std_error(&err_.pub);
+    err_.pub.error_exit = JpegErrorExit;
+    err_.pub.emit_message = JpegEmitMessage;
+    err_.message[0] = '\0';
+    progress_.progress_monitor = JpegProgressMonitor;
+    created_ = JpegCreate(&cinfo_);
+    if (created_) cinfo_.progress = &progress_;
+  }
+  ~JpegDecompressor() {
+    if (created_) jpeg_destroy_decompress(&cinfo_);
+  }
+  JpegDecompressor(const JpegDecompressor&) = delete;
+  JpegDecompressor& operator=(const JpegDecompressor&) = delete;
+
+  j_decompress_ptr get() { return created_ ? &cinfo_ : nullptr; }
+  std::string message() const { return err_.message; }
+
+ private:
+  jpeg_decompress_struct cinfo_;
+  JpegErrorManager err_;
+  jpeg_progress_mgr progress_;
+  bool created_ = false;
+};
+
+Result<JpegDecompressor*> ThreadDecompressor() {
+  thread_local JpegDecompressor decompressor;
+  if (decompressor.get() == nullptr) {
+    return ResourceExhausted("cannot create a libjpeg decompressor: " + decompressor.message());
+  }
+  return &decompressor;
+}
+
+// jpeg_read_header over `data`. False on error (the message is in the error manager);
+// the decompressor is then back at its start state.
+bool JpegReadHeader(j_decompress_ptr cinfo, const uint8_t* data, size_t size) {
+  if (setjmp(ErrorManager(reinterpret_cast<j_common_ptr>(cinfo))->jump)) {
+    jpeg_abort_decompress(cinfo);
+    return false;
+  }
+  jpeg_abort_decompress(cinfo);  // whatever an earlier caller left
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
+// Sets the output scale and colour space and starts decompressing; then, if `*width` is
+// less than the output width, restricts decoding to columns [*x, *x + *width) (which
+// libjpeg widens to the left to a block boundary, updating *x and *width).
+bool JpegStart(j_decompress_ptr cinfo, JpegScale scale, bool cmyk, JDIMENSION* x,
+               JDIMENSION* width) {
+  if (setjmp(ErrorManager(reinterpret_cast<j_common_ptr>(cinfo))->jump)) {
+    jpeg_abort_decompress(cinfo);
+    return false;
+  }
+  cinfo->scale_num = static_cast<unsigned int>(scale.num);
+  cinfo->scale_denom = static_cast<unsigned int>(scale.denom);
+  cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  jpeg_start_decompress(cinfo);
+  if (*width < cinfo->output_width) jpeg_crop_scanline(cinfo, x, width);
+  return true;
+}
+
+// Decodes output rows [first, first + count) into `pixels` (rows of `row_bytes`), then
+// reads the rest of the image with `spare_row` as scratch and finishes. Every
+// entropy-coded byte is read, so corrupt data anywhere fails: jpeg_skip_scanlines only
+// entropy-decodes the rows it skips, but skipping to the very end would mark the image
+// complete without reading its rest, so the last row is read instead.
+bool JpegReadRows(j_decompress_ptr cinfo, JDIMENSION first, JDIMENSION count, uint8_t* pixels,
+                  size_t row_bytes, uint8_t* spare_row) {
+  if (setjmp(ErrorManager(reinterpret_cast<j_common_ptr>(cinfo))->jump)) {
+    jpeg_abort_decompress(cinfo);
+    return false;
+  }
+  // A memory source never suspends, so every read returns rows; a guard all the same.
+  auto read = [cinfo](JSAMPARRAY rows, JDIMENSION count) {
+    if (jpeg_read_scanlines(cinfo, rows, count) == 0) {
+      JpegFail(reinterpret_cast<j_common_ptr>(cinfo), "libjpeg returned no rows");
+    }
+  };
+  if (first > 0) jpeg_skip_scanlines(cinfo, first);
+  JSAMPROW rows[kJpegRowBatch];
+  while (cinfo->output_scanline < first + count) {
+    const JDIMENSION done = cinfo->output_scanline - first;
+    const JDIMENSION batch = std::min<JDIMENSION>(kJpegRowBatch, count - done);
+    for (JDIMENSION i = 0; i < batch; ++i) rows[i] = pixels + (done + i) * row_bytes;
+    read(rows, batch);
+  }
+  const JDIMENSION height = cinfo->output_height;
+  if (cinfo->output_scanline < height) {
+    if (cinfo->output_scanline < height - 1) {
+      jpeg_skip_scanlines(cinfo, height - 1 - cinfo->output_scanline);
+    }
+    JSAMPROW spare = spare_row;
+    read(&spare, 1);
+  }
+  jpeg_finish_decompress(cinfo);
+  return true;
 }
 
 struct JpegHeader {
   int width = 0;
   int height = 0;
-  int colorspace = TJCS_RGB;
+  bool cmyk = false;  // CMYK or YCCK
 };
 
-Result<JpegHeader> ReadJpegHeader(tjhandle handle, const std::string& name, const uint8_t* data,
-                                  size_t size) {
-  JpegHeader header;
-  int subsampling = 0;
-  if (tjDecompressHeader3(handle, data, static_cast<unsigned long>(size), &header.width,
-                          &header.height, &subsampling, &header.colorspace) != 0) {
-    return JpegError(handle, name + ": corrupt JPEG header: ");
+// Reads the header into the thread's decompressor, which is left ready to decode.
+Result<JpegHeader> ReadJpegHeader(JpegDecompressor& decompressor, const std::string& name,
+                                  const uint8_t* data, size_t size) {
+  j_decompress_ptr cinfo = decompressor.get();
+  if (!JpegReadHeader(cinfo, data, size)) {
+    return DataLoss(name + ": corrupt JPEG header: " + decompressor.message());
   }
+  JpegHeader header;
+  header.width = static_cast<int>(cinfo->image_width);
+  header.height = static_cast<int>(cinfo->image_height);
+  header.cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
   if (header.width <= 0 || header.height <= 0) {
-    ThreadDecompressor().Reset();
+    jpeg_abort_decompress(cinfo);
     return DataLoss(name + ": corrupt JPEG header: no frame header before the end of the data");
   }
   return header;
@@ -128,28 +264,61 @@ void InvertedCmykToRgb(uint8_t* pixels, size_t count) {
   }
 }
 
+int ScaledSide(int side, JpegScale scale) {
+  return static_cast<int>((int64_t{side} * scale.num + scale.denom - 1) / scale.denom);
+}
+
+// `region` null: the whole image.
 Status DecodeJpeg(const std::string& name, const uint8_t* data, size_t size,
-                  const ImageDecodeOptions& options, double min_scale, PixelBuffer& buffer,
-                  RgbImage* image) {
-  EMBER_ASSIGN_OR_RETURN(tjhandle handle, DecompressorHandle());
-  EMBER_ASSIGN_OR_RETURN(JpegHeader header, ReadJpegHeader(handle, name, data, size));
-  EMBER_RETURN_IF_ERROR(CheckPixels(name, header.width, header.height, options));
-  const JpegScale scale = ChooseJpegScale(min_scale);
-  const tjscalingfactor factor{scale.num, scale.denom};
-  const int width = TJSCALED(header.width, factor);
-  const int height = TJSCALED(header.height, factor);
-  const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
-  const int channels = cmyk ? 4 : 3;
-  uint8_t* pixels = buffer.Reserve(size_t{static_cast<size_t>(width)} * height * channels);
-  const int flags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
-  if (tjDecompress2(handle, data, static_cast<unsigned long>(size), pixels, width,
-                    width * channels, height, cmyk ? TJPF_CMYK : TJPF_RGB, flags) != 0) {
-    return JpegError(handle, name + ": corrupt JPEG: ");
+                  const ImageDecodeOptions& options, double min_scale, const PixelRect* region,
+                  PixelBuffer& buffer, RgbImage* image) {
+  EMBER_ASSIGN_OR_RETURN(JpegDecompressor * decompressor, ThreadDecompressor());
+  EMBER_ASSIGN_OR_RETURN(JpegHeader header, ReadJpegHeader(*decompressor, name, data, size));
+  j_decompress_ptr cinfo = decompressor->get();
+  Status status = CheckPixels(name, header.width, header.height, options);
+  if (!status.ok()) {
+    jpeg_abort_decompress(cinfo);
+    return status;
   }
-  if (cmyk) InvertedCmykToRgb(pixels, size_t{static_cast<size_t>(width)} * height);
+  const JpegScale scale = ChooseJpegScale(min_scale);
+  const int width = ScaledSide(header.width, scale);
+  const int height = ScaledSide(header.height, scale);
+
+  // The rows and columns to decode: the region and a margin, within the image.
+  PixelRect want{0, 0, width, height};
+  if (region != nullptr) {
+    const int x0 = std::max(0, region->x - kJpegRegionMargin);
+    const int y0 = std::max(0, region->y - kJpegRegionMargin);
+    const int x1 = std::min(width, region->x + region->width + kJpegRegionMargin);
+    const int y1 = std::min(height, region->y + region->height + kJpegRegionMargin);
+    // An empty region (nothing of the image is needed) still reads the whole file.
+    want = x0 < x1 && y0 < y1 ? PixelRect{x0, y0, x1 - x0, y1 - y0} : PixelRect{0, 0, 1, 1};
+  }
+  JDIMENSION x = static_cast<JDIMENSION>(want.x);
+  JDIMENSION columns = static_cast<JDIMENSION>(want.width);
+  if (!JpegStart(cinfo, scale, header.cmyk, &x, &columns)) {
+    return DataLoss(name + ": corrupt JPEG: " + decompressor->message());
+  }
+  // libjpeg's output size (cropped: `columns`) is the one planned.
+  if (cinfo->output_width != columns || static_cast<int>(cinfo->output_height) != height) {
+    jpeg_abort_decompress(cinfo);
+    return Internal(name + ": libjpeg decodes at " + std::to_string(cinfo->output_width) + "x" +
+                    std::to_string(cinfo->output_height) + ", expected " +
+                    std::to_string(width) + "x" + std::to_string(height));
+  }
+  const size_t channels = header.cmyk ? 4 : 3;
+  const size_t row_bytes = size_t{columns} * channels;
+  // The rows wanted, then one spare row for reading the rest of the image.
+  uint8_t* pixels = buffer.Reserve(row_bytes * (size_t(want.height) + 1));
+  if (!JpegReadRows(cinfo, static_cast<JDIMENSION>(want.y), static_cast<JDIMENSION>(want.height),
+                    pixels, row_bytes, pixels + row_bytes * size_t(want.height))) {
+    return DataLoss(name + ": corrupt JPEG: " + decompressor->message());
+  }
+  if (header.cmyk) InvertedCmykToRgb(pixels, size_t{columns} * want.height);
   image->width = width;
   image->height = height;
   image->pixels = pixels;
+  image->region = PixelRect{static_cast<int>(x), want.y, static_cast<int>(columns), want.height};
   return Status::Ok();
 }
 
@@ -243,9 +412,7 @@ Status DecodePng(const std::string& name, const uint8_t* data, size_t size,
   if (!PngReadRows(png, info, rows.get())) {
     return DataLoss(name + ": corrupt PNG: " + input.message);
   }
-  image->width = static_cast<int>(width);
-  image->height = static_cast<int>(height);
-  image->pixels = pixels;
+  *image = RgbImage::Whole(static_cast<int>(width), static_cast<int>(height), pixels);
   return Status::Ok();
 }
 
@@ -272,8 +439,9 @@ Result<ImageHeader> ReadImageHeader(const std::string& name, const uint8_t* data
   ImageHeader header;
   if (IsJpeg(data, size)) {
     header.format = ImageFormat::kJpeg;
-    EMBER_ASSIGN_OR_RETURN(tjhandle handle, DecompressorHandle());
-    EMBER_ASSIGN_OR_RETURN(JpegHeader jpeg, ReadJpegHeader(handle, name, data, size));
+    EMBER_ASSIGN_OR_RETURN(JpegDecompressor * decompressor, ThreadDecompressor());
+    EMBER_ASSIGN_OR_RETURN(JpegHeader jpeg, ReadJpegHeader(*decompressor, name, data, size));
+    jpeg_abort_decompress(decompressor->get());
     header.width = jpeg.width;
     header.height = jpeg.height;
   } else if (IsPng(data, size)) {
@@ -304,26 +472,42 @@ Result<ImageHeader> ReadImageHeader(const std::string& name, const uint8_t* data
 }
 
 JpegScale ChooseJpegScale(double min_scale) {
-  int count = 0;
-  const tjscalingfactor* factors = tjGetScalingFactors(&count);
+  // libjpeg scales by k/8, k = 1..16; below 1 that is 1/8 ... 8/8.
   JpegScale best;  // 1/1
-  if (factors == nullptr || !(min_scale < 1.0)) return best;
-  double best_value = 1.0;
-  for (int i = 0; i < count; ++i) {
-    const double value = static_cast<double>(factors[i].num) / factors[i].denom;
+  if (!(min_scale < 1.0)) return best;
+  for (int k = 1; k < 8; ++k) {
     // The tolerance keeps a scale computed as 224/896 from missing 1/4 by rounding.
-    if (value <= 1.0 && value >= min_scale - 1e-9 && value < best_value) {
-      best_value = value;
-      best = JpegScale{factors[i].num, factors[i].denom};
+    if (k / 8.0 >= min_scale - 1e-9) {
+      const int common = std::gcd(k, 8);
+      return JpegScale{k / common, 8 / common};
     }
   }
   return best;
 }
 
+void DecodedSize(const ImageHeader& header, double min_scale, int* width, int* height) {
+  const JpegScale scale =
+      header.format == ImageFormat::kJpeg ? ChooseJpegScale(min_scale) : JpegScale{};
+  *width = ScaledSide(header.width, scale);
+  *height = ScaledSide(header.height, scale);
+}
+
 Status DecodeImage(const std::string& name, const uint8_t* data, size_t size,
                    const ImageDecodeOptions& options, double min_scale, PixelBuffer& buffer,
                    RgbImage* image) {
-  if (IsJpeg(data, size)) return DecodeJpeg(name, data, size, options, min_scale, buffer, image);
+  if (IsJpeg(data, size)) {
+    return DecodeJpeg(name, data, size, options, min_scale, nullptr, buffer, image);
+  }
+  if (IsPng(data, size)) return DecodePng(name, data, size, options, buffer, image);
+  return ReadImageHeader(name, data, size, options).status();
+}
+
+Status DecodeImageRegion(const std::string& name, const uint8_t* data, size_t size,
+                         const ImageDecodeOptions& options, double min_scale,
+                         const PixelRect& region, PixelBuffer& buffer, RgbImage* image) {
+  if (IsJpeg(data, size)) {
+    return DecodeJpeg(name, data, size, options, min_scale, &region, buffer, image);
+  }
   if (IsPng(data, size)) return DecodePng(name, data, size, options, buffer, image);
   return ReadImageHeader(name, data, size, options).status();
 }

@@ -1,7 +1,8 @@
-// Image decoding for the image formats: JPEG through TurboJPEG (with DCT-domain
-// downscaling), PNG through libpng. Output is always 8-bit interleaved RGB: grayscale
-// becomes 3 equal channels, alpha is dropped, palettes are expanded, 16-bit samples keep
-// their high byte, CMYK/YCCK JPEGs (Adobe's inverted CMYK) are converted to RGB.
+// Image decoding for the image formats: JPEG through libjpeg-turbo's libjpeg API (with
+// DCT-domain downscaling and region decoding), PNG through libpng. Output is always 8-bit
+// interleaved RGB: grayscale becomes 3 equal channels, alpha is dropped, palettes are
+// expanded, 16-bit samples keep their high byte, CMYK/YCCK JPEGs (Adobe's inverted CMYK)
+// are converted to RGB.
 //
 // The format is told by the file's first bytes, not by its name (ImageNet has PNGs named
 // .JPEG). Every failure is kDataLoss with a message "<name>: <reason>"; a file whose
@@ -10,8 +11,14 @@
 // error: libjpeg would fill the damaged part with gray and carry on, which is not a
 // sample to train on.
 //
+// Region decoding: a caller that needs only part of the image (a random crop) names it,
+// and a JPEG decoder skips the inverse DCT, upsampling and colour conversion of most of
+// the rest. It still entropy-decodes every scan to the end of the file, so whether a file
+// is reported corrupt never depends on the region, and the region's pixels are those a
+// whole-image decode gives.
+//
 // Thread-safety: all functions are safe to call concurrently (each thread keeps its own
-// TurboJPEG handle).
+// libjpeg decompressor).
 #ifndef EMBER_DAEMON_DATA_IMAGE_DECODE_H_
 #define EMBER_DAEMON_DATA_IMAGE_DECODE_H_
 
@@ -61,11 +68,28 @@ class PixelBuffer {
   size_t capacity_ = 0;
 };
 
-// A decoded image: `pixels` points into a PixelBuffer, rows of width * 3 bytes, no padding.
+// A rectangle of pixels: columns [x, x + width), rows [y, y + height).
+struct PixelRect {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
+// A decoded image of width x height pixels, of which `pixels` holds those in `region`:
+// pixel (x, y) of the image is at pixels + ((y - region.y) * region.width + x - region.x)
+// * 3 (rows of region.width * 3 bytes, no padding). The whole image unless decoded with
+// a region.
 struct RgbImage {
   int width = 0;
   int height = 0;
   const uint8_t* pixels = nullptr;
+  PixelRect region;
+
+  // An image whose pixels are all held.
+  static RgbImage Whole(int width, int height, const uint8_t* pixels) {
+    return RgbImage{width, height, pixels, PixelRect{0, 0, width, height}};
+  }
 };
 
 // Reads the header of a JPEG or PNG held in memory. kDataLoss if the bytes are neither,
@@ -73,10 +97,14 @@ struct RgbImage {
 Result<ImageHeader> ReadImageHeader(const std::string& name, const uint8_t* data, size_t size,
                                     const ImageDecodeOptions& options);
 
-// The smallest of TurboJPEG's scaling factors (1/8 ... 1) that is >= min_scale, so the
-// decoded image keeps at least min_scale of the resolution on both axes; 1 for
+// The smallest of libjpeg's DCT scaling factors (1/8, 2/8, ... 1) that is >= min_scale,
+// so the decoded image keeps at least min_scale of the resolution on both axes; 1 for
 // min_scale >= 1 (or NaN).
 JpegScale ChooseJpegScale(double min_scale);
+
+// The size DecodeImage gives the image `header` describes, at `min_scale`: a JPEG's at
+// ChooseJpegScale(min_scale), a PNG's always full size.
+void DecodedSize(const ImageHeader& header, double min_scale, int* width, int* height);
 
 // Decodes into `buffer` and describes the result in `image`. A JPEG is decoded at
 // ChooseJpegScale(min_scale); a PNG always at full size. kDataLoss as ReadImageHeader,
@@ -84,6 +112,15 @@ JpegScale ChooseJpegScale(double min_scale);
 Status DecodeImage(const std::string& name, const uint8_t* data, size_t size,
                    const ImageDecodeOptions& options, double min_scale, PixelBuffer& buffer,
                    RgbImage* image);
+
+// As DecodeImage, where the caller needs only the pixels in `region` (in the coordinates
+// of the decoded image, DecodedSize; clipped to it). image->region holds at least those
+// (a JPEG's region is widened to whole blocks; a PNG is always decoded whole), with the
+// same values a whole decode gives them. Corruption anywhere in the file fails whatever
+// the region.
+Status DecodeImageRegion(const std::string& name, const uint8_t* data, size_t size,
+                         const ImageDecodeOptions& options, double min_scale,
+                         const PixelRect& region, PixelBuffer& buffer, RgbImage* image);
 
 }  // namespace ember::daemon
 

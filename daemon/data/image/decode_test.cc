@@ -1,10 +1,13 @@
 #include "daemon/data/image/decode.h"
 
+#include <turbojpeg.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "daemon/data/image/image_testing.h"
@@ -49,6 +52,54 @@ int MaxError(const Decoded& decoded, const TestImage& reference) {
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// An RGB image of fine texture (every pixel differs from its neighbours): a region
+// decode that got any pixel from the wrong neighbours shows it.
+TestImage TexturedImage(int width, int height) {
+  TestImage image{width, height, 3, {}};
+  std::mt19937 random(width * 1000 + height);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        const int value = (x * 7 + y * 5 + c * 80) % 200 + static_cast<int>(random() % 56);
+        image.pixels.push_back(static_cast<uint8_t>(value));
+      }
+    }
+  }
+  return image;
+}
+
+// A JPEG with the given chroma subsampling (TJSAMP_*), optionally progressive.
+std::string EncodeSampledJpeg(const TestImage& image, int subsampling, bool progressive) {
+  tjhandle handle = tjInitCompress();
+  REQUIRE(handle != nullptr);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  const int ok = tjCompress2(handle, image.pixels.data(), image.width, image.width * 3, image.height,
+                             TJPF_RGB, &out, &size, subsampling, 90,
+                             progressive ? TJFLAG_PROGRESSIVE : 0);
+  std::string bytes;
+  if (ok == 0) bytes.assign(reinterpret_cast<const char*>(out), size);
+  tjFree(out);
+  tjDestroy(handle);
+  REQUIRE(!bytes.empty());
+  return bytes;
+}
+
+Decoded DecodeRegion(const std::string& bytes, double min_scale, const PixelRect& region,
+                     RgbImage* image) {
+  static thread_local PixelBuffer buffer;
+  Decoded out;
+  out.status = DecodeImageRegion("img", Bytes(bytes), bytes.size(), {}, min_scale, region,
+                                 buffer, image);
+  if (out.status.ok()) {
+    out.width = image->region.width;
+    out.height = image->region.height;
+    out.pixels.assign(image->pixels,
+                      image->pixels + size_t(image->region.width) * image->region.height * 3);
+  }
+  return out;
 }
 
 TEST_CASE("a solid-colour JPEG decodes to its colour") {
@@ -145,6 +196,114 @@ TEST_CASE("a 1024x1024 JPEG needed at a quarter of its size decodes at 1/4 scale
   const Decoded png = Decode(EncodePng(SolidImage(64, 64, {1, 2, 3})), 0.25);
   REQUIRE(png.status.ok());
   CHECK(png.width == 64);
+}
+
+TEST_CASE("a region decode gives the whole decode's pixels in the region") {
+  struct Case {
+    int subsampling;
+    const char* name;
+  };
+  const Case cases[] = {{TJSAMP_444, "4:4:4"}, {TJSAMP_422, "4:2:2"}, {TJSAMP_420, "4:2:0"},
+                        {TJSAMP_440, "4:4:0"}, {TJSAMP_411, "4:1:1"}, {TJSAMP_GRAY, "gray"}};
+  const TestImage image = TexturedImage(203, 157);
+  std::mt19937 random(7);
+  for (const Case& c : cases) {
+    for (bool progressive : {false, true}) {
+      const std::string jpeg = EncodeSampledJpeg(image, c.subsampling, progressive);
+      for (double min_scale : {1.0, 0.8, 0.5, 0.3, 0.125}) {
+        const Decoded whole = Decode(jpeg, min_scale);
+        REQUIRE(whole.status.ok());
+        for (int trial = 0; trial < 12; ++trial) {
+          std::uniform_int_distribution<int> x_at(0, whole.width - 1), y_at(0, whole.height - 1);
+          PixelRect region;
+          region.x = x_at(random);
+          region.y = y_at(random);
+          region.width = std::uniform_int_distribution<int>(1, whole.width - region.x)(random);
+          region.height = std::uniform_int_distribution<int>(1, whole.height - region.y)(random);
+          INFO(c.name << (progressive ? " progressive" : "") << ", scale " << min_scale
+                      << ", region " << region.x << "," << region.y << " " << region.width
+                      << "x" << region.height);
+          RgbImage held;
+          const Decoded part = DecodeRegion(jpeg, min_scale, region, &held);
+          REQUIRE(part.status.ok());
+          CHECK(held.width == whole.width);
+          CHECK(held.height == whole.height);
+          REQUIRE(held.region.x <= region.x);
+          REQUIRE(held.region.y <= region.y);
+          REQUIRE(held.region.x + held.region.width >= region.x + region.width);
+          REQUIRE(held.region.y + held.region.height >= region.y + region.height);
+          int differing = 0;
+          for (int y = region.y; y < region.y + region.height; ++y) {
+            for (int x = region.x; x < region.x + region.width; ++x) {
+              for (int ch = 0; ch < 3; ++ch) {
+                const int held_value = part.at(x - held.region.x, y - held.region.y, ch);
+                differing += held_value != whole.at(x, y, ch);
+              }
+            }
+          }
+          CHECK(differing == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a region decode of a CMYK JPEG converts the region as a whole decode does") {
+  TestImage cmyk{77, 45, 4, {}};
+  std::mt19937 random(9);
+  for (int i = 0; i < 77 * 45 * 4; ++i) cmyk.pixels.push_back(static_cast<uint8_t>(random()));
+  const std::string jpeg = EncodeJpeg(cmyk);
+  for (double min_scale : {1.0, 0.5}) {
+    const Decoded whole = Decode(jpeg, min_scale);
+    REQUIRE(whole.status.ok());
+    const PixelRect region{whole.width / 3, whole.height / 4, whole.width / 2, whole.height / 2};
+    RgbImage held;
+    const Decoded part = DecodeRegion(jpeg, min_scale, region, &held);
+    REQUIRE(part.status.ok());
+    for (int y = region.y; y < region.y + region.height; ++y) {
+      for (int x = region.x; x < region.x + region.width; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          REQUIRE(part.at(x - held.region.x, y - held.region.y, c) == whole.at(x, y, c));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a region decode still reads the whole file: corruption outside the region fails") {
+  const TestImage image = TexturedImage(64, 256);
+  const std::string jpeg = EncodeSampledJpeg(image, TJSAMP_420, false);
+  const PixelRect top{0, 0, 16, 16};
+  RgbImage held;
+  REQUIRE(DecodeRegion(jpeg, 1.0, top, &held).status.ok());
+  // Cut in the last quarter of the scan data, far below the region.
+  const Decoded truncated = DecodeRegion(jpeg.substr(0, jpeg.size() * 7 / 8), 1.0, top, &held);
+  CHECK(truncated.status.code() == StatusCode::kDataLoss);
+  CHECK(Contains(truncated.status.message(), "img: corrupt JPEG: "));
+  // A marker in the scan data below the region.
+  std::string bad = jpeg;
+  const size_t at = bad.size() * 7 / 8;
+  bad[at] = static_cast<char>(0xff);
+  bad[at + 1] = static_cast<char>(0xd9);
+  const Decoded corrupt = DecodeRegion(bad, 1.0, top, &held);
+  CHECK(corrupt.status.code() == StatusCode::kDataLoss);
+  // Only the end-of-image marker missing: found only by reading to the very end.
+  const std::string no_end = jpeg.substr(0, jpeg.size() - 2);
+  CHECK(Decode(no_end).status.code() == StatusCode::kDataLoss);
+  const Decoded unfinished = DecodeRegion(no_end, 1.0, top, &held);
+  CHECK(unfinished.status.code() == StatusCode::kDataLoss);
+  CHECK(Contains(unfinished.status.message(), "img: corrupt JPEG: "));
+  // The same for an empty region and one at the bottom.
+  for (const PixelRect& region : {PixelRect{}, PixelRect{40, 250, 24, 6}}) {
+    CHECK(DecodeRegion(jpeg, 1.0, region, &held).status.ok());
+    CHECK(DecodeRegion(jpeg.substr(0, jpeg.size() / 2), 1.0, region, &held).status.code() ==
+          StatusCode::kDataLoss);
+    CHECK(DecodeRegion(no_end, 1.0, region, &held).status.code() == StatusCode::kDataLoss);
+  }
+  // A progressive JPEG with a truncated final scan.
+  const std::string progressive = EncodeSampledJpeg(image, TJSAMP_420, true);
+  CHECK(DecodeRegion(progressive.substr(0, progressive.size() - 40), 1.0, top, &held)
+            .status.code() == StatusCode::kDataLoss);
 }
 
 TEST_CASE("a JPEG header claiming 60000x60000 pixels fails before allocating") {

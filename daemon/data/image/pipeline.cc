@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <initializer_list>
 #include <limits>
 
@@ -298,114 +297,11 @@ void RandomResizedCrop(const PipelineStep& step, SampleRandom& random, View& vie
   view.Crop((view.width - w) / 2, (view.height - h) / 2, w, h);
 }
 
-// ---- Resampling ----
-
-// One pixel as 4 floats (R, G, B, unused): one vector operation per pixel and tap (GCC
-// and Clang vector extension; SSE on x86-64, NEON on ARM). The plain loops over rows
-// below are written for the compiler to vectorize (the library is built with -O3).
-typedef float Pixel __attribute__((vector_size(16)));
-
-// Loads the 3 channels of an interleaved RGB float pixel (and one float past it).
-inline Pixel LoadPixel(const float* p) {
-  Pixel v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-// For each output index on one axis: a window of `n` source indices from start[o], with
-// weights (zero where the filter does not reach). The same `n` for every output keeps the
-// inner loops free of per-pixel trip counts.
-struct Taps {
-  int n = 1;
-  std::vector<int> start;
-  std::vector<float> weights;  // out * n
-  std::vector<uint8_t> inside;  // 0: padding (the output's centre is outside the source)
-  bool any_outside = false;
-  int lowest = 0;               // the source indices the windows touch
-  int highest = -1;
-};
-
-// source coordinate = scale * (o + 0.5) + offset; a triangle filter of half-width
-// max(1, |scale|) (bilinear when enlarging, an antialiasing average when shrinking),
-// clipped to the source and normalized.
-void BuildTaps(double scale, double offset, int out, int source, Taps* taps) {
-  const double support = std::max(1.0, std::abs(scale));
-  const int max_taps = std::min(source, static_cast<int>(std::ceil(support)) * 2 + 1);
-  std::vector<float> w(max_taps);
-  taps->start.assign(out, 0);
-  taps->inside.assign(out, 0);
-  taps->weights.assign(size_t(out) * max_taps, 0.0f);
-  std::vector<int> first(out, 0), count(out, 0);
-  int n = 1;
-  for (int o = 0; o < out; ++o) {
-    const double center = scale * (o + 0.5) + offset;
-    if (!(center >= 0 && center < source)) continue;
-    const int lo = std::max(0, static_cast<int>(std::floor(center - support - 0.5)));
-    const int hi = std::min(source - 1, static_cast<int>(std::ceil(center + support - 0.5)));
-    double sum = 0;
-    int k = 0;
-    for (int i = lo; i <= hi && k < max_taps; ++i) {
-      const double weight = 1.0 - std::abs(i + 0.5 - center) / support;
-      if (weight <= 0) {
-        if (k > 0) break;
-        continue;
-      }
-      if (k == 0) first[o] = i;
-      taps->weights[size_t(o) * max_taps + k++] = static_cast<float>(weight);
-      sum += weight;
-    }
-    for (int j = 0; j < k; ++j) taps->weights[size_t(o) * max_taps + j] /= static_cast<float>(sum);
-    count[o] = k;
-    taps->inside[o] = 1;
-    n = std::max(n, k);
-  }
-  // Repack to windows of n, shifted left where one would run past the source's end.
-  taps->n = n;
-  taps->lowest = source;
-  taps->highest = -1;
-  std::vector<float> packed(size_t(out) * n, 0.0f);
-  for (int o = 0; o < out; ++o) {
-    if (!taps->inside[o]) continue;
-    const int start = std::min(first[o], source - n);
-    for (int k = 0; k < count[o]; ++k)
-      packed[size_t(o) * n + (first[o] - start) + k] = taps->weights[size_t(o) * max_taps + k];
-    taps->start[o] = start;
-    taps->lowest = std::min(taps->lowest, start);
-    taps->highest = std::max(taps->highest, start + n - 1);
-  }
-  if (taps->highest < 0) taps->lowest = 0;
-  taps->any_outside = false;
-  for (int o = 0; o < out; ++o) {
-    if (taps->inside[o]) continue;
-    taps->start[o] = taps->lowest;  // zero weights, a valid window
-    taps->any_outside = true;
-  }
-  taps->weights = std::move(packed);
-}
-
-// One row of the horizontal pass: sum over k of w[x][k] * pixel[start[x] + k], with
-// `row` the interleaved RGB floats from the taps' lowest source column (plus one float of
-// padding), split into the planes r, g, b.
-template <int kN>
-void ResampleRow(const Taps& taps, const float* row, int out_width, float* __restrict r,
-                 float* __restrict g, float* __restrict b) {
-  const int n = kN > 0 ? kN : taps.n;
-  const float* w = taps.weights.data();
-  for (int x = 0; x < out_width; ++x, w += n) {
-    const float* p = row + 3 * (taps.start[x] - taps.lowest);
-    Pixel sum = LoadPixel(p) * w[0];
-    for (int k = 1; k < n; ++k) sum += LoadPixel(p + 3 * k) * w[k];
-    r[x] = sum[0];
-    g[x] = sum[1];
-    b[x] = sum[2];
-  }
-}
+// ---- Rendering ----
 
 struct Scratch {
-  Taps x, y;
-  std::vector<float> source_row;  // one decoded row as floats, from the lowest x used
-  std::vector<float> rows;        // horizontally resampled rows: 3 planes of rows x out_width
-  std::vector<float> line;        // one output row of one channel
+  ResampleTaps x, y;
+  ResampleScratch resample;
   PixelBuffer decoded;
 };
 
@@ -604,44 +500,69 @@ double ImagePipeline::MinDecodeScale(const SamplePlan& plan) {
 
 namespace {
 
+// The taps of the plan over an image decoded at width x height (the plan rescaled to it).
+void BuildPlanTaps(const SamplePlan& plan, int width, int height, ResampleTaps* x,
+                   ResampleTaps* y) {
+  const double rx = static_cast<double>(width) / plan.source_width;
+  const double ry = static_cast<double>(height) / plan.source_height;
+  BuildResampleTaps(plan.x_scale * rx, plan.x_offset * rx, plan.width, width, x);
+  BuildResampleTaps(plan.y_scale * ry, plan.y_offset * ry, plan.height, height, y);
+}
+
+// The source pixels the taps touch (empty when every output pixel is padding).
+PixelRect TapsRegion(const ResampleTaps& x, const ResampleTaps& y) {
+  if (x.highest < x.lowest || y.highest < y.lowest) return PixelRect{};
+  return PixelRect{x.lowest, y.lowest, x.highest - x.lowest + 1, y.highest - y.lowest + 1};
+}
+
+bool Contains(const PixelRect& outer, const PixelRect& inner) {
+  if (inner.width <= 0 || inner.height <= 0) return true;
+  return inner.x >= outer.x && inner.y >= outer.y &&
+         inner.x + inner.width <= outer.x + outer.width &&
+         inner.y + inner.height <= outer.y + outer.height;
+}
+
 // Render without filtering (every window is one source pixel of weight 1).
-void CopyPixels(const SamplePlan& plan, const RgbImage& image, const Taps& tx, const Taps& ty,
+void CopyPixels(const RgbImage& image, const ResampleTaps& tx, const ResampleTaps& ty,
                 ring::DType dtype, ImageLayout layout, const float* mul, const float* add,
                 void* dst) {
-  const int out_w = plan.width, out_h = plan.height;
+  const int out_w = static_cast<int>(tx.start.size()), out_h = static_cast<int>(ty.start.size());
   const size_t plane = size_t(out_w) * out_h;
+  const PixelRect& region = image.region;
   // Channel c of output (x, y) is at dst[base(y) + c * channel_step + x * pixel_step].
   const bool hwc = layout == ImageLayout::kHWC;
   const size_t pixel_step = hwc ? 3 : 1;
   const size_t channel_step = hwc ? 1 : plane;
   for (int y = 0; y < out_h; ++y) {
     const size_t base = size_t(y) * out_w * pixel_step;
-    const uint8_t* row = image.pixels + size_t(ty.start[y]) * image.width * 3;
     const bool row_inside = ty.inside[y] != 0;
+    // Rows and columns outside are padding, never read.
+    const uint8_t* row = image.pixels + ptrdiff_t(ty.start[y] - region.y) * region.width * 3;
     if (dtype == ring::DType::kUInt8) {
       uint8_t* r = static_cast<uint8_t*>(dst) + base;
       uint8_t* g = r + channel_step;
       uint8_t* b = g + channel_step;
-      for (int x = 0; x < out_w; ++x) {
-        const uint8_t* p = row + size_t(tx.start[x]) * 3;
-        const size_t at = x * pixel_step;
-        r[at] = p[0];
-        g[at] = p[1];
-        b[at] = p[2];
-      }
-      if (!row_inside || tx.any_outside) {
+      if (!row_inside) {
         for (int x = 0; x < out_w; ++x) {
-          if (row_inside && tx.inside[x]) continue;
           r[x * pixel_step] = g[x * pixel_step] = b[x * pixel_step] = 0;
         }
+        continue;
+      }
+      for (int x = 0; x < out_w; ++x) {
+        const uint8_t* p = row + ptrdiff_t(tx.start[x] - region.x) * 3;
+        const size_t at = x * pixel_step;
+        const bool inside = tx.inside[x] != 0;
+        r[at] = inside ? p[0] : 0;
+        g[at] = inside ? p[1] : 0;
+        b[at] = inside ? p[2] : 0;
       }
     } else {
       float* r = static_cast<float*>(dst) + base;
       float* g = r + channel_step;
       float* b = g + channel_step;
       for (int x = 0; x < out_w; ++x) {
-        const uint8_t* p = row + size_t(tx.start[x]) * 3;
         const bool inside = row_inside && tx.inside[x];
+        const uint8_t* p = row + ptrdiff_t(tx.start[x] - region.x) * 3;
         const size_t at = x * pixel_step;
         r[at] = (inside ? p[0] : 0) * mul[0] + add[0];
         g[at] = (inside ? p[1] : 0) * mul[1] + add[1];
@@ -653,105 +574,64 @@ void CopyPixels(const SamplePlan& plan, const RgbImage& image, const Taps& tx, c
 
 }  // namespace
 
-void ImagePipeline::Render(const SamplePlan& plan, const RgbImage& image, void* dst) const {
+void ImagePipeline::RenderWithTaps(const RgbImage& image, const ResampleTaps& x,
+                                   const ResampleTaps& y, void* dst) const {
   Scratch& scratch = ThreadScratch();
-  const int out_w = plan.width, out_h = plan.height;
-  const double rx = static_cast<double>(image.width) / plan.source_width;
-  const double ry = static_cast<double>(image.height) / plan.source_height;
-  BuildTaps(plan.x_scale * rx, plan.x_offset * rx, out_w, image.width, &scratch.x);
-  BuildTaps(plan.y_scale * ry, plan.y_offset * ry, out_h, image.height, &scratch.y);
-  const Taps& tx = scratch.x;
-  const Taps& ty = scratch.y;
-
-  if (tx.n == 1 && ty.n == 1) {
+  if (x.n == 1 && y.n == 1) {
     // No filtering on either axis (a crop or flip at the decoded size): a direct copy.
-    CopyPixels(plan, image, tx, ty, dtype_, layout_, mul_, add_, dst);
+    CopyPixels(image, x, y, dtype_, layout_, mul_, add_, dst);
     return;
   }
-
-  // Horizontal pass over the source rows the output needs, into 3 planes.
-  const int columns = std::max(0, tx.highest - tx.lowest + 1);
-  const int row_count = std::max(0, ty.highest - ty.lowest + 1);
-  const size_t rows_plane = size_t(out_w) * row_count;
-  scratch.source_row.resize(size_t(columns) * 3 + 1);
-  scratch.rows.resize(rows_plane * 3);
-  for (int r = 0; r < row_count; ++r) {
-    const uint8_t* src = image.pixels + (size_t(ty.lowest + r) * image.width + tx.lowest) * 3;
-    float* __restrict row = scratch.source_row.data();
-    for (int i = 0; i < columns * 3; ++i) row[i] = src[i];
-    float* red = &scratch.rows[size_t(out_w) * r];
-    float* green = red + rows_plane;
-    float* blue = green + rows_plane;
-    switch (tx.n) {
-      case 1: ResampleRow<1>(tx, row, out_w, red, green, blue); break;
-      case 2: ResampleRow<2>(tx, row, out_w, red, green, blue); break;
-      case 3: ResampleRow<3>(tx, row, out_w, red, green, blue); break;
-      case 4: ResampleRow<4>(tx, row, out_w, red, green, blue); break;
-      default: ResampleRow<0>(tx, row, out_w, red, green, blue); break;
-    }
-    if (tx.any_outside) {
-      for (int x = 0; x < out_w; ++x) {
-        if (!tx.inside[x]) red[x] = green[x] = blue[x] = 0.0f;
-      }
-    }
-  }
-
-  // Vertical pass per channel, then conversion to the output dtype and layout.
-  scratch.line.resize(out_w);
-  float* __restrict line = scratch.line.data();
-  const size_t plane = size_t(out_w) * out_h;
-  const bool hwc = layout_ == ImageLayout::kHWC;
+  ResampleOutput output;
+  output.dst = dst;
+  output.float32 = dtype_ == ring::DType::kFloat32;
+  output.hwc = layout_ == ImageLayout::kHWC;
   for (int c = 0; c < 3; ++c) {
-    const float* rows = &scratch.rows[rows_plane * c];
-    for (int y = 0; y < out_h; ++y) {
-      if (ty.inside[y]) {
-        const float* w = &ty.weights[size_t(y) * ty.n];
-        const float* row = rows + size_t(out_w) * (ty.start[y] - ty.lowest);
-        const float w0 = w[0];
-        for (int x = 0; x < out_w; ++x) line[x] = row[x] * w0;
-        for (int k = 1; k < ty.n; ++k) {
-          row += out_w;
-          const float weight = w[k];
-          for (int x = 0; x < out_w; ++x) line[x] += row[x] * weight;
-        }
-      } else {
-        std::fill(line, line + out_w, 0.0f);
-      }
-      const size_t offset = hwc ? size_t(y) * out_w * 3 + c : plane * c + size_t(y) * out_w;
-      if (dtype_ == ring::DType::kUInt8) {
-        // The filter's weights are >= 0 and sum to 1: values stay within 0..255 (up to
-        // rounding), so adding 0.5 and truncating rounds without a clamp.
-        uint8_t* out = static_cast<uint8_t*>(dst) + offset;
-        if (hwc) {
-          for (int x = 0; x < out_w; ++x) out[x * 3] = static_cast<uint8_t>(int(line[x] + 0.5f));
-        } else {
-          for (int x = 0; x < out_w; ++x) out[x] = static_cast<uint8_t>(int(line[x] + 0.5f));
-        }
-      } else {
-        float* out = static_cast<float*>(dst) + offset;
-        const float mul = mul_[c], add = add_[c];
-        if (hwc) {
-          for (int x = 0; x < out_w; ++x) out[x * 3] = line[x] * mul + add;
-        } else {
-          for (int x = 0; x < out_w; ++x) out[x] = line[x] * mul + add;
-        }
-      }
-    }
+    output.mul[c] = mul_[c];
+    output.add[c] = add_[c];
   }
-  if (scratch.rows.capacity() * sizeof(float) > kMaxRetainedScratch) {
-    std::vector<float>().swap(scratch.rows);
+  ResampleImage(image, x, y, output, scratch.resample);
+  scratch.resample.ShrinkTo(kMaxRetainedScratch);
+}
+
+Status ImagePipeline::Render(const SamplePlan& plan, const RgbImage& image, void* dst) const {
+  Scratch& scratch = ThreadScratch();
+  BuildPlanTaps(plan, image.width, image.height, &scratch.x, &scratch.y);
+  const PixelRect needed = TapsRegion(scratch.x, scratch.y);
+  if (!Contains(image.region, needed)) {
+    return InvalidArgument(
+        "render: the image holds pixels [" + std::to_string(image.region.x) + ", " +
+        std::to_string(image.region.x + image.region.width) + ") x [" +
+        std::to_string(image.region.y) + ", " +
+        std::to_string(image.region.y + image.region.height) + "), the plan needs [" +
+        std::to_string(needed.x) + ", " + std::to_string(needed.x + needed.width) + ") x [" +
+        std::to_string(needed.y) + ", " + std::to_string(needed.y + needed.height) + ")");
   }
+  RenderWithTaps(image, scratch.x, scratch.y, dst);
+  return Status::Ok();
 }
 
 Status ImagePipeline::Run(const std::string& name, const uint8_t* data, size_t size,
                           uint64_t seed, uint64_t epoch, uint64_t id, void* dst) const {
   EMBER_ASSIGN_OR_RETURN(ImageHeader header, ReadImageHeader(name, data, size, decode_options_));
   const SamplePlan plan = Plan(header.width, header.height, seed, epoch, id);
+  const double min_scale = MinDecodeScale(plan);
+  int width = 0, height = 0;
+  DecodedSize(header, min_scale, &width, &height);
   Scratch& scratch = ThreadScratch();
+  BuildPlanTaps(plan, width, height, &scratch.x, &scratch.y);
+  const PixelRect needed = TapsRegion(scratch.x, scratch.y);
   RgbImage image;
-  Status status = DecodeImage(name, data, size, decode_options_, MinDecodeScale(plan),
-                              scratch.decoded, &image);
-  if (status.ok()) Render(plan, image, dst);
+  Status status = DecodeImageRegion(name, data, size, decode_options_, min_scale, needed,
+                                    scratch.decoded, &image);
+  if (status.ok() && (image.width != width || image.height != height ||
+                      !Contains(image.region, needed))) {
+    status = Internal(name + ": decoded " + std::to_string(image.width) + "x" +
+                      std::to_string(image.height) + " pixels, not the planned " +
+                      std::to_string(width) + "x" + std::to_string(height) +
+                      " or without the region needed");
+  }
+  if (status.ok()) RenderWithTaps(image, scratch.x, scratch.y, dst);
   scratch.decoded.ShrinkTo(kMaxRetainedScratch);
   return status;
 }

@@ -38,9 +38,10 @@
 //
 // Execution: the geometric steps are composed into one map from output pixels to the
 // source image (no intermediate image per step), the JPEG is decoded at the smallest DCT
-// scale that still gives >= 1 source pixel per output pixel, and one separable resample
-// (a triangle filter widened to the downscale factor, as PIL's antialiased bilinear)
-// writes the final dtype and layout into the destination.
+// scale that still gives >= 1 source pixel per output pixel and only around the pixels
+// the output reads (decode.h's region decoding), and one separable fixed-point resample
+// (resample.h: a triangle filter widened to the downscale factor, as PIL's antialiased
+// bilinear) writes the final dtype and layout into the destination.
 //
 // Randomness derives only from (seed, epoch, sample id): the same triple gives the same
 // bytes on any thread, and another epoch gives other crops and flips.
@@ -52,6 +53,7 @@
 #include <vector>
 
 #include "daemon/data/image/decode.h"
+#include "daemon/data/image/resample.h"
 #include "ember/ring_layout.h"
 #include "ember/status.h"
 
@@ -117,15 +119,20 @@ class ImagePipeline {
 
   // Resamples `image` (the plan's source, decoded at any size: the plan is rescaled to
   // it) and writes OutputBytes() bytes of the output dtype and layout to `dst`.
-  void Render(const SamplePlan& plan, const RgbImage& image, void* dst) const;
+  // kInvalidArgument if image.region lacks source pixels the plan reads.
+  Status Render(const SamplePlan& plan, const RgbImage& image, void* dst) const;
 
   // Decodes the encoded image `data` (named `name` in errors) and writes the sample to
-  // `dst`: ReadImageHeader, Plan, DecodeImage at MinDecodeScale, Render. kDataLoss for
-  // a corrupt image (see decode.h).
+  // `dst`: ReadImageHeader, Plan, DecodeImageRegion at MinDecodeScale of the pixels the
+  // plan reads, Render. kDataLoss for a corrupt image (see decode.h).
   Status Run(const std::string& name, const uint8_t* data, size_t size, uint64_t seed,
              uint64_t epoch, uint64_t id, void* dst) const;
 
  private:
+  // Render with the taps of the plan over the image's whole decoded size.
+  void RenderWithTaps(const RgbImage& image, const ResampleTaps& x, const ResampleTaps& y,
+                      void* dst) const;
+
   std::vector<PipelineStep> steps_;
   ImageSize output_size_;
   ring::DType dtype_ = ring::DType::kUInt8;

@@ -1,10 +1,13 @@
 #include "daemon/data/image/pipeline.h"
 
+#include <turbojpeg.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -37,7 +40,7 @@ std::string ParseError(const std::string& yaml) {
 
 RgbImage View(const TestImage& image) {
   REQUIRE(image.channels == 3);
-  return RgbImage{image.width, image.height, image.pixels.data()};
+  return RgbImage::Whole(image.width, image.height, image.pixels.data());
 }
 
 // A test image whose pixel (x, y) is (x, y, x + y): every position is recognizable.
@@ -54,7 +57,9 @@ std::vector<uint8_t> RenderBytes(const ImagePipeline& pipeline, const TestImage&
                                  uint64_t seed = 0, uint64_t epoch = 0, uint64_t id = 0) {
   std::vector<uint8_t> out(pipeline.OutputBytes());
   const SamplePlan plan = pipeline.Plan(image.width, image.height, seed, epoch, id);
-  pipeline.Render(plan, View(image), out.data());
+  const Status status = pipeline.Render(plan, View(image), out.data());
+  INFO(status.ToString());
+  REQUIRE(status.ok());
   return out;
 }
 
@@ -405,6 +410,69 @@ TEST_CASE("Run decodes a large JPEG at a reduced DCT scale and writes the right 
     const int expected = i < 224 * 224 ? 250 : i < 2 * 224 * 224 ? 128 : 3;
     CHECK(std::abs(int(out[i]) - expected) <= 4);
   }
+}
+
+// A 4:2:0 JPEG (as most photographs) of fine texture, where a wrong neighbouring pixel
+// shows.
+std::string TexturedJpeg420(int width, int height) {
+  std::mt19937 random(width + height);
+  std::vector<uint8_t> rgb(size_t(width) * height * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i % 97 + random() % 64);
+  tjhandle handle = tjInitCompress();
+  REQUIRE(handle != nullptr);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  const int ok = tjCompress2(handle, rgb.data(), width, width * 3, height, TJPF_RGB, &out, &size,
+                             TJSAMP_420, 90, 0);
+  std::string bytes;
+  if (ok == 0) bytes.assign(reinterpret_cast<const char*>(out), size);
+  tjFree(out);
+  tjDestroy(handle);
+  REQUIRE(!bytes.empty());
+  return bytes;
+}
+
+TEST_CASE("Run, which decodes only the region a sample reads, renders the whole decode's bytes") {
+  // Crops smaller and larger than the output (enlarged, or shrunk after DCT scaling),
+  // flips, and a centre crop that pads; uint8 and float32.
+  const char* pipelines[] = {
+      "steps: [{random_resized_crop: {size: 40}}, {horizontal_flip: {}}]",
+      "steps: [{random_resized_crop: {size: [24, 56], scale: [0.5, 1]}}, {horizontal_flip: {}}]\n"
+      "output: {layout: HWC}",
+      "steps: [{resize: {size: 72}}, {center_crop: {size: 64}}]",
+      "steps: [{center_crop: {size: [300, 50]}}]",
+      "steps: [{random_resized_crop: {size: 32}}, {normalize: {mean: [0.5, 0.5, 0.5], "
+      "std: [0.2, 0.3, 0.4]}}]\noutput: {dtype: float32}"};
+  for (const auto& [width, height] : {std::pair{203, 157}, std::pair{640, 480}}) {
+    const std::string jpeg = TexturedJpeg420(width, height);
+    for (const char* yaml : pipelines) {
+      const ImagePipeline pipeline = MustParse(yaml);
+      for (uint64_t id = 0; id < 25; ++id) {
+        INFO(yaml << ", " << width << "x" << height << ", sample " << id);
+        const SamplePlan plan = pipeline.Plan(width, height, 3, 1, id);
+        PixelBuffer buffer;
+        RgbImage whole;
+        REQUIRE(DecodeImage("img", reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(),
+                            pipeline.decode_options(), ImagePipeline::MinDecodeScale(plan),
+                            buffer, &whole)
+                    .ok());
+        std::vector<uint8_t> expected(pipeline.OutputBytes());
+        REQUIRE(pipeline.Render(plan, whole, expected.data()).ok());
+        CHECK(RunBytes(pipeline, jpeg, 3, 1, id) == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("Render refuses an image without the pixels the plan reads") {
+  const ImagePipeline pipeline = MustParse("steps: [{center_crop: {size: 4}}]");
+  const TestImage image = CoordinateImage(10, 10);
+  RgbImage part = View(image);
+  part.region = PixelRect{0, 0, 5, 10};  // the left half; the crop needs columns 3..6
+  std::vector<uint8_t> out(pipeline.OutputBytes());
+  const Status status = pipeline.Render(pipeline.Plan(10, 10, 0, 0, 0), part, out.data());
+  CHECK(status.code() == StatusCode::kInvalidArgument);
+  CHECK(Contains(status.message(), "the plan needs [3, 7) x [3, 7)"));
 }
 
 TEST_CASE("Run reports a corrupt image as data loss and names it") {
