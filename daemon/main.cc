@@ -112,6 +112,9 @@ int Serve(const std::string& config_path) {
   for (const std::string& format : registry->Formats()) {
     spdlog::info("format '{}' from plugin {}", format, registry->Find(format)->path());
   }
+  for (const std::string& step : registry->Transforms()) {
+    spdlog::info("pipeline step '{}' from plugin {}", step, registry->FindTransform(step)->path());
+  }
   Status plugins_ok = CheckPluginFormats(*registry);
   if (!plugins_ok.ok()) {
     spdlog::error("{}: {}", config_path, plugins_ok.message());

@@ -190,5 +190,54 @@ TEST_CASE("a reader plugin allowed in emberd's config serves its format") {
   daemon.Stop();
 }
 
+TEST_CASE("a transform plugin's step runs inside the image pipeline of a folder and a pack") {
+  TempDir tmp;
+  const std::string& dir = tmp.path();
+  const std::string plugin = Runfile("daemon/data/plugin/examples/libember_color_plugin.so");
+  const std::string root = dir + "/photos";
+  std::filesystem::create_directories(root + "/a");
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(daemon::WriteTestFile(root + "/a/" + std::to_string(i) + ".png",
+                                  daemon::EncodePng(daemon::GradientImage(40 + 2 * i, 36))));
+  }
+  const std::string crop = "steps:\n  - resize: {size: 36}\n  - center_crop: {size: 32}\n";
+  std::ofstream(dir + "/plain.yaml") << crop;
+  std::ofstream(dir + "/inverted.yaml") << crop << "  - solarize: {threshold: 0}\n";
+  std::ofstream(dir + "/bad.yaml") << crop << "  - solarize: {threshold: 999}\n";
+
+  Daemon daemon(dir, 4, "plugins: [" + plugin + "]\n");
+  daemon.Start();
+  std::string err;
+  REQUIRE(Emberctl(daemon, {"dataset", "add", "plain", "--format", "imagefolder", "--path", root,
+                            "--pipeline", dir + "/plain.yaml"},
+                   &err) == 0);
+  REQUIRE(Emberctl(daemon, {"dataset", "add", "inverted", "--format", "imagefolder", "--path",
+                            root, "--pipeline", dir + "/inverted.yaml"},
+                   &err) == 0);
+  REQUIRE(Emberctl(daemon, {"pack", root, dir + "/photos.packed"}, &err) == 0);
+  REQUIRE(Emberctl(daemon, {"dataset", "add", "inverted-packed", "--format", "packed", "--path",
+                            dir + "/photos.packed", "--pipeline", dir + "/inverted.yaml"},
+                   &err) == 0);
+  {
+    auto client = daemon.Connect();
+    const std::string plain = ReadEpoch(*client, "plain", "plain").first;
+    const std::string inverted = ReadEpoch(*client, "inverted", "inverted").first;
+    REQUIRE(plain.size() == 5u * 3 * 32 * 32);
+    REQUIRE(inverted.size() == plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) {
+      REQUIRE(uint8_t(inverted[i]) == 255 - uint8_t(plain[i]));
+    }
+    CHECK(ReadEpoch(*client, "inverted-packed", "packed").first == inverted);
+  }
+  // Settings the plugin refuses: registration fails naming the step, the key and the value.
+  CHECK(Emberctl(daemon, {"dataset", "add", "bad", "--format", "imagefolder", "--path", root,
+                          "--pipeline", dir + "/bad.yaml"},
+                 &err) != 0);
+  CHECK(err.find("step 'solarize'") != std::string::npos);
+  CHECK(err.find("threshold") != std::string::npos);
+  CHECK(err.find("'999'") != std::string::npos);
+  daemon.Stop();
+}
+
 }  // namespace
 }  // namespace ember::testing

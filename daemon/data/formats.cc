@@ -11,25 +11,33 @@ namespace ember::daemon {
 
 namespace {
 
+// A built-in format. `plugins` gives the image formats their transform plugins.
 struct Format {
   const char* name;
-  Result<DatasetInfo> (*probe)(Env&, const DatasetSpec&);
-  Result<std::unique_ptr<Source>> (*load)(Env&, const DatasetSpec&);
+  Result<DatasetInfo> (*probe)(Env&, const DatasetSpec&, const PluginRegistry* plugins);
+  Result<std::unique_ptr<Source>> (*load)(Env&, const DatasetSpec&, const PluginRegistry* plugins);
 };
 
-Result<DatasetInfo> ProbePackedImages(Env& env, const DatasetSpec& spec) {
-  return ProbePacked(env, spec, ImageRecordCodec);
-}
-
-Result<std::unique_ptr<Source>> LoadPackedImages(Env& env, const DatasetSpec& spec) {
-  return LoadPacked(env, spec, ImageRecordCodec);
+RecordCodecFactory ImageCodec(const PluginRegistry* plugins) {
+  return [plugins](const PackedDataset& dataset, const DatasetSpec& spec) {
+    return ImageRecordCodec(dataset, spec, plugins);
+  };
 }
 
 constexpr Format kFormats[] = {
-    {"idx", ProbeIdx, LoadIdx},
+    {"idx", [](Env& env, const DatasetSpec& spec, const PluginRegistry*) { return ProbeIdx(env, spec); },
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry*) { return LoadIdx(env, spec); }},
     {"imagefolder", ProbeImageFolder, LoadImageFolder},
-    {"packed", ProbePackedImages, LoadPackedImages},
-    {"tokens", ProbeTokens, LoadTokens},
+    {"packed",
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins) {
+       return ProbePacked(env, spec, ImageCodec(plugins));
+     },
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins) {
+       return LoadPacked(env, spec, ImageCodec(plugins));
+     }},
+    {"tokens",
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry*) { return ProbeTokens(env, spec); },
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry*) { return LoadTokens(env, spec); }},
 };
 
 const Format* FindBuiltin(const std::string& name) {
@@ -68,14 +76,14 @@ Status CheckPluginFormats(const PluginRegistry& plugins) {
 
 Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
                                  const PluginRegistry* plugins) {
-  if (const Format* format = FindBuiltin(spec.format)) return format->probe(env, spec);
+  if (const Format* format = FindBuiltin(spec.format)) return format->probe(env, spec, plugins);
   if (auto plugin = FindPlugin(plugins, spec.format)) return ProbeWithPlugin(plugin, spec);
   return UnknownFormat(plugins, spec.format);
 }
 
 Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,
                                             const PluginRegistry* plugins) {
-  if (const Format* format = FindBuiltin(spec.format)) return format->load(env, spec);
+  if (const Format* format = FindBuiltin(spec.format)) return format->load(env, spec, plugins);
   if (auto plugin = FindPlugin(plugins, spec.format)) return LoadWithPlugin(plugin, spec);
   return UnknownFormat(plugins, spec.format);
 }

@@ -16,7 +16,7 @@ TEST_CASE("formats from plugins probe and load; unknown ones list them") {
   DatasetSpec spec;
   spec.name = "tiny";
   spec.format = "csv";
-  spec.path = WriteTestFile("formats.csv", "1.5,2.5,3\n4,5,6\n");
+  spec.path = WriteTempFile("formats.csv", "1.5,2.5,3\n4,5,6\n");
   CHECK(ProbeDataset(*env, spec).status().code() == StatusCode::kInvalidArgument);
 
   auto plugins = PluginRegistry::Load({TestPluginPath("libember_csv_plugin.so")});

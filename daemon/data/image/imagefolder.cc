@@ -83,8 +83,8 @@ struct Folder {
   ImagePipeline pipeline;
 };
 
-Result<Folder> OpenFolder(Env& env, const DatasetSpec& spec) {
-  auto pipeline = ImagePipeline::Parse(spec.pipeline);
+Result<Folder> OpenFolder(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins) {
+  auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
   EMBER_ASSIGN_OR_RETURN(ImageFolderListing listing, ListImageFolder(env, spec.path));
   Folder folder{DatasetInfo{}, CompactListing(listing), std::move(pipeline).value()};
@@ -144,13 +144,15 @@ class ImageFolderSource : public Source {
 
 }  // namespace
 
-Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec) {
-  EMBER_ASSIGN_OR_RETURN(Folder folder, OpenFolder(env, spec));
+Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec,
+                                     const PluginRegistry* plugins) {
+  EMBER_ASSIGN_OR_RETURN(Folder folder, OpenFolder(env, spec, plugins));
   return std::move(folder.info);
 }
 
-Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec) {
-  EMBER_ASSIGN_OR_RETURN(Folder folder, OpenFolder(env, spec));
+Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec,
+                                                const PluginRegistry* plugins) {
+  EMBER_ASSIGN_OR_RETURN(Folder folder, OpenFolder(env, spec, plugins));
   return std::unique_ptr<Source>(std::make_unique<ImageFolderSource>(env, std::move(folder)));
 }
 

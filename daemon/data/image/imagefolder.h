@@ -24,6 +24,7 @@
 
 #include "daemon/catalog/dataset.h"
 #include "daemon/core/env.h"
+#include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
 
@@ -31,15 +32,18 @@ namespace ember::daemon {
 
 // Parses the pipeline and lists the folder. kInvalidArgument for a bad pipeline ("dataset
 // 'NAME': pipeline line L, column C: ..." naming the key or step and the value) or a bad
-// folder, and kNotFound for a missing one (as ListImageFolder).
-Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec);
+// folder, and kNotFound for a missing one (as ListImageFolder). Pipeline steps that are
+// not built in come from `plugins` (transform plugins; none if null).
+Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec,
+                                     const PluginRegistry* plugins = nullptr);
 
 // As ProbeImageFolder, returning a Source that decodes on demand: ParallelDecode() is
 // true; Prefetch() asks the kernel to read the files ahead (ReadableFile::WillNeed);
 // ReadSample reads the file (Env::OpenForRead), decodes it and writes the pipeline's
 // output into dsts[0] and the label into dsts[1]. Thread-safe. The source reads through
 // `env`, which must outlive it.
-Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec);
+Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec,
+                                                const PluginRegistry* plugins = nullptr);
 
 }  // namespace ember::daemon
 

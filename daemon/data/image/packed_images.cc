@@ -8,11 +8,12 @@
 
 namespace ember::daemon {
 
-Result<RecordCodec> ImageRecordCodec(const PackedDataset& dataset, const DatasetSpec& spec) {
+Result<RecordCodec> ImageRecordCodec(const PackedDataset& dataset, const DatasetSpec& spec,
+                                     const PluginRegistry* plugins) {
   if (dataset.source_format() != "imagefolder")
     return InvalidArgument("packed dataset was packed from format '" + dataset.source_format() +
                            "'; only imagefolder packs can be decoded");
-  auto parsed = ImagePipeline::Parse(spec.pipeline);
+  auto parsed = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!parsed.ok()) return parsed.status();
   auto pipeline = std::make_shared<const ImagePipeline>(std::move(parsed).value());
   RecordCodec codec;

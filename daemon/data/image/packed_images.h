@@ -6,14 +6,17 @@
 #include "daemon/catalog/dataset.h"
 #include "daemon/data/packed/packed_dataset.h"
 #include "daemon/data/packed/packed_source.h"
+#include "daemon/data/plugin/plugin_registry.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
 
 // A RecordCodecFactory: tensors "image" (the pipeline's output) and "label" (int64), as
 // imagefolder gives them. kInvalidArgument if the pack's source format is not
-// "imagefolder" or the spec's pipeline does not parse.
-Result<RecordCodec> ImageRecordCodec(const PackedDataset& dataset, const DatasetSpec& spec);
+// "imagefolder" or the spec's pipeline does not parse. Pipeline steps that are not built
+// in come from `plugins` (none if null).
+Result<RecordCodec> ImageRecordCodec(const PackedDataset& dataset, const DatasetSpec& spec,
+                                     const PluginRegistry* plugins = nullptr);
 
 }  // namespace ember::daemon
 

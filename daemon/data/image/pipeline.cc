@@ -138,7 +138,39 @@ Status Triple(const YAML::Node& node, const std::string& what, bool positive, fl
   return Status::Ok();
 }
 
-Result<PipelineStep> ParseStep(const YAML::Node& node) {
+// "random_resized_crop, resize, ..." and then the plugins' steps, for error messages.
+std::string KnownSteps(const PluginRegistry* plugins) {
+  std::string known;
+  for (const char* step : kBuiltinImageSteps) known += (known.empty() ? "" : ", ") + std::string(step);
+  if (plugins != nullptr) {
+    for (const std::string& step : plugins->Transforms()) known += ", " + step;
+  }
+  return known;
+}
+
+// A step added by a transform plugin: its settings (scalars only) go to the plugin as text.
+Result<PipelineStep> ParsePluginStep(std::shared_ptr<const Plugin> plugin, const std::string& name,
+                                     const YAML::Node& at, const YAML::Node& settings) {
+  const std::string what = "step '" + name + "'";
+  TransformParams params;
+  for (auto it = settings.begin(); it != settings.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    if (!it->second.IsScalar()) {
+      return Bad(it->second, what + ": " + key +
+                                 ": a plugin step's settings must be single values, got " +
+                                 Show(it->second));
+    }
+    params.emplace_back(key, it->second.Scalar());
+  }
+  auto created = TransformStep::Create(std::move(plugin), name, params);
+  if (!created.ok()) return Bad(at, created.status().message());
+  PipelineStep step;
+  step.kind = Kind::kPlugin;
+  step.plugin = std::move(created).value();
+  return step;
+}
+
+Result<PipelineStep> ParseStep(const YAML::Node& node, const PluginRegistry* plugins) {
   std::string name;
   YAML::Node params;
   if (node.IsScalar()) {
@@ -204,10 +236,10 @@ Result<PipelineStep> ParseStep(const YAML::Node& node) {
     EMBER_ASSIGN_OR_RETURN(YAML::Node std, required("std"));
     EMBER_RETURN_IF_ERROR(Triple(mean, what + ": mean", false, step.mean));
     EMBER_RETURN_IF_ERROR(Triple(std, what + ": std", true, step.std));
+  } else if (auto plugin = plugins != nullptr ? plugins->FindTransform(name) : nullptr) {
+    return ParsePluginStep(std::move(plugin), name, at, settings);
   } else {
-    return Bad(at, "unknown step '" + name +
-                       "' (known: random_resized_crop, resize, center_crop, horizontal_flip, "
-                       "normalize)");
+    return Bad(at, "unknown step '" + name + "' (known: " + KnownSteps(plugins) + ")");
   }
   return step;
 }
@@ -238,6 +270,16 @@ class SampleRandom {
  private:
   uint64_t state_;
 };
+
+// The random value a plugin step gets: depends only on (seed, epoch, id, step index), and
+// not on the stream SampleRandom draws the geometry from.
+uint64_t PluginStepRandom(uint64_t seed, uint64_t epoch, uint64_t id, size_t step_index) {
+  uint64_t state = seed ^ 0x706c7567696e5f31ULL;  // "plugin_1"
+  state = SplitMix64(&state) ^ epoch;
+  state = SplitMix64(&state) ^ id;
+  state = SplitMix64(&state) ^ step_index;
+  return SplitMix64(&state);
+}
 
 // Python's int(round(x)): half to even (the default floating-point rounding mode).
 int64_t RoundEven(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
@@ -301,8 +343,10 @@ void RandomResizedCrop(const PipelineStep& step, SampleRandom& random, View& vie
 
 struct Scratch {
   ResampleTaps x, y;
+  ResampleTaps identity_x, identity_y;  // plugin steps: their image to the output format
   ResampleScratch resample;
   PixelBuffer decoded;
+  PixelBuffer plugin_image;  // plugin steps: the uint8 HWC image they transform
 };
 
 Scratch& ThreadScratch() {
@@ -312,7 +356,8 @@ Scratch& ThreadScratch() {
 
 }  // namespace
 
-Result<ImagePipeline> ImagePipeline::Parse(const std::string& yaml_text) {
+Result<ImagePipeline> ImagePipeline::Parse(const std::string& yaml_text,
+                                           const PluginRegistry* plugins) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -334,10 +379,19 @@ Result<ImagePipeline> ImagePipeline::Parse(const std::string& yaml_text) {
     if (!steps.IsSequence() || steps.size() == 0) {
       return Bad(steps, "'steps' must be a non-empty list of steps, got " + Show(steps));
     }
+    std::string plugin_step;  // the first plugin step so far
     for (const YAML::Node& node : steps) {
-      EMBER_ASSIGN_OR_RETURN(PipelineStep step, ParseStep(node));
+      EMBER_ASSIGN_OR_RETURN(PipelineStep step, ParseStep(node, plugins));
       if (!pipeline.steps_.empty() && pipeline.steps_.back().kind == Kind::kNormalize) {
         return Bad(node, "normalize must be the last step");
+      }
+      if (step.kind == Kind::kPlugin) {
+        if (plugin_step.empty()) plugin_step = step.plugin->name();
+        pipeline.has_plugin_steps_ = true;
+      } else if (!plugin_step.empty() && step.kind != Kind::kNormalize) {
+        return Bad(node, "plugin step '" + plugin_step +
+                             "' changes the final image, so it must come after every crop, "
+                             "resize and flip");
       }
       pipeline.steps_.push_back(step);
     }
@@ -414,6 +468,7 @@ Result<ImagePipeline> ImagePipeline::Parse(const std::string& yaml_text) {
           }
           break;
         case Kind::kHorizontalFlip:
+        case Kind::kPlugin:
           break;
       }
     }
@@ -477,6 +532,7 @@ SamplePlan ImagePipeline::Plan(int width, int height, uint64_t seed, uint64_t ep
         }
         break;
       case Kind::kNormalize:
+      case Kind::kPlugin:
         break;
     }
   }
@@ -574,21 +630,33 @@ void CopyPixels(const RgbImage& image, const ResampleTaps& tx, const ResampleTap
 
 }  // namespace
 
+ImagePipeline::PixelFormat ImagePipeline::OutputFormat() const {
+  PixelFormat format;
+  format.dtype = dtype_;
+  format.layout = layout_;
+  for (int c = 0; c < 3; ++c) {
+    format.mul[c] = mul_[c];
+    format.add[c] = add_[c];
+  }
+  return format;
+}
+
 void ImagePipeline::RenderWithTaps(const RgbImage& image, const ResampleTaps& x,
-                                   const ResampleTaps& y, void* dst) const {
+                                   const ResampleTaps& y, const PixelFormat& format,
+                                   void* dst) const {
   Scratch& scratch = ThreadScratch();
   if (x.n == 1 && y.n == 1) {
     // No filtering on either axis (a crop or flip at the decoded size): a direct copy.
-    CopyPixels(image, x, y, dtype_, layout_, mul_, add_, dst);
+    CopyPixels(image, x, y, format.dtype, format.layout, format.mul, format.add, dst);
     return;
   }
   ResampleOutput output;
   output.dst = dst;
-  output.float32 = dtype_ == ring::DType::kFloat32;
-  output.hwc = layout_ == ImageLayout::kHWC;
+  output.float32 = format.dtype == ring::DType::kFloat32;
+  output.hwc = format.layout == ImageLayout::kHWC;
   for (int c = 0; c < 3; ++c) {
-    output.mul[c] = mul_[c];
-    output.add[c] = add_[c];
+    output.mul[c] = format.mul[c];
+    output.add[c] = format.add[c];
   }
   ResampleImage(image, x, y, output, scratch.resample);
   scratch.resample.ShrinkTo(kMaxRetainedScratch);
@@ -607,7 +675,36 @@ Status ImagePipeline::Render(const SamplePlan& plan, const RgbImage& image, void
         std::to_string(needed.x) + ", " + std::to_string(needed.x + needed.width) + ") x [" +
         std::to_string(needed.y) + ", " + std::to_string(needed.y + needed.height) + ")");
   }
-  RenderWithTaps(image, scratch.x, scratch.y, dst);
+  RenderWithTaps(image, scratch.x, scratch.y, OutputFormat(), dst);
+  return Status::Ok();
+}
+
+Status ImagePipeline::RenderWithPlugins(const RgbImage& image, const ResampleTaps& x,
+                                        const ResampleTaps& y, uint64_t seed, uint64_t epoch,
+                                        uint64_t id, void* dst) const {
+  Scratch& scratch = ThreadScratch();
+  const int width = output_size_.width, height = output_size_.height;
+  uint8_t* pixels = scratch.plugin_image.Reserve(size_t(width) * height * 3);
+  PixelFormat hwc;
+  hwc.layout = ImageLayout::kHWC;
+  RenderWithTaps(image, x, y, hwc, pixels);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (steps_[i].kind != Kind::kPlugin) continue;
+    EMBER_RETURN_IF_ERROR(
+        steps_[i].plugin->Apply(pixels, width, height, PluginStepRandom(seed, epoch, id, i)));
+  }
+  // The plugins' image to the output format: a copy through an identity map.
+  RgbImage rendered;
+  rendered.width = width;
+  rendered.height = height;
+  rendered.pixels = pixels;
+  rendered.region = PixelRect{0, 0, width, height};
+  ResampleTaps& identity_x = scratch.identity_x;
+  ResampleTaps& identity_y = scratch.identity_y;
+  BuildResampleTaps(1.0, 0.0, width, width, &identity_x);
+  BuildResampleTaps(1.0, 0.0, height, height, &identity_y);
+  RenderWithTaps(rendered, identity_x, identity_y, OutputFormat(), dst);
+  scratch.plugin_image.ShrinkTo(kMaxRetainedScratch);
   return Status::Ok();
 }
 
@@ -631,7 +728,13 @@ Status ImagePipeline::Run(const std::string& name, const uint8_t* data, size_t s
                       std::to_string(width) + "x" + std::to_string(height) +
                       " or without the region needed");
   }
-  if (status.ok()) RenderWithTaps(image, scratch.x, scratch.y, dst);
+  if (status.ok()) {
+    if (has_plugin_steps_) {
+      status = RenderWithPlugins(image, scratch.x, scratch.y, seed, epoch, id, dst);
+    } else {
+      RenderWithTaps(image, scratch.x, scratch.y, OutputFormat(), dst);
+    }
+  }
   scratch.decoded.ShrinkTo(kMaxRetainedScratch);
   return status;
 }

@@ -29,6 +29,14 @@
 //   output.layout        CHW (default) or HWC.
 //   decode.max_pixels    largest width * height a file may claim (default 64000000);
 //                        larger images fail as corrupt samples before any pixel is decoded.
+//   <plugin step>        a step added by a transform plugin loaded by emberd (ember_transform_v1
+//                        in ember/plugin.h), e.g. `- solarize: {threshold: 128, p: 0.5}`.
+//                        Its settings must be scalars; the plugin checks them. Plugin steps
+//                        change pixels, not geometry: they come after every crop, resize
+//                        and flip (normalize may follow) and run, in order, on the final
+//                        8-bit RGB image before its conversion to the output dtype and
+//                        layout, each with a random value derived from (seed, epoch, sample
+//                        id, step index).
 //
 // The output shape must not depend on the image: after the last step that sets the size
 // (a crop or a resize to [h, w]) only flips and normalize may follow, and a resize of the
@@ -49,11 +57,14 @@
 #define EMBER_DAEMON_DATA_IMAGE_PIPELINE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "daemon/data/image/decode.h"
 #include "daemon/data/image/resample.h"
+#include "daemon/data/plugin/plugin_registry.h"
+#include "daemon/data/plugin/plugin_transform.h"
 #include "ember/ring_layout.h"
 #include "ember/status.h"
 
@@ -67,7 +78,14 @@ struct ImageSize {
 };
 
 struct PipelineStep {
-  enum class Kind { kRandomResizedCrop, kResize, kCenterCrop, kHorizontalFlip, kNormalize };
+  enum class Kind {
+    kRandomResizedCrop,
+    kResize,
+    kCenterCrop,
+    kHorizontalFlip,
+    kNormalize,
+    kPlugin,
+  };
   Kind kind = Kind::kResize;
   ImageSize size;        // crops; resize to [h, w]
   int shorter_side = 0;  // resize: N (then `size` is unused), 0 for [h, w]
@@ -76,6 +94,7 @@ struct PipelineStep {
   double p = 0.5;                           // horizontal_flip
   float mean[3] = {0, 0, 0};                // normalize
   float std[3] = {1, 1, 1};                 // normalize
+  std::shared_ptr<const TransformStep> plugin;  // kPlugin: the configured plugin step
 };
 
 // Where the output of one sample comes from, in the coordinates of the full-resolution
@@ -98,7 +117,9 @@ class ImagePipeline {
   // Parses and checks the YAML text (see above; empty: the default). kInvalidArgument
   // naming the line and column, the key or step, and the bad value, e.g.
   //   "pipeline line 3, column 7: step 'resize': unknown key 'sise' (known: size)"
-  static Result<ImagePipeline> Parse(const std::string& yaml_text);
+  // Steps that are not built in are looked up in `plugins` (none if null).
+  static Result<ImagePipeline> Parse(const std::string& yaml_text,
+                                     const PluginRegistry* plugins = nullptr);
 
   const std::vector<PipelineStep>& steps() const { return steps_; }
   ImageSize output_size() const { return output_size_; }
@@ -119,19 +140,36 @@ class ImagePipeline {
 
   // Resamples `image` (the plan's source, decoded at any size: the plan is rescaled to
   // it) and writes OutputBytes() bytes of the output dtype and layout to `dst`.
-  // kInvalidArgument if image.region lacks source pixels the plan reads.
+  // kInvalidArgument if image.region lacks source pixels the plan reads. Plugin steps are
+  // not applied (they need the sample's randomness): Run applies them.
   Status Render(const SamplePlan& plan, const RgbImage& image, void* dst) const;
 
   // Decodes the encoded image `data` (named `name` in errors) and writes the sample to
   // `dst`: ReadImageHeader, Plan, DecodeImageRegion at MinDecodeScale of the pixels the
-  // plan reads, Render. kDataLoss for a corrupt image (see decode.h).
+  // plan reads, Render, then the plugin steps. kDataLoss for a corrupt image (see
+  // decode.h) or a plugin step that fails.
   Status Run(const std::string& name, const uint8_t* data, size_t size, uint64_t seed,
              uint64_t epoch, uint64_t id, void* dst) const;
 
  private:
-  // Render with the taps of the plan over the image's whole decoded size.
+  // How rendered pixels are written: dtype, layout, and output = value (0..255) * mul + add
+  // for float32.
+  struct PixelFormat {
+    ring::DType dtype = ring::DType::kUInt8;
+    ImageLayout layout = ImageLayout::kCHW;
+    float mul[3] = {1, 1, 1};
+    float add[3] = {0, 0, 0};
+  };
+  PixelFormat OutputFormat() const;
+
+  // Render with the taps of the plan over the image's whole decoded size, in `format`.
   void RenderWithTaps(const RgbImage& image, const ResampleTaps& x, const ResampleTaps& y,
-                      void* dst) const;
+                      const PixelFormat& format, void* dst) const;
+
+  // Renders uint8 HWC into a scratch image, applies the plugin steps, converts to the
+  // output format in `dst`.
+  Status RenderWithPlugins(const RgbImage& image, const ResampleTaps& x, const ResampleTaps& y,
+                           uint64_t seed, uint64_t epoch, uint64_t id, void* dst) const;
 
   std::vector<PipelineStep> steps_;
   ImageSize output_size_;
@@ -140,6 +178,7 @@ class ImagePipeline {
   ImageDecodeOptions decode_options_;
   float mul_[3] = {1, 1, 1};  // output = value (0..255) * mul_ + add_, for float32
   float add_[3] = {0, 0, 0};
+  bool has_plugin_steps_ = false;
 };
 
 }  // namespace ember::daemon

@@ -100,7 +100,7 @@ TEST_CASE("LoadPlugin refuses broken transform tables, naming the file and the f
 }
 
 TEST_CASE("LoadPlugin refuses a file that is not a shared library") {
-  const std::string path = WriteTestFile("not_a_library.so", "plain text\n");
+  const std::string path = WriteTempFile("not_a_library.so", "plain text\n");
   auto plugin = LoadPlugin(path);
   REQUIRE_FALSE(plugin.ok());
   CHECK(plugin.status().code() == StatusCode::kInvalidArgument);

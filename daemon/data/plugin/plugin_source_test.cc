@@ -32,7 +32,7 @@ DatasetSpec Spec(const std::string& path) {
 }
 
 TEST_CASE("csv plugin: probe reports the layout") {
-  const std::string path = WriteTestFile("probe.csv", "0.5,1,2.25,3\n-1,0,4e2,7\r\n");
+  const std::string path = WriteTempFile("probe.csv", "0.5,1,2.25,3\n-1,0,4e2,7\r\n");
   auto info = ProbeWithPlugin(CsvPlugin(), Spec(path));
   REQUIRE(info.ok());
   CHECK(info->count == 2);
@@ -52,7 +52,7 @@ TEST_CASE("csv plugin: samples read through the Source, also concurrently") {
   for (int i = 0; i < 100; ++i) {
     text += std::to_string(i) + ".5," + std::to_string(-i) + "," + std::to_string(i % 10) + "\n";
   }
-  const std::string path = WriteTestFile("read.csv", text);
+  const std::string path = WriteTempFile("read.csv", text);
   auto source = LoadWithPlugin(CsvPlugin(), Spec(path));
   REQUIRE(source.ok());
   const Source& s = **source;
@@ -104,7 +104,7 @@ TEST_CASE("csv plugin: a bad file is refused with its name and line") {
   };
   auto plugin = CsvPlugin();
   for (const Case& c : cases) {
-    const std::string path = WriteTestFile("bad.csv", c.text);
+    const std::string path = WriteTempFile("bad.csv", c.text);
     auto info = ProbeWithPlugin(plugin, Spec(path));
     INFO(c.text);
     REQUIRE_FALSE(info.ok());
@@ -113,11 +113,11 @@ TEST_CASE("csv plugin: a bad file is refused with its name and line") {
     CHECK_FALSE(LoadWithPlugin(plugin, Spec(path)).ok());
   }
 
-  auto missing = ProbeWithPlugin(plugin, Spec(WriteTestFile("x.csv", "1,2\n") + ".missing"));
+  auto missing = ProbeWithPlugin(plugin, Spec(WriteTempFile("x.csv", "1,2\n") + ".missing"));
   REQUIRE_FALSE(missing.ok());
   CHECK(Contains(missing.status().message(), "x.csv.missing: cannot open"));
 
-  DatasetSpec with_pipeline = Spec(WriteTestFile("p.csv", "1,2\n"));
+  DatasetSpec with_pipeline = Spec(WriteTempFile("p.csv", "1,2\n"));
   with_pipeline.pipeline = "resize: 3\n";
   auto refused = ProbeWithPlugin(plugin, with_pipeline);
   REQUIRE_FALSE(refused.ok());
@@ -125,7 +125,7 @@ TEST_CASE("csv plugin: a bad file is refused with its name and line") {
 }
 
 TEST_CASE("csv plugin: the Source keeps the library loaded after the Plugin is dropped") {
-  const std::string path = WriteTestFile("keep.csv", "1.5,2\n");
+  const std::string path = WriteTempFile("keep.csv", "1.5,2\n");
   std::unique_ptr<Source> source;
   {
     auto loaded = LoadWithPlugin(CsvPlugin(), Spec(path));
@@ -140,7 +140,7 @@ TEST_CASE("csv plugin: the Source keeps the library loaded after the Plugin is d
 TEST_CASE("a plugin without a reader reads no dataset") {
   auto plugin = LoadPlugin(TestPluginPath("libember_color_plugin.so"));
   REQUIRE(plugin.ok());
-  const DatasetSpec spec = Spec(WriteTestFile("color.csv", "1,2\n"));
+  const DatasetSpec spec = Spec(WriteTempFile("color.csv", "1,2\n"));
   auto probed = ProbeWithPlugin(*plugin, spec);
   REQUIRE_FALSE(probed.ok());
   CHECK(probed.status().code() == StatusCode::kFailedPrecondition);

@@ -17,7 +17,7 @@ inline std::string TestPluginPath(const std::string& name) {
 }
 
 // Writes `text` to $TEST_TMPDIR/<name> and returns the path.
-inline std::string WriteTestFile(const std::string& name, const std::string& text) {
+inline std::string WriteTempFile(const std::string& name, const std::string& text) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/" + name;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
