@@ -255,16 +255,19 @@ struct DataParallel::State {
                                .to(torch::kCPU, torch::kFloat64)
                                .contiguous();
     const double* ranks_with_grad = counts.data_ptr<double>();
-    bucket.buffer.narrow(0, 0, bucket.numel).div_(static_cast<double>(comm->world_size()));
+    // The mean goes straight into .grad: one pass over the bucket, not a division in
+    // place and then a copy.
+    const torch::Tensor world_size =
+        torch::scalar_tensor(static_cast<double>(comm->world_size()), bucket.buffer.options());
     for (int64_t i = 0; i < count; ++i) {
       if (ranks_with_grad[i] <= 0) continue;
       torch::Tensor& tensor = params[bucket.params[i]].tensor;
-      torch::Tensor mean =
+      torch::Tensor sum =
           bucket.buffer.narrow(0, bucket.offsets[i], tensor.numel()).view(tensor.sizes());
       if (tensor.grad().defined()) {
-        tensor.mutable_grad().copy_(mean);
+        torch::div_out(tensor.mutable_grad(), sum, world_size);
       } else {
-        tensor.mutable_grad() = mean.clone();
+        tensor.mutable_grad() = torch::div(sum, world_size);
       }
     }
   }

@@ -40,8 +40,9 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(
     const std::string& name = "default");
 
 // Keeps a reference to `module` (which must outlive this object) and reads its
-// parameters and buffers at every call; tensors are grouped by dtype, in the module's
-// registration order, and each group goes over the wire as one flat buffer.
+// parameters and buffers at every call, in the module's registration order. Broadcasts
+// and checks send one flat buffer per dtype; AverageGradients sends gradients of 1 MiB
+// or more in place and packs the smaller ones into one flat buffer per dtype.
 // Not thread-safe; use it from the training loop.
 class ModelSync {
  public:
