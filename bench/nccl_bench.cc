@@ -42,6 +42,7 @@
 
 #include "ember/client.h"
 #include "ember/communicator.h"
+#include "ember/launch_env.h"
 #include "ember/nccl_communicator.h"
 
 namespace {
@@ -95,25 +96,6 @@ int VisibleDevices() {
   }
   if (count == 0) throw NoGpu("cudaGetDeviceCount: 0 devices");
   return count;
-}
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::string(value) : fallback;
-}
-
-int EnvInt(const char* name, int fallback, int min) {
-  const std::string text = EnvOr(name, std::to_string(fallback));
-  size_t used = 0;
-  int value = 0;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value < min)
-    throw Fatal(std::string(name) + "='" + text + "' is not an integer >= " + std::to_string(min));
-  return value;
 }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -234,13 +216,15 @@ void Report(const Flags& flags, const std::string& mode, int ranks, const std::s
 // --- Ember: one rank of ember-run, Ember's NCCL communicator ---------------------------
 
 int RunEmber(const Flags& flags) {
-  const int rank = EnvInt("EMBER_RANK", 0, 0);
-  const int world_size = EnvInt("EMBER_WORLD_SIZE", 1, 1);
-  const int device = EnvInt("EMBER_LOCAL_RANK", rank, 0);
-  const std::string job = EnvOr("EMBER_JOB", "nccl-bench-" + std::to_string(getpid()));
-  if (rank >= world_size)
-    throw Fatal("EMBER_RANK=" + std::to_string(rank) +
-                " is not below EMBER_WORLD_SIZE=" + std::to_string(world_size));
+  ember::Result<ember::LaunchEnv> launch =
+      ember::ReadLaunchEnv("nccl-bench-" + std::to_string(getpid()));
+  if (!launch.ok()) throw Fatal(launch.status().message());
+  const int rank = launch->rank;
+  const int world_size = launch->world_size;
+  const std::string job = launch->job;
+  ember::Result<int> local_rank = ember::EnvInt("EMBER_LOCAL_RANK", rank, 0);
+  if (!local_rank.ok()) throw Fatal(local_rank.status().message());
+  const int device = *local_rank;
   const int count = VisibleDevices();
   if (device >= count)
     throw Fatal("rank " + std::to_string(rank) + " needs cuda:" + std::to_string(device) +

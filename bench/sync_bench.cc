@@ -44,6 +44,7 @@
 
 #include "bench/models/resnet18.h"
 #include "ember/client.h"
+#include "ember/launch_env.h"
 #include "ember/data_parallel.h"
 #include "ember/model_sync.h"
 #include "sdk/examples/fashion_cnn.h"
@@ -73,26 +74,6 @@ struct Flags {
 struct Fatal : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::string(value) : fallback;
-}
-
-int EnvInt(const char* name, int fallback, int min) {
-  const std::string text = EnvOr(name, std::to_string(fallback));
-  size_t used = 0;
-  int value = 0;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value < min) {
-    throw Fatal(std::string(name) + "='" + text + "' is not an integer >= " + std::to_string(min));
-  }
-  return value;
-}
 
 // The model as a module and its forward pass.
 struct Model {
@@ -157,13 +138,12 @@ std::string Now() {
 }
 
 int Run(const Flags& flags) {
-  const int rank = EnvInt("EMBER_RANK", 0, 0);
-  const int world_size = EnvInt("EMBER_WORLD_SIZE", 1, 1);
-  const std::string job = EnvOr("EMBER_JOB", "sync-bench");
-  if (rank >= world_size) {
-    throw Fatal("EMBER_RANK=" + std::to_string(rank) + " is not below EMBER_WORLD_SIZE=" +
-                std::to_string(world_size));
-  }
+  ember::Result<ember::LaunchEnv> launch = ember::ReadLaunchEnv("sync-bench");
+  if (!launch.ok()) throw Fatal(launch.status().message());
+  const int rank = launch->rank;
+  const int world_size = launch->world_size;
+  const std::string job = launch->job;
+
   double load_before = 0;
   getloadavg(&load_before, 1);
   torch::set_num_threads(flags.threads);
