@@ -32,18 +32,25 @@ constexpr int64_t kBatch = 16;
 constexpr int64_t kInputs = 8;
 constexpr int64_t kHidden = 16;
 constexpr int64_t kClasses = 4;
+// Width of `wide` and `unused_wide`: their weights are kHidden * kWide and
+// kClasses * kWide floats, 1 MiB and more, so ModelSync all-reduces them in place
+// rather than packed with the small ones.
+constexpr int64_t kWide = 16384;
 constexpr uint64_t kInitSeed = 100;  // rank r initializes from kInitSeed + r
 constexpr double kLearningRate = 0.1;
 constexpr double kTolerance = 1e-5;
 
-// Rank 0 alone goes through `aux`, so on other ranks its parameters have no gradient;
-// `unused` is used by no rank; `scale` is float64, so gradients travel in two dtype
-// groups; `marker` is a buffer.
+// Rank 0 alone goes through `aux` and `wide`, so on other ranks their parameters have no
+// gradient; `unused` and `unused_wide` are used by no rank; `scale` is float64, so
+// gradients travel in two dtype groups; `marker` is a buffer. `wide` and `unused_wide`
+// are large (see kWide), the others small.
 struct TinyNetImpl : torch::nn::Module {
   explicit TinyNetImpl(int64_t hidden) {
     fc = register_module("fc", torch::nn::Linear(kInputs, hidden));
     aux = register_module("aux", torch::nn::Linear(hidden, hidden));
     unused = register_module("unused", torch::nn::Linear(kClasses, kClasses));
+    wide = register_module("wide", torch::nn::Linear(hidden, kWide));
+    unused_wide = register_module("unused_wide", torch::nn::Linear(kClasses, kWide));
     head = register_module("head", torch::nn::Linear(hidden, kClasses));
     scale = register_parameter("scale", 1 + 0.1 * torch::randn({kClasses}, torch::kFloat64));
     marker = register_buffer("marker", torch::randn({3}));
@@ -51,11 +58,15 @@ struct TinyNetImpl : torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& x, bool use_aux) {
     torch::Tensor h = torch::relu(fc(x));
-    if (use_aux) h = h + torch::tanh(aux(h));
+    if (use_aux) {
+      h = h + torch::tanh(aux(h));
+      h = h + torch::tanh(wide(h)).view({h.size(0), h.size(1), -1}).mean(2);
+    }
     return head(h) * scale.to(torch::kFloat32);
   }
 
   torch::nn::Linear fc{nullptr}, aux{nullptr}, unused{nullptr}, head{nullptr};
+  torch::nn::Linear wide{nullptr}, unused_wide{nullptr};
   torch::Tensor scale, marker;
 };
 TORCH_MODULE(TinyNet);
@@ -162,8 +173,8 @@ int main(int argc, char** argv) {
       }
     }
 
-    if (net->unused->weight.grad().defined()) {
-      std::fprintf(stderr, "rank %d: the unused layer got a gradient\n", rank);
+    if (net->unused->weight.grad().defined() || net->unused_wide->weight.grad().defined()) {
+      std::fprintf(stderr, "rank %d: an unused layer got a gradient\n", rank);
       return 5;
     }
 
