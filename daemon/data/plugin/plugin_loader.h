@@ -3,6 +3,7 @@
 #ifndef EMBER_DAEMON_DATA_PLUGIN_PLUGIN_LOADER_H_
 #define EMBER_DAEMON_DATA_PLUGIN_PLUGIN_LOADER_H_
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,24 @@
 #include "ember/status.h"
 
 namespace ember::daemon {
+
+// The `err` buffer emberd hands a plugin function (ember/plugin.h): zeroed, and always
+// NUL-terminated when read. One per call, on the caller's stack.
+class PluginErrorBuffer {
+ public:
+  PluginErrorBuffer() { std::memset(buf_, 0, sizeof(buf_)); }
+  char* data() { return buf_; }
+  size_t size() const { return sizeof(buf_); }
+  // What the plugin wrote, or "<function> failed (the plugin gave no message)".
+  std::string Message(const char* function) {
+    buf_[sizeof(buf_) - 1] = '\0';
+    if (buf_[0] == '\0') return std::string(function) + " failed (the plugin gave no message)";
+    return buf_;
+  }
+
+ private:
+  char buf_[1024];
+};
 
 // One loaded plugin library. Immutable and thread-safe; the library stays loaded until
 // the last shared_ptr to it (the registry's, a Source's or a TransformStep's) is dropped.

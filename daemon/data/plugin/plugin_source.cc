@@ -10,26 +10,9 @@ namespace ember::daemon {
 
 namespace {
 
-constexpr size_t kErrBytes = 1024;
 // No sample tensor may exceed this many bytes (1 GiB): a sanity bound on what a
 // plugin reports, well above any real sample.
 constexpr uint64_t kMaxTensorBytes = 1ull << 30;
-
-// An error buffer the plugin writes; always NUL-terminated when read.
-class ErrBuffer {
- public:
-  ErrBuffer() { std::memset(buf_, 0, sizeof(buf_)); }
-  char* data() { return buf_; }
-  size_t size() const { return sizeof(buf_); }
-  std::string Message(const char* function) {
-    buf_[sizeof(buf_) - 1] = '\0';
-    if (buf_[0] == '\0') return std::string(function) + " failed (the plugin gave no message)";
-    return buf_;
-  }
-
- private:
-  char buf_[kErrBytes];
-};
 
 Result<std::vector<TensorSpec>> ConvertTensors(const Plugin& plugin,
                                                const ember_dataset_info& info) {
@@ -82,7 +65,7 @@ Result<ember_dataset_info> CallProbe(const Plugin& plugin, const DatasetSpec& sp
   }
   ember_dataset_info info;
   std::memset(&info, 0, sizeof(info));
-  ErrBuffer err;
+  PluginErrorBuffer err;
   if (plugin.table().probe(spec.path.c_str(), spec.pipeline.c_str(), &info, err.data(),
                            err.size()) != 0) {
     return InvalidArgument(plugin.format() + ": " + err.Message("probe"));
@@ -104,7 +87,7 @@ class PluginSource : public Source {
       return InvalidArgument("dataset '" + info_.spec.name + "': sample " + std::to_string(id) +
                              " is out of range (" + std::to_string(info_.count) + " samples)");
     }
-    ErrBuffer err;
+    PluginErrorBuffer err;
     if (plugin_->table().read_sample(handle_, id, context.seed, context.epoch, dsts,
                                      err.data(), err.size()) != 0) {
       return DataLoss(plugin_->format() + ": " + err.Message("read_sample"));
@@ -141,7 +124,7 @@ Result<std::unique_ptr<Source>> LoadWithPlugin(const std::shared_ptr<const Plugi
   info.count = probed.count;
   EMBER_ASSIGN_OR_RETURN(info.tensors, ConvertTensors(*plugin, probed));
   info.files.push_back(spec.path);
-  ErrBuffer err;
+  PluginErrorBuffer err;
   void* handle = plugin->table().open(spec.path.c_str(), spec.pipeline.c_str(), &probed,
                                       err.data(), err.size());
   if (handle == nullptr) return InvalidArgument(plugin->format() + ": " + err.Message("open"));

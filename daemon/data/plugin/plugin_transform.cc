@@ -6,24 +6,6 @@ namespace ember::daemon {
 
 namespace {
 
-constexpr size_t kErrBytes = 1024;
-
-// An error buffer the plugin writes; NUL-terminated when read.
-class ErrBuffer {
- public:
-  ErrBuffer() { std::memset(buf_, 0, sizeof(buf_)); }
-  char* data() { return buf_; }
-  size_t size() const { return sizeof(buf_); }
-  std::string Message(const char* function) {
-    buf_[sizeof(buf_) - 1] = '\0';
-    if (buf_[0] == '\0') return std::string(function) + " failed (the plugin gave no message)";
-    return buf_;
-  }
-
- private:
-  char buf_[kErrBytes];
-};
-
 std::string Where(const std::string& step, const Plugin& plugin) {
   return "step '" + step + "' (plugin " + plugin.path() + ")";
 }
@@ -57,7 +39,7 @@ Result<std::shared_ptr<const TransformStep>> TransformStep::Create(
   }
   // The arrays must be valid pointers even when empty.
   const char* const empty[1] = {nullptr};
-  ErrBuffer err;
+  PluginErrorBuffer err;
   void* state = table->create(keys.empty() ? empty : keys.data(),
                               values.empty() ? empty : values.data(), params.size(),
                               err.data(), err.size());
@@ -74,7 +56,7 @@ Status TransformStep::Apply(uint8_t* pixels, int width, int height, uint64_t ran
                            std::to_string(width) + "x" + std::to_string(height) +
                            (pixels == nullptr ? " image at NULL" : " image"));
   }
-  ErrBuffer err;
+  PluginErrorBuffer err;
   if (table_->apply(state_, pixels, width, height, random, err.data(), err.size()) != 0) {
     return DataLoss(Where(name_, *plugin_) + ": " + err.Message("apply"));
   }
