@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -40,7 +42,18 @@ class FakeSource : public Source {
     std::lock_guard<std::mutex> lock(mu_);
     return prefetched_;
   }
+  // Makes every ReadSample wait (up to 10 s) until two different threads have called it,
+  // so that a test of the decode pool does not depend on how the OS schedules its threads:
+  // a pool that spreads a batch over its threads passes at once, one that does not times
+  // out with a single decoder.
+  void RequireTwoThreads() { require_two_threads_ = true; }
   Status ReadSample(uint64_t id, const SampleContext& ctx, void* const* dsts) const override {
+    if (require_two_threads_) {
+      std::unique_lock<std::mutex> lock(mu_);
+      threads_.insert(std::this_thread::get_id());
+      threads_seen_.notify_all();
+      threads_seen_.wait_for(lock, std::chrono::seconds(10), [&] { return threads_.size() >= 2; });
+    }
     if (static_cast<int64_t>(id) == bad_) return DataLoss("/data/fake.bin: corrupt at byte 42");
     const int32_t image[4] = {static_cast<int32_t>(id), static_cast<int32_t>(ctx.seed),
                               static_cast<int32_t>(ctx.epoch),
@@ -54,8 +67,11 @@ class FakeSource : public Source {
   DatasetInfo info_;
   bool parallel_;
   int64_t bad_;
+  bool require_two_threads_ = false;
   mutable std::mutex mu_;
   mutable std::vector<uint64_t> prefetched_;
+  mutable std::set<std::thread::id> threads_;
+  mutable std::condition_variable threads_seen_;
 };
 
 DatasetCache::SourceFuture Ready(std::shared_ptr<const Source> source) {
@@ -93,6 +109,7 @@ StreamParams Params(uint32_t batch, uint32_t epochs) {
 TEST_CASE("a decoding source is spread over the pool and lands in place, row by row") {
   Harness h;
   auto source = std::make_shared<FakeSource>(100, /*parallel=*/true);
+  source->RequireTwoThreads();
   auto stream = Stream::Start(1, *h.env, h.ledger, source->info(), Ready(source), &h.pool,
                               Params(32, 2));
   REQUIRE(stream.ok());
