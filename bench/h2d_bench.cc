@@ -40,11 +40,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -52,11 +50,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench/json_lines.h"
 #include "ember/client.h"
 #include "ember/device_loader.h"
 #include "ember/loader.h"
 
 namespace {
+
+using ember::bench::StringPrintf;
 
 using Clock = std::chrono::steady_clock;
 
@@ -97,13 +98,6 @@ double Median(std::vector<double> values) {
 
 double GBps(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
 
-std::string Now() {
-  char stamp[32];
-  const time_t now = time(nullptr);
-  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
-  return stamp;
-}
-
 // Appends JSON lines to --json (nothing without it).
 class JsonLog {
  public:
@@ -111,29 +105,15 @@ class JsonLog {
 
   void Append(const std::string& fields) {
     if (path_.empty()) return;
-    char host[256] = "";
-    gethostname(host, sizeof(host) - 1);
-    FILE* out = std::fopen(path_.c_str(), "a");
-    if (out == nullptr) throw Fatal("--json: cannot open '" + path_ + "' for appending");
-    std::fprintf(out, "{\"tool\": \"h2d_bench\", \"time\": \"%s\", \"host\": \"%s\", %s}\n",
-                 Now().c_str(), host, fields.c_str());
-    const bool failed = std::ferror(out) != 0;
-    if (std::fclose(out) != 0 || failed) throw Fatal("--json: cannot write '" + path_ + "'");
+    ember::Status written =
+        ember::bench::AppendJsonLine(path_, "h2d_bench", fields);
+    if (!written.ok())
+      throw Fatal("--json: " + written.message());
   }
 
  private:
   const std::string path_;
 };
-
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char text[1024];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(text, sizeof(text), format, args);
-  va_end(args);
-  return text;
-}
 
 // --- Host sources ------------------------------------------------------------------------
 
@@ -464,9 +444,12 @@ LoaderRun Drive(L& loader, const Flags& flags, uint32_t batches, Sync sync) {
 
 // --- Main -----------------------------------------------------------------------------------
 
-std::string Cell(double gbps) { return gbps > 0 ? Format("%9.2f", gbps) : Format("%9s", "n/a"); }
+std::string Cell(double gbps) {
+  return gbps > 0 ? StringPrintf("%9.2f", gbps) : StringPrintf("%9s", "n/a");
+}
 std::string Ratio(double a, double b) {
-  return a > 0 && b > 0 ? Format("%7.1f%%", 100 * a / b) : Format("%8s", "n/a");
+  return a > 0 && b > 0 ? StringPrintf("%7.1f%%", 100 * a / b)
+                        : StringPrintf("%8s", "n/a");
 }
 
 int Run(const Flags& flags) {
@@ -556,10 +539,10 @@ int Run(const Flags& flags) {
       std::fflush(stdout);
       for (size_t k = 0; k < sources.size(); ++k) {
         if (gbps[k] > 0)
-          json.Append(
-              Format("\"kind\": \"copy\", \"device\": \"%s\", \"source\": \"%s\", "
-                     "\"size_mib\": %u, \"reps\": %u, \"gbps_median\": %.3f",
-                     props.name, sources[k].name.c_str(), mib, flags.reps, gbps[k]));
+          json.Append(StringPrintf(
+              "\"kind\": \"copy\", \"device\": \"%s\", \"source\": \"%s\", "
+              "\"size_mib\": %u, \"reps\": %u, \"gbps_median\": %.3f",
+              props.name, sources[k].name.c_str(), mib, flags.reps, gbps[k]));
       }
       // The target is judged on the ring if there is one, else on the memfd mapping.
       const size_t judged = gbps[0] > 0 ? 0 : 1;
@@ -623,17 +606,18 @@ int Run(const Flags& flags) {
                   registered.c_str());
     }
     std::fflush(stdout);
-    json.Append(
-        Format("\"kind\": \"loader\", \"loader\": \"host\", \"size_mib\": %u, "
-               "\"batches\": %u, \"batches_per_s\": %.2f, \"gbps\": %.3f, \"stall\": %.4f",
-               mib, batches, host.batches_per_s, host.gbps, host.stall));
+    json.Append(StringPrintf(
+        "\"kind\": \"loader\", \"loader\": \"host\", \"size_mib\": %u, "
+        "\"batches\": %u, \"batches_per_s\": %.2f, \"gbps\": %.3f, \"stall\": "
+        "%.4f",
+        mib, batches, host.batches_per_s, host.gbps, host.stall));
     if (!flags.host_only)
-      json.Append(
-          Format("\"kind\": \"loader\", \"loader\": \"device\", \"size_mib\": %u, "
-                 "\"batches\": %u, \"batches_per_s\": %.2f, \"gbps\": %.3f, "
-                 "\"stall\": %.4f, \"ring_registered\": %s",
-                 mib, batches, device.batches_per_s, device.gbps, device.stall,
-                 registered == "ring registered" ? "true" : "false"));
+      json.Append(StringPrintf(
+          "\"kind\": \"loader\", \"loader\": \"device\", \"size_mib\": %u, "
+          "\"batches\": %u, \"batches_per_s\": %.2f, \"gbps\": %.3f, "
+          "\"stall\": %.4f, \"ring_registered\": %s",
+          mib, batches, device.batches_per_s, device.gbps, device.stall,
+          registered == "ring registered" ? "true" : "false"));
   }
   return 0;
 }

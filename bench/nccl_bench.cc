@@ -32,7 +32,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -40,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/json_lines.h"
 #include "ember/client.h"
 #include "ember/communicator.h"
 #include "ember/launch_env.h"
@@ -104,13 +104,6 @@ double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-std::string Now() {
-  char stamp[32];
-  const time_t now = time(nullptr);
-  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
-  return stamp;
 }
 
 std::string DeviceName(int device) {
@@ -187,20 +180,18 @@ void Report(const Flags& flags, const std::string& mode, int ranks, const std::s
                 static_cast<unsigned long long>(row.bytes / sizeof(float)), row.time_s * 1e6, algbw,
                 busbw, row.call_s * 1e6);
     if (!flags.json.empty()) {
-      char host[256] = "";
-      gethostname(host, sizeof(host) - 1);
-      FILE* out = std::fopen(flags.json.c_str(), "a");
-      if (out == nullptr) throw Fatal("--json: cannot open '" + flags.json + "' for appending");
-      std::fprintf(out,
-                   "{\"tool\": \"nccl_bench\", \"time\": \"%s\", \"host\": \"%s\", "
-                   "\"mode\": \"%s\", \"ranks\": %d, \"devices\": \"%s\", \"bytes\": %llu, "
-                   "\"iters\": %u, \"time_us\": %.2f, \"algbw_gbps\": %.3f, "
-                   "\"busbw_gbps\": %.3f, \"call_us\": %.2f}\n",
-                   Now().c_str(), host, mode.c_str(), ranks, devices.c_str(),
-                   static_cast<unsigned long long>(row.bytes), flags.iters, row.time_s * 1e6, algbw,
-                   busbw, row.call_s * 1e6);
-      const bool failed = std::ferror(out) != 0;
-      if (std::fclose(out) != 0 || failed) throw Fatal("--json: cannot write '" + flags.json + "'");
+      const std::string fields = ember::bench::StringPrintf(
+          "\"mode\": \"%s\", \"ranks\": %d, \"devices\": \"%s\", \"bytes\": "
+          "%llu, "
+          "\"iters\": %u, \"time_us\": %.2f, \"algbw_gbps\": %.3f, "
+          "\"busbw_gbps\": %.3f, \"call_us\": %.2f",
+          mode.c_str(), ranks, devices.c_str(),
+          static_cast<unsigned long long>(row.bytes), flags.iters,
+          row.time_s * 1e6, algbw, busbw, row.call_s * 1e6);
+      ember::Status written =
+          ember::bench::AppendJsonLine(flags.json, "nccl_bench", fields);
+      if (!written.ok())
+        throw Fatal("--json: " + written.message());
     }
   }
   std::printf("nccl_bench: mode=%s ranks=%d avg_busbw_GB/s=%.2f (mean over sizes, as nccl-tests)\n",

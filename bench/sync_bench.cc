@@ -27,7 +27,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -42,10 +41,11 @@
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
+#include "bench/json_lines.h"
 #include "bench/models/resnet18.h"
 #include "ember/client.h"
-#include "ember/launch_env.h"
 #include "ember/data_parallel.h"
+#include "ember/launch_env.h"
 #include "ember/model_sync.h"
 #include "sdk/examples/fashion_cnn.h"
 
@@ -128,13 +128,6 @@ Usage ProcessUsage() {
   getrusage(RUSAGE_SELF, &usage);
   auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
   return {ms(usage.ru_utime) + ms(usage.ru_stime), static_cast<double>(usage.ru_minflt)};
-}
-
-std::string Now() {
-  char stamp[32];
-  const time_t now = time(nullptr);
-  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
-  return stamp;
 }
 
 int Run(const Flags& flags) {
@@ -233,25 +226,26 @@ int Run(const Flags& flags) {
   std::fflush(stdout);
 
   if (!flags.json.empty()) {
-    char host[256] = "";
-    gethostname(host, sizeof(host) - 1);
-    FILE* out = std::fopen(flags.json.c_str(), "a");
-    if (out == nullptr) throw Fatal("--json: cannot open '" + flags.json + "' for appending");
-    std::fprintf(out,
-                 "{\"tool\": \"sync_bench\", \"time\": \"%s\", \"host\": \"%s\", \"cpus\": %ld, "
-                 "\"loadavg_1min_before\": %.2f, \"torch\": \"%s\", \"impl\": \"%s\", "
-                 "\"model\": \"%s\", \"params\": %lld, \"ranks\": %d, \"batch\": %u, "
-                 "\"steps\": %u, \"warmup\": %u, \"threads\": %d, \"optimizer\": \"%s\", "
-                 "\"step_ms_mean\": %.2f, \"step_ms_median\": %.2f, \"forward_ms\": %.2f, "
-                 "\"backward_ms\": %.2f, \"sync_ms\": %.2f, \"optimizer_ms\": %.2f, "
-                 "\"cpu_ms\": %.1f, \"page_faults\": %.0f}\n",
-                 Now().c_str(), host, sysconf(_SC_NPROCESSORS_ONLN), load_before, TORCH_VERSION,
-                 impl.c_str(), flags.model.c_str(), static_cast<long long>(params), world_size,
-                 flags.batch_size, flags.steps, flags.warmup, flags.threads,
-                 flags.optimizer.c_str(), Mean(step_ms), Median(step_ms), Mean(forward_ms),
-                 Mean(backward_ms), Mean(sync_ms), Mean(optimizer_ms), cpu_ms, faults);
-    const bool failed = std::ferror(out) != 0;
-    if (std::fclose(out) != 0 || failed) throw Fatal("--json: cannot write '" + flags.json + "'");
+    const std::string fields = ember::bench::StringPrintf(
+        "\"cpus\": %ld, "
+        "\"loadavg_1min_before\": %.2f, \"torch\": \"%s\", \"impl\": \"%s\", "
+        "\"model\": \"%s\", \"params\": %lld, \"ranks\": %d, \"batch\": %u, "
+        "\"steps\": %u, \"warmup\": %u, \"threads\": %d, \"optimizer\": "
+        "\"%s\", "
+        "\"step_ms_mean\": %.2f, \"step_ms_median\": %.2f, \"forward_ms\": "
+        "%.2f, "
+        "\"backward_ms\": %.2f, \"sync_ms\": %.2f, \"optimizer_ms\": %.2f, "
+        "\"cpu_ms\": %.1f, \"page_faults\": %.0f",
+        sysconf(_SC_NPROCESSORS_ONLN), load_before, TORCH_VERSION, impl.c_str(),
+        flags.model.c_str(), static_cast<long long>(params), world_size,
+        flags.batch_size, flags.steps, flags.warmup, flags.threads,
+        flags.optimizer.c_str(), Mean(step_ms), Median(step_ms),
+        Mean(forward_ms), Mean(backward_ms), Mean(sync_ms), Mean(optimizer_ms),
+        cpu_ms, faults);
+    ember::Status written =
+        ember::bench::AppendJsonLine(flags.json, "sync_bench", fields);
+    if (!written.ok())
+      throw Fatal("--json: " + written.message());
   }
   return 0;
 }
