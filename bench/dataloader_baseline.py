@@ -18,7 +18,6 @@ import gzip
 import json
 import os
 import platform
-import queue
 import struct
 import sys
 import time
@@ -28,6 +27,8 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+import rank_results  # bench/rank_results.py, beside this script
 
 DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
 IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -183,30 +184,7 @@ def main(argv):
     for p in procs:
         p.start()
 
-    per_rank = {}
-    failure = None
-    deadline = time.monotonic() + args.seconds + 600
-    while len(per_rank) < args.ranks and failure is None:
-        try:
-            msg = results.get(timeout=1.0)
-        except queue.Empty:
-            if time.monotonic() > deadline:
-                failure = "timed out waiting for the ranks"
-            elif any(p.exitcode not in (None, 0) for p in procs):
-                failure = "a rank exited with " + ", ".join(
-                    f"rank {r}: {p.exitcode}" for r, p in enumerate(procs)
-                    if p.exitcode not in (None, 0))
-            continue
-        if msg[0] == "error":
-            failure = f"rank {msg[1]} failed:\n{msg[2]}"
-        else:
-            _, rank, samples, batches, seconds, epoch = msg
-            per_rank[rank] = (samples, batches, seconds, epoch)
-
-    for p in procs:
-        if failure is not None and p.is_alive():
-            p.terminate()
-        p.join(timeout=60)
+    per_rank, failure = rank_results.gather(results, procs, timeout_s=args.seconds + 600)
     if failure is not None:
         print(f"baseline: error: {failure}", file=sys.stderr)
         return 1

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import queue
 import resource
 import statistics
 import sys
@@ -39,6 +38,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
+
+import rank_results  # bench/rank_results.py, beside this script
 
 CLASSES = 10
 
@@ -164,25 +165,7 @@ def main(argv):
                  for r in range(args.ranks)]
         for p in procs:
             p.start()
-        per_rank = {}
-        failure = None
-        while len(per_rank) < args.ranks and failure is None:
-            try:
-                msg = results.get(timeout=1.0)
-            except queue.Empty:
-                if any(p.exitcode not in (None, 0) for p in procs):
-                    failure = "a rank exited with " + ", ".join(
-                        f"rank {r}: {p.exitcode}" for r, p in enumerate(procs)
-                        if p.exitcode not in (None, 0))
-                continue
-            if msg[0] == "error":
-                failure = f"rank {msg[1]} failed:\n{msg[2]}"
-            else:
-                per_rank[msg[1]] = msg[2:]
-        for p in procs:
-            if failure is not None and p.is_alive():
-                p.terminate()
-            p.join(timeout=60)
+        per_rank, failure = rank_results.gather(results, procs)
     if failure is not None:
         print(f"ddp_baseline: error: {failure}", file=sys.stderr)
         return 1
