@@ -103,27 +103,29 @@ class PluginSource : public Source {
   void* handle_;  // the plugin's, closed in the destructor
 };
 
+// The dataset `spec` as the plugin's probe described it.
+Result<DatasetInfo> InfoFromProbe(const Plugin& plugin, const DatasetSpec& spec,
+                                  const ember_dataset_info& probed) {
+  DatasetInfo info;
+  info.spec = spec;
+  info.count = probed.count;
+  EMBER_ASSIGN_OR_RETURN(info.tensors, ConvertTensors(plugin, probed));
+  info.files.push_back(spec.path);
+  return info;
+}
+
 }  // namespace
 
 Result<DatasetInfo> ProbeWithPlugin(const std::shared_ptr<const Plugin>& plugin,
                                     const DatasetSpec& spec) {
   EMBER_ASSIGN_OR_RETURN(ember_dataset_info probed, CallProbe(*plugin, spec));
-  DatasetInfo info;
-  info.spec = spec;
-  info.count = probed.count;
-  EMBER_ASSIGN_OR_RETURN(info.tensors, ConvertTensors(*plugin, probed));
-  info.files.push_back(spec.path);
-  return info;
+  return InfoFromProbe(*plugin, spec, probed);
 }
 
 Result<std::unique_ptr<Source>> LoadWithPlugin(const std::shared_ptr<const Plugin>& plugin,
                                                const DatasetSpec& spec) {
   EMBER_ASSIGN_OR_RETURN(ember_dataset_info probed, CallProbe(*plugin, spec));
-  DatasetInfo info;
-  info.spec = spec;
-  info.count = probed.count;
-  EMBER_ASSIGN_OR_RETURN(info.tensors, ConvertTensors(*plugin, probed));
-  info.files.push_back(spec.path);
+  EMBER_ASSIGN_OR_RETURN(DatasetInfo info, InfoFromProbe(*plugin, spec, probed));
   PluginErrorBuffer err;
   void* handle = plugin->table().open(spec.path.c_str(), spec.pipeline.c_str(), &probed,
                                       err.data(), err.size());
