@@ -34,12 +34,7 @@ done
 bazel build //daemon:emberd //sdk/emberctl:emberctl //bench:decode_limit >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-tmp="$(mktemp -d /tmp/ember-bench.XXXXXX)"
-cleanup() {
-  stop_daemon
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
+make_bench_tmp
 if [[ -z "${dir}" ]]; then
   dir="${tmp}/jpegs"
   bench/make_jpeg_folder.py "${dir}" --count "${count}"

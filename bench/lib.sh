@@ -33,6 +33,13 @@ peak_pss_of() {
   echo "$((peak / 1024))" >&3
 }
 
+# Sets tmp to a fresh directory, removed (after stopping the daemon, if any) when the
+# script exits.
+make_bench_tmp() {
+  tmp="$(mktemp -d /tmp/ember-bench.XXXXXX)"
+  trap 'stop_daemon; rm -rf "${tmp}"' EXIT
+}
+
 # Starts emberd on a socket in $1 (a directory); sets daemon_pid and ctl (emberctl argv).
 start_daemon() {
   local dir="$1"

@@ -27,12 +27,7 @@ done
 bazel build //daemon:emberd //sdk/emberctl:emberctl >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-tmp="$(mktemp -d /tmp/ember-bench.XXXXXX)"
-cleanup() {
-  stop_daemon
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
+make_bench_tmp
 
 start_daemon "${tmp}"
 "${ctl[@]}" dataset add fmnist-train --format idx --path /usr/share/datasets/fashion-mnist \

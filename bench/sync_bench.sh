@@ -54,12 +54,7 @@ bazel build //daemon:emberd //sdk/emberctl:emberctl //sdk/launcher:ember-run //b
   >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-tmp="$(mktemp -d /tmp/ember-bench.XXXXXX)"
-cleanup() {
-  stop_daemon
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
+make_bench_tmp
 start_daemon "${tmp}"
 if [[ -n "${malloc_tunables}" ]]; then export GLIBC_TUNABLES="${malloc_tunables}"; fi
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -34,12 +34,7 @@ bazel build //daemon:emberd //sdk/emberctl:emberctl //sdk/launcher:ember-run \
   //sdk/examples:fashion_mnist_train //bench:compute_floor >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-tmp="$(mktemp -d /tmp/ember-bench.XXXXXX)"
-cleanup() {
-  stop_daemon
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
+make_bench_tmp
 
 start_daemon "${tmp}"
 "${ctl[@]}" dataset add fmnist-train --format idx --path "${data}" --split train >/dev/null
