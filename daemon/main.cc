@@ -25,6 +25,7 @@
 #include "daemon/config/config.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
+#include "daemon/coordinator/shared_segments.h"
 #include "daemon/core/env.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
@@ -138,6 +139,7 @@ int Serve(const std::string& config_path) {
 
   JobLedger ledger;
   KvStore kv;
+  SharedSegments segments(env.get());
   DatasetCache cache(env.get(), decode_threads, registry);
   DecodePool decode_pool(decode_threads);
   boost::asio::thread_pool blocking(2);
@@ -152,6 +154,7 @@ int Serve(const std::string& config_path) {
   ctx.streams = &streams;
   ctx.ledger = &ledger;
   ctx.kv = &kv;
+  ctx.segments = &segments;
   ctx.timer = &io.provider->getTimer();
   ctx.blocking = &blocking;
   ctx.env = env.get();

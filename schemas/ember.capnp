@@ -58,6 +58,10 @@ struct StreamInfo {
 # the server overrides Capability::Server::getFd(); the client calls getFd().
 interface Ring {}
 
+# The same for a shared-memory segment (see Daemon.openSharedMemory): getFd() yields its
+# memfd, which the client duplicates and maps read-write, MAP_SHARED.
+interface SharedMemory {}
+
 # A stream lives as long as the client holds this capability (or the connection);
 # dropping it, or the trainer process dying, frees the ring and returns the rank's
 # uncommitted batches to the job.
@@ -120,4 +124,16 @@ interface Daemon {
 
   # Status
   status @11 () -> (status :DaemonStatus);
+
+  # Coordinator: a zero-filled shared-memory segment (a memfd, sealed against resizing
+  # only) that the worldSize ranks of `job` on this node share, e.g. for an all-reduce in
+  # shared memory. Each rank calls once: the first call for (job, name) creates a segment
+  # of `bytes`, the next worldSize - 1 calls get the same one; then the daemon forgets it
+  # (the memory lives as long as the ranks' descriptors and mappings) and a later call
+  # creates a new one. A segment that fewer than worldSize ranks opened is dropped 10
+  # minutes after its creation. invalid_argument: empty job or name, worldSize 0, bytes 0
+  # or over 1 GiB, or worldSize / bytes unlike the first call's (the message names both);
+  # resource_exhausted: too many segments are waiting for their ranks.
+  openSharedMemory @12 (job :Text, name :Text, worldSize :UInt32, bytes :UInt64)
+      -> (memory :SharedMemory);
 }

@@ -93,6 +93,17 @@ class RingServer final : public rpc::Ring::Server {
   int fd_;
 };
 
+// Carries a shared-memory segment's memfd to a rank; holds the daemon's reference to the
+// segment until the peer drops the capability.
+class SharedMemoryServer final : public rpc::SharedMemory::Server {
+ public:
+  explicit SharedMemoryServer(std::shared_ptr<SharedMemory> memory) : memory_(std::move(memory)) {}
+  kj::Maybe<int> getFd() override { return memory_->fd(); }
+
+ private:
+  std::shared_ptr<SharedMemory> memory_;
+};
+
 // The trainer's handle on its stream: dropping it (or the connection) closes the stream.
 class StreamServer final : public rpc::Stream::Server {
  public:
@@ -268,6 +279,14 @@ kj::Promise<void> DaemonServer::barrier(BarrierContext context) {
                .attach(kj::defer([kv, id = *waiter] { kv->CancelWaiter(id); }));
   }
   return done;
+}
+
+kj::Promise<void> DaemonServer::openSharedMemory(OpenSharedMemoryContext context) {
+  auto p = context.getParams();
+  std::shared_ptr<SharedMemory> memory = ValueOrThrow(ctx_.segments->Open(
+      ToStd(p.getJob()), ToStd(p.getName()), p.getWorldSize(), p.getBytes()));
+  context.getResults().setMemory(kj::heap<SharedMemoryServer>(std::move(memory)));
+  return kj::READY_NOW;
 }
 
 kj::Promise<void> DaemonServer::status(StatusContext context) {

@@ -19,6 +19,7 @@
 #include "daemon/catalog/catalog.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
+#include "daemon/coordinator/shared_segments.h"
 #include "daemon/stream/stream_manager.h"
 #include "schemas/ember.capnp.h"
 
@@ -30,6 +31,7 @@ struct ServerContext {
   StreamManager* streams = nullptr;
   JobLedger* ledger = nullptr;
   KvStore* kv = nullptr;
+  SharedSegments* segments = nullptr;
   kj::Timer* timer = nullptr;
   boost::asio::thread_pool* blocking = nullptr;  // for calls that read files
   Env* env = nullptr;
@@ -58,6 +60,7 @@ class DaemonServer final : public rpc::Daemon::Server {
   kj::Promise<void> kvDelete(KvDeleteContext context) override;
   kj::Promise<void> barrier(BarrierContext context) override;
   kj::Promise<void> status(StatusContext context) override;
+  kj::Promise<void> openSharedMemory(OpenSharedMemoryContext context) override;
 
  private:
   void UseJob(const std::string& job);

@@ -399,4 +399,32 @@ Status Client::Barrier(const std::string& job, const std::string& name, uint32_t
   });
 }
 
+Result<int> Client::OpenSharedMemory(const std::string& job, const std::string& name,
+                                     uint32_t world_size, uint64_t bytes) {
+  return impl_->Call<Result<int>>([&](RpcState& s) {
+    auto req = s.daemon.openSharedMemoryRequest();
+    req.setJob(job);
+    req.setName(name);
+    req.setWorldSize(world_size);
+    req.setBytes(bytes);
+    return Catch(req.send().then([](auto response) {
+      // The fd belongs to the imported capability: keep it alive until we have a copy.
+      rpc::SharedMemory::Client memory = response.getMemory();
+      auto fd_promise = memory.getFd();
+      return fd_promise.then([memory = kj::mv(memory)](kj::Maybe<int> maybe_fd) -> int {
+        KJ_IF_MAYBE(fd, maybe_fd) {
+          const int copy = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+          if (copy < 0) {
+            kj::throwFatalException(rpc_status::ToException(
+                ErrnoStatus("duplicating the shared memory fd", errno)));
+          }
+          return copy;
+        }
+        kj::throwFatalException(rpc_status::ToException(
+            Internal("emberd sent no shared memory descriptor (is the socket a unix socket?)")));
+      });
+    }));
+  });
+}
+
 }  // namespace ember

@@ -137,6 +137,22 @@ class Client {
   Status Barrier(const std::string& job, const std::string& name, uint32_t world_size,
                  std::chrono::milliseconds timeout);
 
+  // A shared-memory segment for the `world_size` ranks of `job` on this node (e.g. for
+  // an all-reduce in shared memory): a descriptor of `bytes` bytes of zero-filled memory
+  // (a memfd, sealed against resizing only) to mmap read-write, MAP_SHARED. The caller
+  // owns the descriptor (O_CLOEXEC) and must close it; the memory lives until every rank
+  // has closed and unmapped it.
+  // Each rank calls once. The first call for (job, name) creates the segment, the next
+  // world_size - 1 calls get the same one; then the daemon forgets it and a later call
+  // creates a new one. A segment that fewer than world_size ranks opened within 10
+  // minutes of its creation is dropped (later calls get a new one). Does not wait for
+  // the other ranks: synchronize through the memory, or Barrier, before relying on them.
+  // kInvalidArgument: empty job or name, world_size 0, bytes 0 or over 1 GiB, or
+  // world_size / bytes unlike the first call's (the message names both);
+  // kResourceExhausted: too many segments are waiting for their ranks.
+  Result<int> OpenSharedMemory(const std::string& job, const std::string& name,
+                               uint32_t world_size, uint64_t bytes);
+
   class Impl;  // in sdk/src; holds the RPC thread
 
  private:

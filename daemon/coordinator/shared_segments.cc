@@ -1,0 +1,87 @@
+#include "daemon/coordinator/shared_segments.h"
+
+#include <utility>
+
+namespace ember::daemon {
+namespace {
+
+// memfd_create takes names of up to 249 bytes (NAME_MAX less "memfd:").
+constexpr size_t kMaxMemfdName = 249;
+
+std::string Where(const std::string& job, const std::string& name) {
+  return "job '" + job + "': shared memory '" + name + "'";
+}
+
+}  // namespace
+
+SharedSegments::SharedSegments(Env* env, SharedSegmentLimits limits)
+    : env_(env), limits_(limits) {}
+
+Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& job,
+                                                           const std::string& name,
+                                                           uint32_t world_size, uint64_t bytes) {
+  if (job.empty()) return InvalidArgument("shared memory '" + name + "': job must not be empty");
+  if (name.empty()) {
+    return InvalidArgument("job '" + job + "': shared memory name must not be empty");
+  }
+  const std::string where = Where(job, name);
+  if (world_size == 0) return InvalidArgument(where + ": world_size must be positive");
+  if (bytes == 0) return InvalidArgument(where + ": bytes must be positive");
+  if (bytes > limits_.max_bytes) {
+    constexpr uint64_t kGiB = uint64_t{1} << 30;
+    const std::string in_gib = limits_.max_bytes % kGiB == 0
+                                   ? " (" + std::to_string(limits_.max_bytes / kGiB) + " GiB)"
+                                   : "";
+    return InvalidArgument(where + ": " + std::to_string(bytes) + " bytes is more than the " +
+                           std::to_string(limits_.max_bytes) + " bytes" + in_gib +
+                           " a segment may have");
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t now = env_->NowMicros();
+  DropExpired(now);
+  const auto key = std::make_pair(job, name);
+  auto it = pending_.find(key);
+  if (it != pending_.end()) {
+    const Pending& p = it->second;
+    if (p.world_size != world_size || p.bytes != bytes) {
+      return InvalidArgument(where + " was opened with world_size " +
+                             std::to_string(p.world_size) + " and " + std::to_string(p.bytes) +
+                             " bytes, this call has world_size " + std::to_string(world_size) +
+                             " and " + std::to_string(bytes) + " bytes");
+    }
+  } else {
+    if (world_size > 1 && pending_.size() >= limits_.max_pending) {
+      return ResourceExhausted(where + ": " + std::to_string(pending_.size()) +
+                               " segments are already waiting for their ranks (the most allowed)");
+    }
+    std::string memfd_name = "ember-shm-" + job + "-" + name;
+    if (memfd_name.size() > kMaxMemfdName) memfd_name.resize(kMaxMemfdName);
+    auto created = env_->CreateSharedMemory(memfd_name, static_cast<size_t>(bytes));
+    if (!created.ok()) return created.status().WithContext(where);
+    Pending p;
+    p.memory = std::shared_ptr<SharedMemory>(std::move(created).value());
+    p.world_size = world_size;
+    p.bytes = bytes;
+    p.created_micros = now;
+    it = pending_.emplace(key, std::move(p)).first;
+  }
+  std::shared_ptr<SharedMemory> memory = it->second.memory;
+  if (++it->second.opened >= it->second.world_size) pending_.erase(it);
+  return memory;
+}
+
+size_t SharedSegments::NumPending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
+
+void SharedSegments::DropExpired(uint64_t now_micros) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const bool expired = now_micros >= it->second.created_micros &&
+                         now_micros - it->second.created_micros >= limits_.ttl_micros;
+    it = expired ? pending_.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace ember::daemon

@@ -1,0 +1,82 @@
+// SharedSegments: the shared-memory segments that the ranks of a job on this node use to
+// talk to each other directly (e.g. a shared-memory all-reduce), one per (job, name).
+//
+// Glossary
+//   segment   a zero-filled memfd (Env::CreateSharedMemory, sealed against grow/shrink
+//             only, so ranks can map it read-write and shared) handed to each rank.
+//   pending   a segment that fewer than world_size ranks have opened yet. Only pending
+//             segments are kept here; once world_size ranks have it, the registry
+//             forgets it, and the memory lives on only in the ranks' descriptors and
+//             mappings (nothing left behind when they exit).
+//
+// A rank that crashes before opening leaves its segment pending: pending segments are
+// dropped `ttl_micros` after they were created (checked on every Open), and at most
+// `max_pending` of them exist at once.
+//
+// Transport-free: the RPC adapter passes the returned segment's fd to the rank.
+// Thread-safety: all methods are safe to call concurrently (one mutex).
+#ifndef EMBER_DAEMON_COORDINATOR_SHARED_SEGMENTS_H_
+#define EMBER_DAEMON_COORDINATOR_SHARED_SEGMENTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "daemon/core/env.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+struct SharedSegmentLimits {
+  uint64_t max_bytes = uint64_t{1} << 30;     // 1 GiB per segment
+  uint64_t ttl_micros = 10ull * 60 * 1000000;  // a pending segment lives 10 minutes
+  size_t max_pending = 1024;                   // pending segments at once
+};
+
+class SharedSegments {
+ public:
+  // `env` (not owned, must outlive this) creates the memfds and is the clock.
+  explicit SharedSegments(Env* env, SharedSegmentLimits limits = {});
+
+  // The segment `name` of `job`, for one of its `world_size` ranks on this node; each
+  // rank calls once. The first call creates a zero-filled segment of `bytes`; the next
+  // world_size - 1 calls get the same one, after which it is forgotten and a later call
+  // creates a new segment. A segment still pending after the TTL is dropped: its ranks
+  // keep what they have, later calls get a new segment.
+  // The returned object is the daemon's own mapping and descriptor; callers hand out
+  // fd() and drop it when they no longer need it.
+  // Errors (kInvalidArgument): empty job or name, world_size 0, bytes 0 or above
+  // max_bytes, or world_size / bytes that differ from the first call's (the message
+  // names both). kResourceExhausted if max_pending segments are already pending.
+  // Errors from Env::CreateSharedMemory with the job and name in front.
+  Result<std::shared_ptr<SharedMemory>> Open(const std::string& job, const std::string& name,
+                                             uint32_t world_size, uint64_t bytes);
+
+  // Segments waiting for more ranks (expired ones included until the next Open).
+  size_t NumPending() const;
+
+ private:
+  struct Pending {
+    std::shared_ptr<SharedMemory> memory;
+    uint32_t world_size = 0;
+    uint64_t bytes = 0;
+    uint32_t opened = 0;  // calls that got it so far
+    uint64_t created_micros = 0;
+  };
+
+  // Drops pending segments older than the TTL. Requires mu_.
+  void DropExpired(uint64_t now_micros);
+
+  Env* const env_;
+  const SharedSegmentLimits limits_;
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, Pending> pending_;  // (job, name)
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_COORDINATOR_SHARED_SEGMENTS_H_
