@@ -1,6 +1,7 @@
 // Real LibTorch training through the whole stack: ember-run starts 2 ranks of the
-// example trainer, batches come from a real emberd, gradients go over Gloo bootstrapped
-// through the daemon's store. With --check-sync the trainer verifies after every
+// example trainer, batches come from a real emberd, gradients go through shared memory
+// from the daemon (the default) or over Gloo bootstrapped through the daemon's store.
+// With --check-sync the trainer verifies after every
 // optimizer step that all ranks hold bitwise-identical parameters, and fails otherwise.
 // Also: ember-run stops the whole run when one rank fails.
 #include <sys/wait.h>
@@ -17,6 +18,8 @@ namespace {
 int ExitCode(int status) { return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
 TEST_CASE("2 ranks train with identical parameters after every optimizer step") {
+  const std::string collectives = GENERATE(std::string("shm"), std::string("gloo"));
+  INFO("--collectives " << collectives);
   TempDir tmp;
   const std::string& dir = tmp.path();
   WriteSyntheticIdx(dir, "t10k", 256);
@@ -29,7 +32,7 @@ TEST_CASE("2 ranks train with identical parameters after every optimizer step") 
   pid_t run = Spawn({Runfile("sdk/launcher/ember-run"), "--nproc", "2", "--socket", daemon.socket(),
                      "--", Runfile("sdk/examples/fashion_mnist_train"), "--train-dataset",
                      "syn-train", "--test-dataset", "syn-test", "--epochs", "2", "--max-steps",
-                     "24", "--check-sync"},
+                     "24", "--check-sync", "--collectives", collectives},
                     {}, out, err);
   const int status = WaitFor(run, std::chrono::seconds(240));
   INFO("stdout:\n" << ReadFileOrEmpty(out) << "\nstderr:\n" << ReadFileOrEmpty(err)

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -74,25 +75,51 @@ TEST_CASE("a parameter that no rank uses keeps an undefined gradient") {
                         With(kSmallBuckets, {"--unused", "all-ranks", "--micro-batches", "2"}));
 }
 
-TEST_CASE("a peer killed mid-training makes the survivor fail, not hang") {
-  const std::string store = FreshTempPath("killed.store");
+// DataParallel queues its buckets on the shared-memory communicator; they run, in order,
+// when backward ends.
+TEST_CASE("shared memory: buckets, micro-batches and unused parameters as over Gloo") {
+  const std::vector<std::string> shm = With(kSmallBuckets, {"--backend", "shm"});
+  TrainAndExpectSuccess("shm2", 2, shm);
+  TrainAndExpectSuccess("shm3", 3, With(shm, {"--micro-batches", "2", "--unused", "one-rank"}));
+}
+
+// Kills rank 1 of 2 after step 3 and returns rank 0's outcome, timed from the death, and
+// rank 1's pid.
+std::pair<Outcome, pid_t> SurvivorOfKilledPeer(const std::string& name,
+                                              const std::vector<std::string>& extra) {
+  const std::string store = FreshTempPath(name + ".store");
   const Clock::time_point start = Clock::now();
-  Worker survivor = Spawn(store, 0, 2, With(kSmallBuckets, {"--timeout-ms", "3000"}));
-  Worker victim =
-      Spawn(store, 1, 2, With(kSmallBuckets, {"--timeout-ms", "3000", "--die-after-step", "3"}));
+  Worker survivor = Spawn(store, 0, 2, extra);
+  Worker victim = Spawn(store, 1, 2, With(extra, {"--die-after-step", "3"}));
 
   Outcome died = Wait(victim, start, std::chrono::seconds(30));
   INFO("rank 1 stderr:\n" << died.err);
   CHECK(died.signal == SIGKILL);
   CHECK(died.err.find("killing itself after step 3") != std::string::npos);
 
-  const Clock::time_point death = Clock::now();
-  Outcome outcome = Wait(survivor, death, std::chrono::seconds(15));
+  Outcome outcome = Wait(survivor, Clock::now(), std::chrono::seconds(15));
   INFO("rank 0 stderr:\n" << outcome.err);
   CHECK(outcome.exited);
   CHECK(outcome.exit_code == 2);
   CHECK(outcome.err.find("rank 0: DataParallel (rank 0 of 2): all-reduce of gradient bucket") !=
         std::string::npos);
+  return {outcome, victim.pid};
+}
+
+TEST_CASE("shared memory: a peer killed mid-training makes the survivor fail at once") {
+  // A long timeout: the survivor must notice the death itself.
+  auto [outcome, victim] = SurvivorOfKilledPeer(
+      "killed_shm", With(kSmallBuckets, {"--backend", "shm", "--timeout-ms", "60000"}));
+  INFO("rank 0 stderr:\n" << outcome.err);
+  CHECK(outcome.err.find("rank 1 (pid " + std::to_string(victim) +
+                         ") exited before reaching the collective") != std::string::npos);
+  CHECK(outcome.seconds < 6);
+}
+
+TEST_CASE("a peer killed mid-training makes the survivor fail, not hang") {
+  Outcome outcome =
+      SurvivorOfKilledPeer("killed", With(kSmallBuckets, {"--timeout-ms", "3000"})).first;
+  INFO("rank 0 stderr:\n" << outcome.err);
   CHECK(outcome.err.find("gloo all-reduce") != std::string::npos);
   CHECK(outcome.seconds < 6);
 }

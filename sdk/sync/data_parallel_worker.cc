@@ -1,5 +1,6 @@
 // One rank of data_parallel_test: training of a small network wrapped in
-// ember::DataParallel over a Gloo communicator that meets its peers in a c10d::FileStore.
+// ember::DataParallel over a Gloo communicator that meets its peers in a c10d::FileStore,
+// or over a shared-memory one whose segment is a file beside it (--backend).
 //
 // Every rank starts from a different random init. After every optimizer step it checks
 // that its parameters are bitwise identical to rank 0's and that the DataParallel
@@ -27,13 +28,12 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/torch.h>
 
 #include "ember/data_parallel.h"
 #include "ember/model_sync.h"
-#include "sdk/sync/gloo_communicator.h"
 #include "sdk/sync/parameter_diff.h"
+#include "sdk/sync/test_communicator.h"
 
 namespace {
 
@@ -152,7 +152,10 @@ int main(int argc, char** argv) {
   int rank = 0, world_size = 1, steps = 20, micros = 1, min_buckets = 1;
   int die_after_step = -1, stall_after_step = -1;
   int64_t timeout_ms = 30000, bucket_bytes = 25 * 1024 * 1024;
+  std::string backend = "gloo";
   app.add_option("--store", store_path, "c10d::FileStore file shared by the ranks")->required();
+  app.add_option("--backend", backend, "gloo, or shm (segment in the file STORE.shm)")
+      ->check(CLI::IsMember({"gloo", "shm"}));
   app.add_option("--rank", rank)->required();
   app.add_option("--world", world_size)->required();
   app.add_option("--steps", steps);
@@ -183,9 +186,9 @@ int main(int argc, char** argv) {
   };
 
   try {
-    auto store = c10::make_intrusive<c10d::FileStore>(store_path, world_size);
-    std::shared_ptr<ember::Communicator> comm = ember::sdk::MakeGlooCommunicator(
-        store, rank, world_size, std::chrono::milliseconds(timeout_ms), "data_parallel_test");
+    std::shared_ptr<ember::Communicator> comm = ember::sdk::testing::MakeTestCommunicator(
+        backend, store_path, rank, world_size, std::chrono::milliseconds(timeout_ms),
+        "data_parallel_test");
     stall(0);
 
     Net net = MakeNet(kInitSeed + rank);

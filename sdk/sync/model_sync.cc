@@ -1,5 +1,7 @@
 #include "ember/model_sync.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -8,6 +10,7 @@
 
 #include "sdk/sync/ember_store.h"
 #include "sdk/sync/gloo_communicator.h"
+#include "sdk/sync/shm_communicator.h"
 
 namespace ember {
 namespace {
@@ -95,6 +98,22 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(Client& client, const std::st
                                                    const std::string& name) {
   auto store = c10::make_intrusive<sdk::EmberStore>(client, job, timeout);
   return sdk::MakeGlooCommunicator(std::move(store), rank, world_size, timeout, name);
+}
+
+std::unique_ptr<Communicator> MakeSharedMemoryCommunicator(Client& client, const std::string& job,
+                                                           int rank, int world_size,
+                                                           std::chrono::milliseconds timeout,
+                                                           const std::string& name) {
+  const uint64_t bytes = sdk::ShmSegmentBytes(world_size);
+  Result<int> fd = client.OpenSharedMemory(job, "ember/shm/" + name,
+                                           static_cast<uint32_t>(world_size), bytes);
+  TORCH_CHECK(fd.ok(), "shared-memory communicator '", name, "' (rank ", rank, " of ",
+              world_size, "): emberd gave no segment: ", fd.status().ToString());
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{*fd};
+  return sdk::MakeShmCommunicator(*fd, rank, world_size, timeout, name);
 }
 
 ModelSync::ModelSync(torch::nn::Module& module, std::shared_ptr<Communicator> comm)

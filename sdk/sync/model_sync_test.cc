@@ -25,12 +25,14 @@ Worker Spawn(const std::string& store, int rank, int world, std::vector<std::str
       ember::sdk::testing::RunfilePath("sdk/model_sync_worker"), store, rank, world, extra);
 }
 
-void TrainAndExpectSuccess(int world) {
-  const std::string store = TempPath("train" + std::to_string(world) + ".store");
+void TrainAndExpectSuccess(int world, const std::string& backend = "gloo") {
+  const std::string store =
+      TempPath("train" + std::to_string(world) + "_" + backend + ".store");
   const Clock::time_point start = Clock::now();
   std::vector<Worker> workers;
   for (int rank = 0; rank < world; ++rank) {
-    workers.push_back(Spawn(store, rank, world, {"--steps", "10", "--timeout-ms", "30000"}));
+    workers.push_back(Spawn(store, rank, world,
+                            {"--steps", "10", "--timeout-ms", "30000", "--backend", backend}));
   }
   for (int rank = 0; rank < world; ++rank) {
     Outcome outcome = Wait(workers[rank], start, std::chrono::seconds(90));
@@ -47,6 +49,11 @@ TEST_CASE("two ranks stay bitwise identical and match single-process training") 
 
 TEST_CASE("three ranks stay bitwise identical and match single-process training") {
   TrainAndExpectSuccess(3);
+}
+
+TEST_CASE("shared memory: two and three ranks match single-process training") {
+  TrainAndExpectSuccess(2, "shm");
+  TrainAndExpectSuccess(3, "shm");
 }
 
 TEST_CASE("a peer that never joins fails the rendezvous within the timeout") {
@@ -78,6 +85,29 @@ TEST_CASE("a peer that dies mid-training makes the survivor fail, not hang") {
   CHECK(outcome.exited);
   CHECK(outcome.exit_code == 2);
   CHECK(outcome.err.find("gloo") != std::string::npos);
+}
+
+TEST_CASE("shared memory: a peer that dies mid-training fails the survivor at once") {
+  const std::string store = TempPath("dying_peer_shm.store");
+  const Clock::time_point start = Clock::now();
+  // A long timeout: the survivor must notice the death itself, not time out.
+  Worker survivor = Spawn(store, 0, 2, {"--timeout-ms", "60000", "--backend", "shm"});
+  Worker victim = Spawn(store, 1, 2,
+                        {"--timeout-ms", "60000", "--die-after-step", "3", "--backend", "shm"});
+
+  Outcome died = Wait(victim, start, std::chrono::seconds(60));
+  INFO("rank 1 stderr:\n" << died.err);
+  CHECK(died.signal == SIGKILL);
+
+  const Clock::time_point death = Clock::now();
+  Outcome outcome = Wait(survivor, death, std::chrono::seconds(20));
+  INFO("rank 0 stderr:\n" << outcome.err);
+  CHECK(outcome.exited);
+  CHECK(outcome.exit_code == 2);
+  CHECK(outcome.err.find("shared-memory") != std::string::npos);
+  CHECK(outcome.err.find("rank 1 (pid " + std::to_string(victim.pid) + ") exited") !=
+        std::string::npos);
+  CHECK(outcome.seconds < 10);
 }
 
 TEST_CASE("ranks with different networks all fail the broadcast") {

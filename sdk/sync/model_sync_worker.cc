@@ -1,5 +1,6 @@
 // One rank of model_sync_test: data-parallel training of a tiny network through
-// ModelSync over a Gloo communicator that meets its peers in a c10d::FileStore.
+// ModelSync over a Gloo communicator that meets its peers in a c10d::FileStore, or over
+// a shared-memory one whose segment is a file beside it (--backend).
 //
 // Every rank starts from a different random init; after BroadcastParameters and after
 // every optimizer step it checks that its parameters are bitwise identical to rank 0's,
@@ -19,12 +20,11 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/torch.h>
 
 #include "ember/model_sync.h"
-#include "sdk/sync/gloo_communicator.h"
 #include "sdk/sync/parameter_diff.h"
+#include "sdk/sync/test_communicator.h"
 
 namespace {
 
@@ -118,7 +118,10 @@ int main(int argc, char** argv) {
   int rank = 0, world_size = 1, steps = 10, die_after_step = 0;
   int odd_rank = -1;
   int64_t timeout_ms = 30000;
+  std::string backend = "gloo";
   app.add_option("--store", store_path, "c10d::FileStore file shared by the ranks")->required();
+  app.add_option("--backend", backend, "gloo, or shm (segment in the file STORE.shm)")
+      ->check(CLI::IsMember({"gloo", "shm"}));
   app.add_option("--rank", rank)->required();
   app.add_option("--world", world_size)->required();
   app.add_option("--steps", steps);
@@ -133,9 +136,9 @@ int main(int argc, char** argv) {
   torch::set_num_threads(1);
 
   try {
-    auto store = c10::make_intrusive<c10d::FileStore>(store_path, world_size);
-    std::shared_ptr<ember::Communicator> comm = ember::sdk::MakeGlooCommunicator(
-        store, rank, world_size, std::chrono::milliseconds(timeout_ms), "model_sync_test");
+    std::shared_ptr<ember::Communicator> comm = ember::sdk::testing::MakeTestCommunicator(
+        backend, store_path, rank, world_size, std::chrono::milliseconds(timeout_ms),
+        "model_sync_test");
 
     TinyNet net = MakeNet(kInitSeed + rank, rank == odd_rank ? kHidden + 1 : kHidden);
     ember::ModelSync sync(*net, comm);

@@ -23,7 +23,10 @@
 // have their gradient, so communication overlaps the rest of backward; buckets are
 // launched strictly in bucket order, so the ranks' collectives match. When backward
 // ends, the remaining buckets are launched, all are waited, averaged and copied into
-// the parameters' .grad.
+// the parameters' .grad. How much a launched all-reduce overlaps depends on the
+// communicator: Gloo and NCCL run it in the background; the shared-memory one
+// (MakeSharedMemoryCommunicator) queues it and runs the queue when backward ends, on
+// the training thread, which on a CPU whose cores all compute is the cheaper choice.
 //
 // Contract: every rank runs the same number of synced backward passes, each through
 // at least one parameter of the module; a parameter without a gradient on this rank

@@ -39,6 +39,21 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(
     std::chrono::milliseconds timeout = std::chrono::seconds(300),
     const std::string& name = "default");
 
+// Shared memory on CPU tensors, for ranks that use the same emberd (one node): emberd
+// hands every rank the same zero-filled memfd for (`job`, `name`) and the ranks reduce
+// through it, on the calling thread, with futex barriers (sdk/sync/shm_communicator.h).
+// No sockets and no helper threads, so it costs less than Gloo on one node, most of all
+// when the ranks already keep every core busy; nothing is left behind by a crash (the
+// memory lives only in the ranks' mappings). A peer that exits fails the others' next
+// wait at once; `timeout` bounds the rendezvous and every collective. Each name is for
+// one communicator of one run of a job. AllReduceSumAsync queues the all-reduce: it runs
+// when it (or a later collective) is waited. Throws c10::Error if the daemon refuses
+// the segment or the rendezvous fails. `client` is used only during the call.
+std::unique_ptr<Communicator> MakeSharedMemoryCommunicator(
+    Client& client, const std::string& job, int rank, int world_size,
+    std::chrono::milliseconds timeout = std::chrono::seconds(300),
+    const std::string& name = "default");
+
 // Keeps a reference to `module` (which must outlive this object) and reads its
 // parameters and buffers at every call, in the module's registration order. Broadcasts
 // and checks send one flat buffer per dtype; AverageGradients sends gradients of 1 MiB
