@@ -9,7 +9,9 @@
 // header claims more pixels than ImageDecodeOptions::max_pixels fails before any pixel
 // buffer is allocated. Any libjpeg warning (truncated file, bad Huffman code, ...) is an
 // error: libjpeg would fill the damaged part with gray and carry on, which is not a
-// sample to train on.
+// sample to train on. (JPEG has no checksum, and libjpeg-turbo's fast Huffman decoder,
+// which decodes most baseline scans, does not check codes: a corrupt byte in the scan
+// data is caught only when it throws the rest of the scan out of step.)
 //
 // Region decoding: a caller that needs only part of the image (a random crop) names it,
 // and a JPEG decoder skips the inverse DCT, upsampling and colour conversion of most of
@@ -24,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -121,6 +124,21 @@ Status DecodeImage(const std::string& name, const uint8_t* data, size_t size,
 Status DecodeImageRegion(const std::string& name, const uint8_t* data, size_t size,
                          const ImageDecodeOptions& options, double min_scale,
                          const PixelRect& region, PixelBuffer& buffer, RgbImage* image);
+
+// The min_scale and region of a DecodeImageRegion, chosen from the image's header.
+struct DecodeRequest {
+  double min_scale = 1.0;
+  PixelRect region;
+};
+using DecodeChooser = std::function<DecodeRequest(const ImageHeader& header)>;
+
+// As DecodeImageRegion, for a caller whose scale and region depend on the image's size:
+// `choose` is called once with the header, after the pixel limit is checked and before
+// any pixel is decoded (never if the header fails). The header is read once, where
+// ReadImageHeader and then DecodeImageRegion read it twice.
+Status DecodeImageRegion(const std::string& name, const uint8_t* data, size_t size,
+                         const ImageDecodeOptions& options, const DecodeChooser& choose,
+                         PixelBuffer& buffer, RgbImage* image);
 
 }  // namespace ember::daemon
 

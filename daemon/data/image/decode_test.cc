@@ -306,6 +306,110 @@ TEST_CASE("a region decode still reads the whole file: corruption outside the re
             .status.code() == StatusCode::kDataLoss);
 }
 
+TEST_CASE("a JPEG decodes the same with or without bytes after its end") {
+  // A file ending with its EOI marker is decoded from a padded copy (libjpeg-turbo's fast
+  // Huffman path to the end); one with bytes after the marker in place.
+  const TestImage image = TexturedImage(96, 80);
+  for (int subsampling : {TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_GRAY}) {
+    INFO("subsampling " << subsampling);
+    const std::string jpeg = EncodeSampledJpeg(image, subsampling, false);
+    const std::string trailed = jpeg + std::string("\0after the end", 15);
+    const Decoded whole = Decode(jpeg);
+    REQUIRE(whole.status.ok());
+    const Decoded in_place = Decode(trailed);
+    REQUIRE(in_place.status.ok());
+    CHECK(whole.pixels == in_place.pixels);
+    RgbImage held;
+    const PixelRect region{10, 20, 30, 40};
+    const Decoded part = DecodeRegion(jpeg, 1.0, region, &held);
+    REQUIRE(part.status.ok());
+    const Decoded part_in_place = DecodeRegion(trailed, 1.0, region, &held);
+    REQUIRE(part_in_place.status.ok());
+    CHECK(part.pixels == part_in_place.pixels);
+  }
+}
+
+TEST_CASE("a JPEG cut inside a segment after its scan data fails, even if it ends like one") {
+  // Segments after the scan, cut short by the end of the file just after bytes 0xff 0xd9
+  // (an EOI marker's, but inside the segment): libjpeg runs out of data reading them.
+  const std::string jpeg = EncodeSampledJpeg(TexturedImage(64, 48), TJSAMP_420, false);
+  REQUIRE(jpeg.substr(jpeg.size() - 2) == "\xff\xd9");
+  const std::string scan = jpeg.substr(0, jpeg.size() - 2);
+  const std::string eoi = "\xff\xd9";
+  // Marker, length (big-endian, counting itself), then the bytes the file still has.
+  const auto segment = [](uint8_t marker, int length, const std::string& bytes) {
+    return std::string{'\xff', static_cast<char>(marker), static_cast<char>(length >> 8),
+                       static_cast<char>(length & 0xff)} +
+           bytes;
+  };
+  const std::string cut_segments[] = {
+      segment(0xfe, 1024, "a comment" + eoi),          // COM
+      segment(0xe1, 9000, "Exif" + eoi),               // APP1
+      segment(0xc4, 512, std::string(1, '\0') + eoi),  // DHT
+      segment(0xdb, 67, std::string(1, '\0') + eoi),   // DQT
+  };
+  for (const std::string& cut : cut_segments) {
+    INFO("segment " << std::hex << int(uint8_t(cut[1])));
+    const Decoded decoded = Decode(scan + cut);
+    CHECK(decoded.status.code() == StatusCode::kDataLoss);
+    CHECK(decoded.status.message() == "img: corrupt JPEG: Premature end of JPEG file");
+  }
+  // Whole, such a segment is fine.
+  CHECK(Decode(scan + segment(0xfe, 7, "hello") + eoi).status.ok());
+}
+
+TEST_CASE("DecodeImageRegion with a chooser plans from the header, read once") {
+  const TestImage image = TexturedImage(120, 90);
+  const std::string jpeg = EncodeSampledJpeg(image, TJSAMP_420, false);
+  const std::string png = EncodePng(image);
+  for (const std::string* bytes : {&jpeg, &png}) {
+    const bool is_jpeg = bytes == &jpeg;
+    INFO(std::string(is_jpeg ? "JPEG" : "PNG"));
+    int calls = 0;
+    const auto choose = [&calls](const ImageHeader& header) {
+      ++calls;
+      CHECK(header.width == 120);
+      CHECK(header.height == 90);
+      // Half the resolution; the decoded image's middle.
+      return DecodeRequest{0.5, PixelRect{15, 10, 30, 20}};
+    };
+    PixelBuffer buffer;
+    RgbImage image_out;
+    REQUIRE(DecodeImageRegion("img", Bytes(*bytes), bytes->size(), {}, choose, buffer, &image_out)
+                .ok());
+    CHECK(calls == 1);
+    // As the fixed-region call gives.
+    RgbImage fixed;
+    const Decoded expected = DecodeRegion(*bytes, 0.5, PixelRect{15, 10, 30, 20}, &fixed);
+    REQUIRE(expected.status.ok());
+    CHECK(image_out.width == (is_jpeg ? 60 : 120));
+    CHECK(image_out.width == fixed.width);
+    CHECK(image_out.height == fixed.height);
+    CHECK(image_out.region.x == fixed.region.x);
+    CHECK(image_out.region.y == fixed.region.y);
+    REQUIRE(image_out.region.width == fixed.region.width);
+    REQUIRE(image_out.region.height == fixed.region.height);
+    CHECK(std::equal(expected.pixels.begin(), expected.pixels.end(), image_out.pixels));
+  }
+  // Not called for a corrupt header, nor one over the pixel limit.
+  int calls = 0;
+  const auto count = [&calls](const ImageHeader&) {
+    ++calls;
+    return DecodeRequest{};
+  };
+  PixelBuffer buffer;
+  RgbImage out;
+  CHECK(DecodeImageRegion("img", Bytes(jpeg), 40, {}, count, buffer, &out).code() ==
+        StatusCode::kDataLoss);
+  ImageDecodeOptions small;
+  small.max_pixels = 100;
+  CHECK(DecodeImageRegion("img", Bytes(jpeg), jpeg.size(), small, count, buffer, &out).code() ==
+        StatusCode::kDataLoss);
+  CHECK(DecodeImageRegion("img", Bytes(png), png.size(), small, count, buffer, &out).code() ==
+        StatusCode::kDataLoss);
+  CHECK(calls == 0);
+}
+
 TEST_CASE("a JPEG header claiming 60000x60000 pixels fails before allocating") {
   std::string jpeg = EncodeJpeg(SolidImage(16, 16, {1, 2, 3}));
   const size_t sof = FindJpegMarker(jpeg, 0xc0);

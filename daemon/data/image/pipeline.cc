@@ -710,17 +710,21 @@ Status ImagePipeline::RenderWithPlugins(const RgbImage& image, const ResampleTap
 
 Status ImagePipeline::Run(const std::string& name, const uint8_t* data, size_t size,
                           uint64_t seed, uint64_t epoch, uint64_t id, void* dst) const {
-  EMBER_ASSIGN_OR_RETURN(ImageHeader header, ReadImageHeader(name, data, size, decode_options_));
-  const SamplePlan plan = Plan(header.width, header.height, seed, epoch, id);
-  const double min_scale = MinDecodeScale(plan);
-  int width = 0, height = 0;
-  DecodedSize(header, min_scale, &width, &height);
   Scratch& scratch = ThreadScratch();
-  BuildPlanTaps(plan, width, height, &scratch.x, &scratch.y);
-  const PixelRect needed = TapsRegion(scratch.x, scratch.y);
+  // Planned from the header, which the decoder reads once.
+  int width = 0, height = 0;
+  PixelRect needed;
+  const auto choose = [&](const ImageHeader& header) {
+    const SamplePlan plan = Plan(header.width, header.height, seed, epoch, id);
+    const double min_scale = MinDecodeScale(plan);
+    DecodedSize(header, min_scale, &width, &height);
+    BuildPlanTaps(plan, width, height, &scratch.x, &scratch.y);
+    needed = TapsRegion(scratch.x, scratch.y);
+    return DecodeRequest{min_scale, needed};
+  };
   RgbImage image;
-  Status status = DecodeImageRegion(name, data, size, decode_options_, min_scale, needed,
-                                    scratch.decoded, &image);
+  Status status =
+      DecodeImageRegion(name, data, size, decode_options_, choose, scratch.decoded, &image);
   if (status.ok() && (image.width != width || image.height != height ||
                       !Contains(image.region, needed))) {
     status = Internal(name + ": decoded " + std::to_string(image.width) + "x" +

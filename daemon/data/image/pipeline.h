@@ -145,9 +145,9 @@ class ImagePipeline {
   Status Render(const SamplePlan& plan, const RgbImage& image, void* dst) const;
 
   // Decodes the encoded image `data` (named `name` in errors) and writes the sample to
-  // `dst`: ReadImageHeader, Plan, DecodeImageRegion at MinDecodeScale of the pixels the
-  // plan reads, Render, then the plugin steps. kDataLoss for a corrupt image (see
-  // decode.h) or a plugin step that fails.
+  // `dst`: DecodeImageRegion, choosing from the header (read once) the Plan and the pixels
+  // it reads at MinDecodeScale, then Render and the plugin steps. kDataLoss for a corrupt
+  // image (see decode.h) or a plugin step that fails.
   Status Run(const std::string& name, const uint8_t* data, size_t size, uint64_t seed,
              uint64_t epoch, uint64_t id, void* dst) const;
 

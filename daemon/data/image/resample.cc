@@ -26,14 +26,18 @@ constexpr int kSumBits = kRowBits + kWeightBits;           // fraction bits of t
 constexpr int kByteSumBits = kRowBits + kWeightBits - 15;  // of the uint8 sums (6)
 constexpr int kMaxByteTaps = 16;
 
+// Layout of the horizontal pass's rows: each is 3 planes (R, G, B) of out_width int16
+// values, one after the other, so that the vertical pass works on each channel as a
+// plain array (and writes CHW output planes directly).
+
 // ---- Portable kernels ----
 
-// One source row to one RGBX row: out[4o + c] = sum over k of w[o][k] * channel c of
-// source pixel (offsets[o] / 3 + k), in 2^-7 units, rounded; out[4o + 3] = 0.
-// `src` points at the pixel offsets are counted from (bytes).
+// One source row to one planar row: channel c of output o, out[c * plane + o], is the sum
+// over k of w[o][k] * channel c of source pixel (offsets[o] / 3 + k), in 2^-7 units,
+// rounded. `src` points at the pixel offsets are counted from (bytes).
 template <int kN>
 void HorizontalRow(const uint8_t* src, const int* offsets, const int16_t* weights, int n,
-                   int out_width, int16_t* __restrict out) {
+                   int out_width, size_t plane, int16_t* __restrict out) {
   if (kN > 0) n = kN;
   constexpr int kRound = 1 << (kRowShift - 1);
   for (int o = 0; o < out_width; ++o) {
@@ -45,23 +49,28 @@ void HorizontalRow(const uint8_t* src, const int* offsets, const int16_t* weight
       g += w[k] * p[3 * k + 1];
       b += w[k] * p[3 * k + 2];
     }
-    out[4 * o] = static_cast<int16_t>(r >> kRowShift);
-    out[4 * o + 1] = static_cast<int16_t>(g >> kRowShift);
-    out[4 * o + 2] = static_cast<int16_t>(b >> kRowShift);
-    out[4 * o + 3] = 0;
+    out[o] = static_cast<int16_t>(r >> kRowShift);
+    out[plane + o] = static_cast<int16_t>(g >> kRowShift);
+    out[2 * plane + o] = static_cast<int16_t>(b >> kRowShift);
   }
 }
 
+// HorizontalRow for outputs [first, out_width) of the taps (SIMD kernels' tails too).
 void HorizontalPortable(const uint8_t* src, const int* offsets, const ResampleTaps& taps,
-                        int16_t* out) {
+                        int first, int16_t* out) {
   const int out_width = static_cast<int>(taps.start.size());
-  const int16_t* w = taps.weights.data();
-  switch (taps.n) {
-    case 1: HorizontalRow<1>(src, offsets, w, 1, out_width, out); break;
-    case 2: HorizontalRow<2>(src, offsets, w, 2, out_width, out); break;
-    case 3: HorizontalRow<3>(src, offsets, w, 3, out_width, out); break;
-    case 4: HorizontalRow<4>(src, offsets, w, 4, out_width, out); break;
-    default: HorizontalRow<0>(src, offsets, w, taps.n, out_width, out); break;
+  const int count = out_width - first;
+  const int n = taps.n;
+  const int16_t* w = taps.weights.data() + size_t(first) * n;
+  offsets += first;
+  out += first;
+  const size_t plane = size_t(out_width);
+  switch (n) {
+    case 1: HorizontalRow<1>(src, offsets, w, 1, count, plane, out); break;
+    case 2: HorizontalRow<2>(src, offsets, w, 2, count, plane, out); break;
+    case 3: HorizontalRow<3>(src, offsets, w, 3, count, plane, out); break;
+    case 4: HorizontalRow<4>(src, offsets, w, 4, count, plane, out); break;
+    default: HorizontalRow<0>(src, offsets, w, n, count, plane, out); break;
   }
 }
 
@@ -95,30 +104,21 @@ inline uint8_t VerticalByte(const int16_t* rows, size_t stride, const int16_t* w
   return static_cast<uint8_t>(std::min(255, MulHighRound(sum, 1 << (15 - kByteSumBits))));
 }
 
-void VerticalBytes(const int16_t* rows, size_t stride, const int16_t* w, int n, int count,
-                   uint8_t* __restrict out) {
-  for (int i = 0; i < count; ++i) out[i] = VerticalByte(rows, stride, w, n, i);
+// Values [first, count) of the uint8 vertical pass.
+void VerticalBytes(const int16_t* rows, size_t stride, const int16_t* w, int n, int first,
+                   int count, uint8_t* __restrict out) {
+  for (int i = first; i < count; ++i) out[i] = VerticalByte(rows, stride, w, n, i);
 }
 
-// One output row of RGBX bytes to its place in the uint8 output.
-void StoreBytes(const uint8_t* rgbx, int out_width, int out_height, int y,
-                const ResampleOutput& output) {
-  uint8_t* dst = static_cast<uint8_t*>(output.dst);
-  if (output.hwc) {
-    uint8_t* out = dst + size_t(y) * out_width * 3;
-    for (int x = 0; x < out_width; ++x) {
-      for (int c = 0; c < 3; ++c) out[3 * x + c] = rgbx[4 * x + c];
-    }
-    return;
-  }
-  const size_t plane = size_t(out_width) * out_height;
-  for (int c = 0; c < 3; ++c) {
-    uint8_t* out = dst + plane * c + size_t(y) * out_width;
-    for (int x = 0; x < out_width; ++x) out[x] = rgbx[4 * x + c];
+// One output row, as 3 planes of out_width bytes, to its place in HWC uint8 output.
+void StoreBytesHwc(const uint8_t* planes, int out_width, int y, const ResampleOutput& output) {
+  uint8_t* out = static_cast<uint8_t*>(output.dst) + size_t(y) * out_width * 3;
+  for (int x = 0; x < out_width; ++x) {
+    for (int c = 0; c < 3; ++c) out[3 * x + c] = planes[size_t(c) * out_width + x];
   }
 }
 
-// One output row of RGBX sums to its place in the float32 output.
+// One output row of sums, as 3 planes of out_width, to its place in the float32 output.
 void StoreFloats(const int32_t* sums, int out_width, int out_height, int y,
                  const ResampleOutput& output) {
   float* dst = static_cast<float*>(output.dst);
@@ -127,8 +127,9 @@ void StoreFloats(const int32_t* sums, int out_width, int out_height, int y,
     float* out = dst + size_t(y) * out_width * 3;
     for (int x = 0; x < out_width; ++x) {
       for (int c = 0; c < 3; ++c) {
-        out[3 * x + c] =
-            static_cast<float>(sums[4 * x + c]) * (kUnit * output.mul[c]) + output.add[c];
+        out[3 * x + c] = static_cast<float>(sums[size_t(c) * out_width + x]) *
+                             (kUnit * output.mul[c]) +
+                         output.add[c];
       }
     }
     return;
@@ -136,8 +137,9 @@ void StoreFloats(const int32_t* sums, int out_width, int out_height, int y,
   const size_t plane = size_t(out_width) * out_height;
   for (int c = 0; c < 3; ++c) {
     float* out = dst + plane * c + size_t(y) * out_width;
+    const int32_t* in = sums + size_t(c) * out_width;
     const float mul = kUnit * output.mul[c], add = output.add[c];
-    for (int x = 0; x < out_width; ++x) out[x] = static_cast<float>(sums[4 * x + c]) * mul + add;
+    for (int x = 0; x < out_width; ++x) out[x] = static_cast<float>(in[x]) * mul + add;
   }
 }
 
@@ -168,11 +170,25 @@ void StorePadding(int out_width, int out_height, const ResampleOutput& output) {
 
 #define EMBER_AVX2 __attribute__((target("avx2")))
 
-// Bytes the horizontal kernel may read past the last source pixel a row's taps touch.
+// Bytes the horizontal kernels may read past the last source pixel a row's taps touch.
 constexpr size_t kHorizontalOverread = 16;
 
-// The horizontal kernel's weights: ceil(n / 2) pairs of taps, pair-major (pair p of
-// output o at (p * out + o) * 8), each 8 int16 (w0, w1, w0, w1, w0, w1, 0, 0), one lane
+// Stores 8 outputs' channels to the planes of a row (`out` at the first output): r, g, b
+// as int32 (lanes: outputs 0-3 | 4-7).
+EMBER_AVX2 inline void StorePlanar8(__m256i r, __m256i g, __m256i b, size_t plane,
+                                    int16_t* out) {
+  // packs interleaves the 128-bit lanes: (r 0-3, g 0-3 | r 4-7, g 4-7); permute fixes.
+  const __m256i rg =
+      _mm256_permute4x64_epi64(_mm256_packs_epi32(r, g), _MM_SHUFFLE(3, 1, 2, 0));
+  const __m256i bb =
+      _mm256_permute4x64_epi64(_mm256_packs_epi32(b, b), _MM_SHUFFLE(3, 1, 2, 0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(rg));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + plane), _mm256_extracti128_si256(rg, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * plane), _mm256_castsi256_si128(bb));
+}
+
+// The general horizontal kernel's weights: ceil(n / 2) pairs of taps, pair-major (pair p
+// of output o at (p * out + o) * 8), each 8 int16 (w0, w1, w0, w1, w0, w1, 0, 0), one lane
 // pair per colour channel.
 void BuildPairs(const ResampleTaps& taps, std::vector<int16_t>* pairs_out) {
   const int out = static_cast<int>(taps.start.size());
@@ -192,8 +208,9 @@ void BuildPairs(const ResampleTaps& taps, std::vector<int16_t>* pairs_out) {
   }
 }
 
-// Output pixels p0 and p1 of the horizontal kernel (w: their weights, pair 0), as
-// (R, G, B, 0 | R, G, B, 0) in 2^-7 units. kPairs > 0: `pairs` known at compile time.
+// Output pixels p0 and p1 of the general kernel (w: their weights, pair 0), as
+// (R, G, B, 0 | R, G, B, 0) in 2^-7 units, int32. kPairs > 0: `pairs` known at compile
+// time.
 template <int kPairs>
 EMBER_AVX2 inline __m256i HorizontalTwo(const uint8_t* p0, const uint8_t* p1, const int16_t* w,
                                         int pairs, size_t pair_stride, __m256i shuffle,
@@ -211,44 +228,116 @@ EMBER_AVX2 inline __m256i HorizontalTwo(const uint8_t* p0, const uint8_t* p1, co
   return _mm256_srai_epi32(sum, kRowShift);
 }
 
-// As HorizontalPortable, two output pixels at a time, with the weights of BuildPairs. For
-// each pair of taps, 16 bytes from the pair's first pixel are loaded (one pixel per
-// 128-bit lane), their 6 bytes shuffled to (R0, R1, G0, G1, B0, B1, 0, 0) as int16, and
-// multiplied with the pair's weights and summed by pmaddwd into (R, G, B, 0) as int32.
+// The general horizontal kernel, any number of taps: outputs [0, out_width rounded down
+// to 8) of a planar row, with the weights of BuildPairs. Per pair of taps and two output
+// pixels, 16 bytes from each pixel's pair are loaded (one per 128-bit lane), their 6
+// bytes shuffled to (R0, R1, G0, G1, B0, B1, 0, 0) as int16, and multiplied with the
+// pair's weights and summed by pmaddwd into (R, G, B, 0) as int32; the sums of 8 outputs
+// are then transposed to the planes. Returns the number of outputs done.
 template <int kPairs>
-EMBER_AVX2 void HorizontalAvx2(const uint8_t* src, const int* offsets, const int16_t* weights,
-                               int n, int out_width, int16_t* out) {
+EMBER_AVX2 int HorizontalAvx2(const uint8_t* src, const int* offsets, const int16_t* weights,
+                              int n, int out_width, int16_t* out) {
   const int pairs = (n + 1) / 2;
   const size_t pair_stride = size_t(out_width) * 8;  // int16 from one pair to the next
   const __m256i shuffle =
       _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1, 1,
                        -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
   const __m256i round = _mm256_set1_epi32(1 << (kRowShift - 1));
-  int o = 0;
-  for (; o + 4 <= out_width; o += 4) {
-    const __m256i first =
-        HorizontalTwo<kPairs>(src + offsets[o], src + offsets[o + 1], weights + size_t(o) * 8,
-                              pairs, pair_stride, shuffle, round);
-    const __m256i second =
-        HorizontalTwo<kPairs>(src + offsets[o + 2], src + offsets[o + 3],
-                              weights + size_t(o + 2) * 8, pairs, pair_stride, shuffle, round);
-    // packs interleaves the 128-bit lanes: pixels o, o + 2, o + 1, o + 3; permute fixes.
-    const __m256i packed = _mm256_packs_epi32(first, second);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * o),
-                        _mm256_permute4x64_epi64(packed, _MM_SHUFFLE(3, 1, 2, 0)));
-  }
-  for (; o < out_width; ++o) {
-    const uint8_t* p = src + offsets[o];
-    const int16_t* w = weights + size_t(o) * 8;
-    __m128i sum = _mm256_castsi256_si128(round);
-    for (int k = 0; k < pairs; ++k, p += 6, w += pair_stride) {
-      const __m128i pixels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      sum = _mm_add_epi32(sum,
-                          _mm_madd_epi16(_mm_shuffle_epi8(pixels, _mm256_castsi256_si128(shuffle)),
-                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(w))));
+  const int done = out_width / 8 * 8;
+  for (int o = 0; o < done; o += 8) {
+    __m256i rgb[4];  // outputs (o, o + 1), (o + 2, o + 3), ... as (R, G, B, 0 | R, G, B, 0)
+    for (int i = 0; i < 4; ++i) {
+      const int first = o + 2 * i;
+      rgb[i] = HorizontalTwo<kPairs>(src + offsets[first], src + offsets[first + 1],
+                                     weights + size_t(first) * 8, pairs, pair_stride, shuffle,
+                                     round);
     }
-    sum = _mm_srai_epi32(sum, kRowShift);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 4 * o), _mm_packs_epi32(sum, sum));
+    // To channels: unpacklo_epi32 of (R0 G0 B0 0 | R1 ..) and (R2 G2 B2 0 | R3 ..) gives
+    // (R0 R2 G0 G2 | R1 R3 G1 G3), unpackhi (B0 B2 0 0 | B1 B3 0 0); then 64-bit halves.
+    const __m256i lo01 = _mm256_unpacklo_epi32(rgb[0], rgb[1]);  // R0 R2 G0 G2 | R1 R3 G1 G3
+    const __m256i hi01 = _mm256_unpackhi_epi32(rgb[0], rgb[1]);  // B0 B2 0 0 | B1 B3 0 0
+    const __m256i lo23 = _mm256_unpacklo_epi32(rgb[2], rgb[3]);  // R4 R6 G4 G6 | R5 R7 G5 G7
+    const __m256i hi23 = _mm256_unpackhi_epi32(rgb[2], rgb[3]);  // B4 B6 0 0 | B5 B7 0 0
+    // r: R0 R2 R4 R6 | R1 R3 R5 R7, and so on: outputs in the order 0 2 4 6 1 3 5 7.
+    const __m256i r = _mm256_unpacklo_epi64(lo01, lo23);
+    const __m256i g = _mm256_unpackhi_epi64(lo01, lo23);
+    const __m256i b = _mm256_unpacklo_epi64(hi01, hi23);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    StorePlanar8(_mm256_permutevar8x32_epi32(r, order), _mm256_permutevar8x32_epi32(g, order),
+                 _mm256_permutevar8x32_epi32(b, order), size_t(out_width), out + o);
+  }
+  return done;
+}
+
+// Enlarging (windows of at most 2 taps), 4 neighbouring outputs read at most 5
+// neighbouring source pixels: 15 bytes, one 16-byte load. BuildGroups plans that for
+// blocks of 8 outputs (two groups of 4, one per 128-bit lane): `bases[g]` is the byte
+// offset (as `offsets`) of group g's first source pixel; `shuffles` holds, per block and
+// channel, the pshufb masks (32 bytes: group 2b's in the low lane, 2b + 1's in the high)
+// that take the channel's two pixels of each of the group's outputs from its 16 bytes, as
+// int16: (o0 first, o0 second, o1 first, ...); `pair_weights` holds (w0, w1) per output.
+// Padding outputs (zero weights) read their group's first pixels. False if some group's
+// pixels span more than 16 bytes (a reduction) or there is no whole block: the general
+// kernel then does the rows.
+bool BuildGroups(const ResampleTaps& taps, const int* offsets, std::vector<int>* bases,
+                 std::vector<int8_t>* shuffles, std::vector<int16_t>* pair_weights) {
+  const int out = static_cast<int>(taps.start.size());
+  const int n = taps.n;
+  if (n > 2 || out < 8) return false;
+  const int blocks = out / 8;
+  bases->resize(size_t(blocks) * 2);
+  shuffles->resize(size_t(blocks) * 3 * 32);
+  pair_weights->resize(size_t(blocks) * 8 * 2);
+  for (int g = 0; g < 2 * blocks; ++g) {
+    int low = -1, high = -1;
+    for (int o = 4 * g; o < 4 * g + 4; ++o) {
+      if (!taps.inside[o]) continue;
+      low = low < 0 ? offsets[o] : std::min(low, offsets[o]);
+      high = std::max(high, offsets[o]);
+    }
+    if (low < 0) low = high = offsets[4 * g];  // all padding
+    if (high - low + 6 > 16) return false;
+    (*bases)[g] = low;
+    for (int j = 0; j < 4; ++j) {
+      const int o = 4 * g + j;
+      const int at = taps.inside[o] ? offsets[o] - low : 0;
+      for (int c = 0; c < 3; ++c) {
+        int8_t* mask = &(*shuffles)[(size_t(g / 2) * 3 + c) * 32 + (g % 2) * 16 + 4 * j];
+        mask[0] = static_cast<int8_t>(at + c);      // channel c of the first pixel
+        mask[2] = static_cast<int8_t>(at + 3 + c);  // and of the second
+        mask[1] = mask[3] = -1;                     // high bytes: zero
+      }
+      (*pair_weights)[2 * size_t(o)] = taps.weights[size_t(o) * n];
+      (*pair_weights)[2 * size_t(o) + 1] = n == 2 ? taps.weights[size_t(o) * n + 1] : 0;
+    }
+  }
+  return true;
+}
+
+// BuildGroups's kernel: per block of 8 outputs, one 16-byte load per group and, per
+// channel, one shuffle and one pmaddwd (the same weights for the three channels). Does
+// outputs [0, out_width rounded down to 8).
+EMBER_AVX2 void HorizontalGroupsAvx2(const uint8_t* src, const int* bases, const int8_t* shuffles,
+                                     const int16_t* pair_weights, int out_width, int16_t* out) {
+  const __m256i round = _mm256_set1_epi32(1 << (kRowShift - 1));
+  const int blocks = out_width / 8;
+  const size_t plane = size_t(out_width);
+  for (int block = 0; block < blocks; ++block) {
+    const __m256i pixels = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + bases[2 * block]))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + bases[2 * block + 1])), 1);
+    const __m256i w =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair_weights + size_t(block) * 16));
+    const int8_t* masks = shuffles + size_t(block) * 96;
+    __m256i sums[3];
+    for (int c = 0; c < 3; ++c) {
+      const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(masks + 32 * c));
+      const __m256i sum =
+          _mm256_add_epi32(_mm256_madd_epi16(_mm256_shuffle_epi8(pixels, mask), w), round);
+      sums[c] = _mm256_srai_epi32(sum, kRowShift);
+    }
+    StorePlanar8(sums[0], sums[1], sums[2], plane, out + size_t(block) * 8);
   }
 }
 
@@ -268,46 +357,34 @@ EMBER_AVX2 inline __m256i VerticalSixteen(const int16_t* row, size_t stride, con
   return _mm256_mulhrs_epi16(sum, _mm256_set1_epi16(1 << (15 - kByteSumBits)));
 }
 
-// The uint8 vertical pass for one output row (n <= kMaxByteTaps), 8 pixels (32 values)
-// at a time: as RGBX bytes to `rgbx` or, kPlanes, shuffled to (R0-3 G0-3 B0-3 X0-3 |
-// R4-7 G4-7 B4-7 X4-7), permuted to (R0-7 G0-7 | B0-7 X0-7) and stored to the planes r,
-// g, b.
-template <int kTaps, bool kPlanes>
-EMBER_AVX2 void VerticalBytesAvx2(const int16_t* rows, size_t stride, const int16_t* w, int n,
-                                  int out_width, uint8_t* rgbx, uint8_t* r, uint8_t* g,
-                                  uint8_t* b) {
+// The uint8 vertical pass (n <= kMaxByteTaps) of one output row: for each channel c, the
+// `count` values of plane c (at rows + c * count) into outs[c], 32 (then 16) at a time;
+// returns how many of each were done (count rounded down to 16).
+template <int kTaps>
+EMBER_AVX2 int VerticalBytesAvx2(const int16_t* rows, size_t stride, const int16_t* w, int n,
+                                 int count, uint8_t* const outs[3]) {
   __m256i weights[kMaxByteTaps];
   for (int k = 0; k < n; ++k) weights[k] = _mm256_set1_epi16(w[k]);
-  const __m256i shuffle = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0,
-                                           4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  int x = 0;
-  for (; x + 8 <= out_width; x += 8) {
-    const __m256i first = VerticalSixteen<kTaps>(rows + 4 * x, stride, weights, n);
-    const __m256i second = VerticalSixteen<kTaps>(rows + 4 * x + 16, stride, weights, n);
-    // packus interleaves the lanes of its two inputs; permute4x64 puts them back.
-    const __m256i pixels =
-        _mm256_permute4x64_epi64(_mm256_packus_epi16(first, second), _MM_SHUFFLE(3, 1, 2, 0));
-    if (!kPlanes) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(rgbx + 4 * x), pixels);
-      continue;
+  const int done32 = count / 32 * 32, done = count / 16 * 16;
+  for (int c = 0; c < 3; ++c) {
+    const int16_t* plane = rows + size_t(c) * count;
+    for (int i = 0; i < done32; i += 32) {
+      const __m256i first = VerticalSixteen<kTaps>(plane + i, stride, weights, n);
+      const __m256i second = VerticalSixteen<kTaps>(plane + i + 16, stride, weights, n);
+      // packus interleaves the lanes of its two inputs; permute4x64 puts them back.
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(outs[c] + i),
+          _mm256_permute4x64_epi64(_mm256_packus_epi16(first, second), _MM_SHUFFLE(3, 1, 2, 0)));
     }
-    const __m256i planes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(pixels, shuffle), order);
-    const __m128i rg = _mm256_castsi256_si128(planes);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(r + x), rg);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(g + x), _mm_unpackhi_epi64(rg, rg));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(b + x), _mm256_extracti128_si256(planes, 1));
-  }
-  for (; x < out_width; ++x) {
-    for (int c = 0; c < 4; ++c) {
-      const uint8_t value = VerticalByte(rows, stride, w, n, 4 * size_t(x) + c);
-      if (!kPlanes) {
-        rgbx[4 * x + c] = value;
-      } else if (c < 3) {
-        (c == 0 ? r : c == 1 ? g : b)[x] = value;
-      }
+    if (done > done32) {
+      const __m256i values = VerticalSixteen<kTaps>(plane + done32, stride, weights, n);
+      const __m256i packed =
+          _mm256_permute4x64_epi64(_mm256_packus_epi16(values, values), _MM_SHUFFLE(3, 1, 2, 0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(outs[c] + done32),
+                       _mm256_castsi256_si128(packed));
     }
   }
+  return done;
 }
 
 bool CpuHasAvx2() {
@@ -342,16 +419,21 @@ void BuildResampleTaps(double scale, double offset, int out, int source, Resampl
   // center + support). An output centred outside the source is padding.
   taps->start.resize(out);
   taps->inside.resize(out);
-  std::vector<int>& counts = taps->counts;
-  counts.resize(out);
+  taps->counts.resize(out);
+  // Raw pointers: stores through uint8_t* `inside` would otherwise make the compiler
+  // reload every vector's data pointer in each iteration.
+  int* const starts = taps->start.data();
+  uint8_t* const inside = taps->inside.data();
+  int* const counts = taps->counts.data();
   int n = 1;
   for (int o = 0; o < out; ++o) {
     const double center = scale * (o + 0.5) + offset;
-    taps->inside[o] = center >= 0 && center < source;
-    if (!taps->inside[o]) continue;
+    const bool in = center >= 0 && center < source;
+    inside[o] = in;
+    if (!in) continue;
     const int first = std::max(0, FloorToInt(center - support - 0.5) + 1);
     const int last = std::min(source - 1, CeilToInt(center + support - 0.5) - 1);
-    taps->start[o] = first;
+    starts[o] = first;
     counts[o] = std::max(1, std::min(max_taps, last - first + 1));
     n = std::max(n, counts[o]);
   }
@@ -360,16 +442,17 @@ void BuildResampleTaps(double scale, double offset, int out, int source, Resampl
   // normalized, then rounded to 2^-14 with the rounding error put on the largest.
   taps->n = n;
   taps->weights.assign(size_t(out) * n, 0);
-  std::vector<double>& weights = taps->window;  // of one output's window
-  if (weights.size() < size_t(n)) weights.resize(n);
+  int16_t* const all_weights = taps->weights.data();
+  if (taps->window.size() < size_t(n)) taps->window.resize(n);
+  double* const weights = taps->window.data();  // of one output's window
   int lowest = source, highest = -1;
   for (int o = 0; o < out; ++o) {
-    if (!taps->inside[o]) continue;
+    if (!inside[o]) continue;
     const double center = scale * (o + 0.5) + offset;
-    const int first = taps->start[o], count = counts[o];
+    const int first = starts[o], count = counts[o];
     const int start = std::min(first, source - n);
-    int16_t* w = &taps->weights[size_t(o) * n + (first - start)];
-    taps->start[o] = start;
+    int16_t* w = all_weights + size_t(o) * n + (first - start);
+    starts[o] = start;
     lowest = std::min(lowest, start);
     highest = std::max(highest, start + n - 1);
     if (count == 2) {
@@ -404,7 +487,7 @@ void BuildResampleTaps(double scale, double offset, int out, int source, Resampl
   taps->highest = highest;
   if (taps->highest < 0) taps->lowest = 0;
   for (int o = 0; o < out; ++o) {
-    if (!taps->inside[o]) taps->start[o] = taps->lowest;  // zero weights, a valid window
+    if (!inside[o]) starts[o] = taps->lowest;  // zero weights, a valid window
   }
 }
 
@@ -428,7 +511,7 @@ void ResampleImage(const RgbImage& image, const ResampleTaps& x, const ResampleT
   [[maybe_unused]] const bool simd = kernels == ResampleKernels::kBest && ResampleHasSimd();
   const PixelRect& region = image.region;
   const int row_count = y.highest - y.lowest + 1;
-  const size_t row_values = size_t(out_width) * 4;
+  const size_t row_values = size_t(out_width) * 3;  // planes R, G, B
   // Grown, never shrunk here: resizing down and up again would zero-fill each time.
   auto grow = [](auto& v, size_t size) {
     if (v.size() < size) v.resize(size);
@@ -442,16 +525,22 @@ void ResampleImage(const RgbImage& image, const ResampleTaps& x, const ResampleT
   int* offsets = scratch.offsets.data();
   for (int o = 0; o < out_width; ++o) offsets[o] = 3 * (x.start[o] - x.lowest);
 #ifdef EMBER_RESAMPLE_AVX2
-  if (simd) BuildPairs(x, &scratch.pairs);
+  bool grouped = false;
+  if (simd) {
+    grouped = BuildGroups(x, offsets, &scratch.group_bases, &scratch.group_shuffles,
+                          &scratch.group_weights);
+    if (!grouped) BuildPairs(x, &scratch.pairs);
+  }
 #endif
   for (int r = 0; r < row_count; ++r) {
     const uint8_t* src =
         image.pixels + (size_t(y.lowest + r - region.y) * region.width + (x.lowest - region.x)) * 3;
     int16_t* out = &scratch.rows[row_values * r];
+    int done = 0;
 #ifdef EMBER_RESAMPLE_AVX2
     if (simd) {
-      // The kernel reads a little past the last pixel: past the end of the image, it
-      // reads a copy of the row instead.
+      // The kernels read a little past the last pixel: past the end of the image, they
+      // read a copy of the row instead.
       const size_t bytes = size_t(x.highest - x.lowest + 1) * 3;
       const uint8_t* end = image.pixels + size_t(region.width) * region.height * 3;
       if (size_t(end - src) < bytes + kHorizontalOverread) {
@@ -459,19 +548,25 @@ void ResampleImage(const RgbImage& image, const ResampleTaps& x, const ResampleT
         std::memcpy(scratch.padded_row.data(), src, bytes);
         src = scratch.padded_row.data();
       }
-      const int16_t* w = scratch.pairs.data();
-      switch ((x.n + 1) / 2) {
-        case 1: HorizontalAvx2<1>(src, offsets, w, x.n, out_width, out); break;
-        case 2: HorizontalAvx2<2>(src, offsets, w, x.n, out_width, out); break;
-        default: HorizontalAvx2<0>(src, offsets, w, x.n, out_width, out); break;
+      if (grouped) {
+        HorizontalGroupsAvx2(src, scratch.group_bases.data(), scratch.group_shuffles.data(),
+                             scratch.group_weights.data(), out_width, out);
+        done = out_width / 8 * 8;
+      } else {
+        const int16_t* w = scratch.pairs.data();
+        switch ((x.n + 1) / 2) {
+          case 1: done = HorizontalAvx2<1>(src, offsets, w, x.n, out_width, out); break;
+          case 2: done = HorizontalAvx2<2>(src, offsets, w, x.n, out_width, out); break;
+          default: done = HorizontalAvx2<0>(src, offsets, w, x.n, out_width, out); break;
+        }
       }
-      continue;
     }
 #endif
-    HorizontalPortable(src, offsets, x, out);
+    if (done < out_width) HorizontalPortable(src, offsets, x, done, out);
   }
 
-  // Vertical pass per output row.
+  // Vertical pass per output row and channel.
+  const size_t plane = size_t(out_width) * out_height;
   for (int o = 0; o < out_height; ++o) {
     const int16_t* rows = &scratch.rows[row_values * (y.start[o] - y.lowest)];
     const int16_t* w = &y.weights[size_t(o) * y.n];
@@ -480,44 +575,35 @@ void ResampleImage(const RgbImage& image, const ResampleTaps& x, const ResampleT
       StoreFloats(scratch.sums.data(), out_width, out_height, o, output);
       continue;
     }
-    uint8_t* bytes = scratch.bytes.data();
+    // CHW: straight to the output's planes; HWC: to scratch planes, interleaved below.
+    uint8_t* outs[3];
+    for (int c = 0; c < 3; ++c) {
+      outs[c] = output.hwc ? scratch.bytes.data() + size_t(c) * out_width
+                           : static_cast<uint8_t*>(output.dst) + plane * c + size_t(o) * out_width;
+    }
     if (y.n > kMaxByteTaps) {
-      VerticalSums(rows, row_values, w, y.n, static_cast<int>(row_values), scratch.sums.data());
-      for (size_t i = 0; i < row_values; ++i) bytes[i] = SumToByte(scratch.sums[i]);
-      StoreBytes(bytes, out_width, out_height, o, output);
-      continue;
-    }
-#ifdef EMBER_RESAMPLE_AVX2
-    if (simd) {
-      if (!output.hwc) {
-        const size_t plane = size_t(out_width) * out_height;
-        uint8_t* r = static_cast<uint8_t*>(output.dst) + size_t(o) * out_width;
-        uint8_t* g = r + plane;
-        uint8_t* b = g + plane;
-        switch (y.n) {
-          case 2:
-            VerticalBytesAvx2<2, true>(rows, row_values, w, 2, out_width, bytes, r, g, b);
-            break;
-          case 3:
-            VerticalBytesAvx2<3, true>(rows, row_values, w, 3, out_width, bytes, r, g, b);
-            break;
-          case 4:
-            VerticalBytesAvx2<4, true>(rows, row_values, w, 4, out_width, bytes, r, g, b);
-            break;
-          default:
-            VerticalBytesAvx2<0, true>(rows, row_values, w, y.n, out_width, bytes, r, g, b);
-            break;
-        }
-        continue;
+      int32_t* sums = scratch.sums.data();
+      VerticalSums(rows, row_values, w, y.n, static_cast<int>(row_values), sums);
+      for (int c = 0; c < 3; ++c) {
+        for (int i = 0; i < out_width; ++i) outs[c][i] = SumToByte(sums[size_t(c) * out_width + i]);
       }
-      VerticalBytesAvx2<0, false>(rows, row_values, w, y.n, out_width, bytes, nullptr, nullptr,
-                                  nullptr);
-      StoreBytes(bytes, out_width, out_height, o, output);
-      continue;
-    }
+    } else {
+      int done = 0;
+#ifdef EMBER_RESAMPLE_AVX2
+      if (simd) {
+        switch (y.n) {
+          case 2: done = VerticalBytesAvx2<2>(rows, row_values, w, 2, out_width, outs); break;
+          case 3: done = VerticalBytesAvx2<3>(rows, row_values, w, 3, out_width, outs); break;
+          case 4: done = VerticalBytesAvx2<4>(rows, row_values, w, 4, out_width, outs); break;
+          default: done = VerticalBytesAvx2<0>(rows, row_values, w, y.n, out_width, outs); break;
+        }
+      }
 #endif
-    VerticalBytes(rows, row_values, w, y.n, static_cast<int>(row_values), bytes);
-    StoreBytes(bytes, out_width, out_height, o, output);
+      for (int c = 0; c < 3; ++c) {
+        VerticalBytes(rows + size_t(c) * out_width, row_values, w, y.n, done, out_width, outs[c]);
+      }
+    }
+    if (output.hwc) StoreBytesHwc(scratch.bytes.data(), out_width, o, output);
   }
 }
 

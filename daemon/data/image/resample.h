@@ -60,15 +60,17 @@ struct ResampleOutput {
   float add[3] = {0, 0, 0};
 };
 
-// Memory the resampler reuses from one image to the next.
+// Memory the resampler reuses from one image to the next. Its rows are planar: out_width
+// R values, then the G values, then the B values.
 struct ResampleScratch {
-  std::vector<int16_t> rows;     // horizontally resampled source rows, RGBX, 7 fraction bits
-  std::vector<int32_t> sums;     // one float32 output row, RGBX, 21 fraction bits
-  std::vector<uint8_t> bytes;    // one uint8 output row, RGBX
+  std::vector<int16_t> rows;     // horizontally resampled source rows, 7 fraction bits
+  std::vector<int32_t> sums;     // one float32 output row, 21 fraction bits
+  std::vector<uint8_t> bytes;    // one uint8 output row (HWC output)
   std::vector<int> offsets;      // per output column: bytes from the first source column used
   std::vector<int16_t> pairs;    // the horizontal weights as the x86 kernels take them
-  std::vector<int> group_bases;  // and, enlarging, where groups of outputs load from
-  std::vector<int8_t> group_shuffles;
+  std::vector<int> group_bases;  // and, enlarging, where groups of outputs load from,
+  std::vector<int8_t> group_shuffles;  // how their pixels are picked
+  std::vector<int16_t> group_weights;  // and their weights
   std::vector<uint8_t> padded_row;  // a source row copied where SIMD loads would overrun
   // Frees the memory if more than `bytes` are held.
   void ShrinkTo(size_t bytes);

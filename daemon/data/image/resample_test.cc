@@ -228,6 +228,35 @@ TEST_CASE("the SIMD kernels give exactly the portable kernels' bytes") {
   }
 }
 
+TEST_CASE("the SIMD kernels match the portable ones at a training crop's sizes") {
+  if (!ResampleHasSimd()) return;  // nothing to compare on this CPU
+  // A random-resized crop of a 256x256 image to 224x224 (and 227 wide: SIMD tails):
+  // enlarging (2 taps, grouped loads) or reducing, flipped or not, and partly outside the
+  // source (padding).
+  const std::vector<uint8_t> rgb = Noise(256, 256, 7);
+  for (int out : {224, 227}) {
+    for (double side : {72.5, 150.0, 223.0, 240.0, 256.0}) {
+      for (bool flip : {false, true}) {
+        for (double offset : {3.25, 256.0 - side, -20.0}) {
+          Axis ax{side / out, offset, out, 256}, ay{side / 224, 256 - side - offset / 2, 224, 256};
+          if (flip) {
+            ax.offset += side;
+            ax.scale = -ax.scale;
+          }
+          for (bool hwc : {false, true}) {
+            INFO("out " << out << " side " << side << (flip ? " flipped" : "") << " offset "
+                        << offset << (hwc ? " HWC" : " CHW"));
+            CHECK(Run(rgb, ax, ay, false, hwc, ResampleKernels::kBest, 1).bytes ==
+                  Run(rgb, ax, ay, false, hwc, ResampleKernels::kPortable, 1).bytes);
+            CHECK(Run(rgb, ax, ay, true, hwc, ResampleKernels::kBest, 1).floats ==
+                  Run(rgb, ax, ay, true, hwc, ResampleKernels::kPortable, 1).floats);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("float32 output is the exact filter (scaled), HWC and CHW") {
   std::mt19937 random(4);
   for (int trial = 0; trial < 60; ++trial) {
