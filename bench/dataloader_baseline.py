@@ -3,8 +3,10 @@
 
 Starts R rank processes (spawn). Each builds a DataLoader over the training split with a
 DistributedSampler(num_replicas=R, rank=r, shuffle=True), num_workers W and persistent
-workers, and pulls batches as fast as it can: 1 s of warm-up, then all ranks start
-measuring together and pull for S seconds, moving to the next epoch when one ends.
+workers, and pulls batches as fast as it can, reading every byte of each image batch
+once (as `emberctl bench`'s readers do, and as a copy to the GPU would): 1 s of warm-up,
+then all ranks start measuring together and pull for S seconds, moving to the next epoch
+when one ends.
 Prints per-rank figures and, last:
 
   baseline: samples_per_s=<float> ranks=<R> batch=<B> workers=<W>
@@ -94,6 +96,14 @@ def make_dataset(args):
         ]))
 
 
+def touch(batch):
+    """Reads every byte of `batch` once (a wrapping sum of its 8-byte words, as
+    `emberctl bench` does); returns the low byte so that it is not optimized away."""
+    flat = batch.contiguous().view(-1)
+    whole = flat.numel() * flat.element_size() // 8 * 8 // flat.element_size()
+    return int(flat[:whole].view(torch.int64).sum()) & 0xFF
+
+
 def run_rank(rank, args, barrier, results):
     try:
         torch.set_num_threads(1)
@@ -131,8 +141,10 @@ def run_rank(rank, args, barrier, results):
         batches = 0
         start = time.perf_counter()
         deadline = start + args.seconds
+        checksum = 0
         while True:
             images, _ = next_batch()
+            checksum += touch(images)
             samples += images.shape[0]
             batches += 1
             now = time.perf_counter()
