@@ -3,10 +3,9 @@
 
 Starts R rank processes (spawn). Each builds a DataLoader over the training split with a
 DistributedSampler(num_replicas=R, rank=r, shuffle=True), num_workers W and persistent
-workers, and pulls batches as fast as it can, reading every byte of each image batch
-once (as `emberctl bench`'s readers do, and as a copy to the GPU would): 1 s of warm-up,
-then all ranks start measuring together and pull for S seconds, moving to the next epoch
-when one ends.
+workers, and pulls batches as fast as it can (with --touch reading every byte of each
+batch once, as `emberctl bench --touch` does): 1 s of warm-up, then all ranks start
+measuring together and pull for S seconds, moving to the next epoch when one ends.
 Prints per-rank figures and, last:
 
   baseline: samples_per_s=<float> ranks=<R> batch=<B> workers=<W>
@@ -144,7 +143,8 @@ def run_rank(rank, args, barrier, results):
         checksum = 0
         while True:
             images, _ = next_batch()
-            checksum += touch(images)
+            if args.touch:
+                checksum += touch(images)
             samples += images.shape[0]
             batches += 1
             now = time.perf_counter()
@@ -176,6 +176,8 @@ def parse_args(argv):
     parser.add_argument("--imagefolder", metavar="DIR",
                         help="read JPEG/PNG class folders from DIR with torchvision's "
                              "ImageFolder, RandomResizedCrop(224), flip and ToTensor instead")
+    parser.add_argument("--touch", action="store_true",
+                        help="read every byte of every batch (as emberctl bench --touch)")
     parser.add_argument("--json", metavar="FILE",
                         help="also append the result as one JSON line to FILE "
                              "(e.g. bench/results/dataloader_baseline.jsonl)")

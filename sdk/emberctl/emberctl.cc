@@ -71,12 +71,24 @@ int Status(Client& client) {
   return 0;
 }
 
-// One bench reader process: pulls batches as fast as it can, touching every byte (as a
-// trainer's copy to the GPU would), then spends `compute_ms` per batch as a training step
+struct BenchOptions {
+  uint32_t ranks = 2;
+  uint32_t batch = 64;
+  double seconds = 10;
+  double compute_ms = 0;
+  bool busy_compute = false;
+  bool touch = false;
+};
+
+// One bench reader process: pulls batches as fast as it can; with `touch`, reads every
+// byte of each (as a CPU training step would; a GPU trainer's copy from the registered
+// ring is DMA and costs no CPU); then spends `compute_ms` per batch as a training step
 // would (0: none), and writes "<samples> <seconds> <seconds waiting for data>" to `out_fd`.
 int BenchReader(const std::string& socket, const std::string& job, const std::string& dataset,
-                uint32_t rank, uint32_t ranks, uint32_t batch, double seconds, double compute_ms,
-                bool busy_compute, int out_fd) {
+                uint32_t rank, const BenchOptions& bench, int out_fd) {
+  const uint32_t ranks = bench.ranks, batch = bench.batch;
+  const double seconds = bench.seconds, compute_ms = bench.compute_ms;
+  const bool busy_compute = bench.busy_compute;
   ember::ClientOptions options;
   options.socket_path = socket;
   auto client = Client::Connect(options);
@@ -99,9 +111,11 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
       return -1;
     }
     if (!next->has_value()) return 0;  // epoch boundary
-    for (const auto& t : (*next)->tensors) {
-      const auto* p = static_cast<const uint64_t*>(t.data);
-      for (uint64_t i = 0; i < t.nbytes / 8; ++i) checksum += p[i];
+    if (bench.touch) {
+      for (const auto& t : (*next)->tensors) {
+        const auto* p = static_cast<const uint64_t*>(t.data);
+        for (uint64_t i = 0; i < t.nbytes / 8; ++i) checksum += p[i];
+      }
     }
     if (compute_ms > 0) {
       const auto step = std::chrono::duration<double, std::milli>(compute_ms);
@@ -135,8 +149,8 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
   return write(out_fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) ? 0 : 1;
 }
 
-int Bench(const std::string& socket, const std::string& dataset, uint32_t ranks, uint32_t batch,
-          double seconds, double compute_ms, bool busy_compute) {
+int Bench(const std::string& socket, const std::string& dataset, const BenchOptions& bench) {
+  const uint32_t ranks = bench.ranks, batch = bench.batch;
   {
     // Fail early, in one process, on an unknown dataset or a missing daemon.
     ember::ClientOptions options;
@@ -155,8 +169,7 @@ int Bench(const std::string& socket, const std::string& dataset, uint32_t ranks,
     pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
-      _exit(BenchReader(socket, job, dataset, r, ranks, batch, seconds, compute_ms, busy_compute,
-                        fds[1]));
+      _exit(BenchReader(socket, job, dataset, r, bench, fds[1]));
     }
     close(fds[1]);
     pids.push_back(pid);
@@ -189,7 +202,8 @@ int Bench(const std::string& socket, const std::string& dataset, uint32_t ranks,
   }
   if (!ok) return 1;
   std::printf("data wait: %.4f of the readers' time (%.1f ms %s compute per batch)\n",
-              total_wait / total_time, compute_ms, busy_compute ? "busy CPU" : "sleeping");
+              total_wait / total_time, bench.compute_ms,
+              bench.busy_compute ? "busy CPU" : "sleeping");
   std::printf("bench: samples_per_s=%.1f ranks=%u batch=%u\n", total_rate, ranks, batch);
   return 0;
 }
@@ -231,26 +245,26 @@ int main(int argc, char** argv) {
 
   auto* bench_cmd = app.add_subcommand("bench", "read a dataset through the SDK as fast as possible");
   std::string bench_dataset;
-  uint32_t ranks = 2, batch = 64;
-  double seconds = 10;
-  double compute_ms = 0;
-  bool busy_compute = false;
+  BenchOptions bench;
   bench_cmd->add_option("dataset", bench_dataset, "dataset name")->required();
-  bench_cmd->add_option("--ranks", ranks, "reader processes")->check(CLI::Range(1, 256))->capture_default_str();
-  bench_cmd->add_option("--batch-size", batch, "samples per batch")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  bench_cmd->add_option("--seconds", seconds, "measured seconds (after 1 s of warm-up)")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
+  bench_cmd->add_option("--ranks", bench.ranks, "reader processes")->check(CLI::Range(1, 256))->capture_default_str();
+  bench_cmd->add_option("--batch-size", bench.batch, "samples per batch")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  bench_cmd->add_option("--seconds", bench.seconds, "measured seconds (after 1 s of warm-up)")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
 
   // Packing writes files here, in this process; it needs no daemon.
   ember::daemon::PackCommand pack;
   auto* pack_cmd = ember::daemon::AddPackCommand(app, &pack);
 
-  bench_cmd->add_option("--compute-ms", compute_ms,
+  bench_cmd->add_option("--compute-ms", bench.compute_ms,
                         "busy CPU time per batch, as a training step (the wait for data is reported)")
       ->check(CLI::Range(0.0, 60000.0))
       ->capture_default_str();
-  bench_cmd->add_flag("--busy-compute", busy_compute,
+  bench_cmd->add_flag("--busy-compute", bench.busy_compute,
                       "spend --compute-ms on the CPU (a CPU training step) instead of sleeping "
                       "(a GPU step)");
+  bench_cmd->add_flag("--touch", bench.touch,
+                      "read every byte of every batch in the readers (as a CPU training step "
+                      "would)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -261,7 +275,7 @@ int main(int argc, char** argv) {
     const char* env = std::getenv("EMBER_SOCKET");
     socket = (env != nullptr && *env != '\0') ? env : ember::kDefaultSocket;
   }
-  if (*bench_cmd) return Bench(socket, bench_dataset, ranks, batch, seconds, compute_ms, busy_compute);
+  if (*bench_cmd) return Bench(socket, bench_dataset, bench);
 
   ember::ClientOptions options;
   options.socket_path = socket;
