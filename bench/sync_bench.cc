@@ -10,8 +10,9 @@
 // ModelSync::AverageGradients after backward (one coalesced all-reduce);
 // data_parallel wraps the model in ember::DataParallel (bucketed all-reduces launched
 // from gradient hooks during backward, waited at its end); none trains each rank on its
-// own (impl=ember_none, no emberd needed). The sync runs on Gloo, bootstrapped through
-// emberd (ranks from EMBER_RANK, EMBER_WORLD_SIZE, EMBER_JOB, EMBER_SOCKET, as ember-run
+// own (impl=ember_none, no emberd needed). The sync runs through shared memory from
+// emberd (--collectives shm, the default) or on Gloo (--collectives gloo; impl gets a
+// "_gloo" suffix), bootstrapped through emberd (ranks from EMBER_RANK, EMBER_WORLD_SIZE, EMBER_JOB, EMBER_SOCKET, as ember-run
 // sets them).
 //
 // After --warmup steps, --steps steps are timed on rank 0, which prints
@@ -68,6 +69,7 @@ struct Flags {
   double bucket_mb = 25;
   uint64_t seed = 0;
   std::string json;
+  std::string collectives = "shm";
 };
 
 // Thrown for errors that have already been phrased for the user.
@@ -160,7 +162,9 @@ int Run(const Flags& flags) {
     if (!connected.ok()) throw Fatal(connected.status().ToString());
     client = std::move(connected).value();
     std::shared_ptr<ember::Communicator> comm =
-        ember::MakeGlooCommunicator(*client, job, rank, world_size, kSyncTimeout);
+        flags.collectives == "gloo"
+            ? ember::MakeGlooCommunicator(*client, job, rank, world_size, kSyncTimeout)
+            : ember::MakeSharedMemoryCommunicator(*client, job, rank, world_size, kSyncTimeout);
     if (flags.sync == "model_sync") {
       model_sync.emplace(module, comm);
       model_sync->BroadcastParameters();
@@ -206,7 +210,8 @@ int Run(const Flags& flags) {
   }
   if (rank != 0) return 0;
 
-  const std::string impl = "ember_" + flags.sync;
+  const std::string impl = "ember_" + flags.sync +
+                           (flags.sync != "none" && flags.collectives == "gloo" ? "_gloo" : "");
   char line[512];
   std::snprintf(line, sizeof(line),
                 "impl=%s model=%s params=%lld ranks=%d batch=%u steps=%u step_ms_mean=%.2f "
@@ -279,6 +284,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--seed", flags.seed, "rank r uses seed + r")->capture_default_str();
+  app.add_option("--collectives", flags.collectives, "shm (shared memory) or gloo")
+      ->check(CLI::IsMember({"shm", "gloo"}))
+      ->capture_default_str();
   app.add_option("--json", flags.json, "rank 0 appends its result as one JSON line to this file");
   try {
     app.parse(argc, argv);

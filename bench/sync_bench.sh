@@ -3,8 +3,9 @@
 # against PyTorch DDP, same models, batch, optimizer (Adam) and synthetic data, one
 # intra-op thread per rank:
 #   - Ember ModelSync (one coalesced all-reduce after backward) and Ember DataParallel
-#     (buckets all-reduced from gradient hooks during backward): bench/sync_bench under
-#     ember-run, Gloo bootstrapped through a private emberd;
+#     (buckets queued from gradient hooks during backward) over shared memory from a
+#     private emberd, and ModelSync over Gloo bootstrapped through it: bench/sync_bench
+#     under ember-run;
 #   - PyTorch DDP over gloo: bench/ddp_baseline.py;
 #   - for context, no sync at all: 2 ranks training on their own (sync_bench --sync none
 #     under ember-run: the same competition for the cores, so the difference to it is
@@ -72,6 +73,9 @@ run_one() {
     ember_model_sync | ember_data_parallel)
       bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
         bazel-bin/bench/sync_bench --sync "${impl#ember_}" "${common[@]}" ;;
+    ember_model_sync_gloo)
+      bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
+        bazel-bin/bench/sync_bench --sync model_sync --collectives gloo "${common[@]}" ;;
     ember_none_2)
       bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
         bazel-bin/bench/sync_bench --sync none "${common[@]}" ;;
@@ -81,7 +85,8 @@ run_one() {
   esac | grep -E '^(sync_bench|ddp_baseline|rank 0):'
 }
 
-impls=(ember_model_sync ember_data_parallel torch_ddp ember_none_2 ember_none_1 torch_none_1)
+impls=(ember_model_sync ember_data_parallel ember_model_sync_gloo torch_ddp ember_none_2 ember_none_1
+       torch_none_1)
 for ((round = 0; round < rounds; ++round)); do
   for model in cnn resnet18; do
     for ((i = 0; i < ${#impls[@]}; ++i)); do
@@ -123,19 +128,20 @@ print("Step time, ms (median over rounds of each run's median step on rank 0), 1
       "rank, Adam; no sync: each rank on its own")
 print()
 print("| model | params | batch/rank | Ember ModelSync | Ember DataParallel | PyTorch DDP "
-      "| ModelSync / DDP | DataParallel / DDP | no sync, 2 ranks | no sync, 1 rank: C++ "
-      "| no sync, 1 rank: Python |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      "| ModelSync / DDP | DataParallel / DDP | ModelSync on Gloo / DDP | no sync, 2 ranks "
+      "| no sync, 1 rank: C++ | no sync, 1 rank: Python |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 models = sorted({model for model, _ in runs}, key=lambda m: m != "cnn")
 for model in models:
     params = {r["params"] for (m, _), rs in runs.items() if m == model for r in rs}
     if len(params) != 1:
         sys.exit(f"sync_bench: {model} has different parameter counts: {sorted(params)}")
     batch = runs[(model, "torch_ddp")][0]["batch"]
-    ms, dp, ddp = (median(model, c)
-                   for c in ("ember_model_sync", "ember_data_parallel", "torch_ddp"))
+    ms, dp, gloo, ddp = (median(model, c) for c in ("ember_model_sync", "ember_data_parallel",
+                                                   "ember_model_sync_gloo", "torch_ddp"))
     print(f"| {model} | {params.pop():,} | {batch} | {ms:.1f} | {dp:.1f} | {ddp:.1f} "
-          f"| {ms / ddp:.2f}x | {dp / ddp:.2f}x | {median(model, 'ember_none_2'):.1f} "
+          f"| {ms / ddp:.2f}x | {dp / ddp:.2f}x | {gloo / ddp:.2f}x "
+          f"| {median(model, 'ember_none_2'):.1f} "
           f"| {median(model, 'ember_none_1'):.1f} | {median(model, 'torch_none_1'):.1f} |")
 print()
 print("Phases, ms per step (median over rounds of per-run means; backward includes "
@@ -145,8 +151,8 @@ print()
 print("| model | run | step (mean) | forward | backward | sync | optimizer | CPU | page faults |")
 print("|---|---|---|---|---|---|---|---|---|")
 for model in models:
-    for configuration in ("ember_model_sync", "ember_data_parallel", "torch_ddp", "ember_none_2",
-                          "ember_none_1", "torch_none_1"):
+    for configuration in ("ember_model_sync", "ember_data_parallel", "ember_model_sync_gloo",
+                          "torch_ddp", "ember_none_2", "ember_none_1", "torch_none_1"):
         cells = [median(model, configuration, f) for f in
                  ("step_ms_mean", "forward_ms", "backward_ms", "sync_ms", "optimizer_ms", "cpu_ms")]
         print(f"| {model} | {configuration} | " + " | ".join(f"{c:.1f}" for c in cells)

@@ -10,8 +10,9 @@
 #
 #   bench/train_bench.sh [--ranks R] [--epochs E] [--batch-size B] [--repeat N]
 #
-# Each repeat runs the trainer, then the floor with the trainer's step count. Results are
-# appended to bench/results/train_e2e.md with the machine, date and command.
+# Each repeat runs the trainer (gradients through shared memory, the trainer's default),
+# then the floor with the trainer's step count. Results are appended to
+# bench/results/train_e2e.md with the machine, date, command and the median ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,4 +73,10 @@ mkdir -p bench/results
   echo "| run | steps per rank | floor s (1 process, 1 thread) | Ember trainer s (${ranks} ranks) | trainer / floor | rank 0 data wait s | test accuracy |"
   echo "|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
+  if ((repeat > 1)); then
+    echo
+    echo "Median trainer / floor over the ${repeat} runs: $(printf '%s\n' "${rows[@]}" |
+      awk -F'|' '{gsub(/[ x]/, "", $6); print $6}' | sort -n |
+      awk '{v[NR] = $1} END {printf "%.2fx", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')"
+  fi
 } | tee -a bench/results/train_e2e.md
