@@ -5,7 +5,9 @@
 #     (rank 0, first batch request to last optimizer step, evaluation excluded);
 #   - bench/compute_floor: the same model, optimizer, batch and number of steps (those one
 #     rank of the trainer took) on Fashion-MNIST already in memory, in one single-threaded
-#     process, no Ember, no sync.
+#     process, no Ember, no sync;
+#   - for context, R floors side by side (R processes at once, their mean time): what
+#     keeping R cores busy costs this machine by itself, with no Ember and no sync.
 # Target: trainer <= 1.15x floor (loading and sync together add at most 15%).
 #
 #   bench/train_bench.sh [--ranks R] [--epochs E] [--batch-size B] [--repeat N]
@@ -60,7 +62,19 @@ for run in $(seq 1 "${repeat}"); do
     --batch-size "${batch}" --seed "${run}")"
   echo "${floor_out}"
   floor_s="$(sed -n 's/^floor: .*seconds=\([0-9.]*\) .*/\1/p' <<<"${floor_out}")"
-  rows+=("| ${run} | ${steps} | ${floor_s} | ${train_s} | $(awk -v a="${train_s}" -v b="${floor_s}" 'BEGIN { printf "%.2f", a / b }')x | ${wait_s} | ${accuracy} |")
+
+  echo "== run ${run}/${repeat}: ${ranks} compute floors side by side"
+  pids=()
+  for ((r = 0; r < ranks; ++r)); do
+    bazel-bin/bench/compute_floor --data "${data}" --steps "${steps}" --batch-size "${batch}" \
+      --seed "${run}" >"${tmp}/floor.${r}" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  cat "${tmp}"/floor.*
+  side_s="$(sed -n 's/^floor: .*seconds=\([0-9.]*\) .*/\1/p' "${tmp}"/floor.* |
+    awk '{s += $1} END {printf "%.2f", s / NR}')"
+  rows+=("| ${run} | ${steps} | ${floor_s} | ${train_s} | $(awk -v a="${train_s}" -v b="${floor_s}" 'BEGIN { printf "%.2f", a / b }')x | ${side_s} ($(awk -v a="${side_s}" -v b="${floor_s}" 'BEGIN { printf "%.2f", a / b }')x) | ${wait_s} | ${accuracy} |")
 done
 
 mkdir -p bench/results
@@ -70,8 +84,8 @@ mkdir -p bench/results
   echo
   echo "\`bench/train_bench.sh --ranks ${ranks} --epochs ${epochs} --batch-size ${batch} --repeat ${repeat}\`"
   echo
-  echo "| run | steps per rank | floor s (1 process, 1 thread) | Ember trainer s (${ranks} ranks) | trainer / floor | rank 0 data wait s | test accuracy |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| run | steps per rank | floor s (1 process, 1 thread) | Ember trainer s (${ranks} ranks) | trainer / floor | ${ranks} floors side by side, mean s (/ floor) | rank 0 data wait s | test accuracy |"
+  echo "|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
   if ((repeat > 1)); then
     echo
