@@ -15,16 +15,10 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "ember/model_sync.h"
+#include "sdk/sync/error_message.h"
 
 namespace ember {
 namespace {
-
-std::string Describe(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
-}
 
 }  // namespace
 
@@ -194,7 +188,7 @@ struct DataParallel::State {
           buckets[b].pending->Wait();
         } catch (const std::exception& e) {
           TORCH_CHECK(false, Where(), ": all-reduce of gradient bucket ", b, " of ",
-                      buckets.size(), " failed: ", Describe(e));
+                      buckets.size(), " failed: ", sdk::ErrorMessage(e));
         }
         buckets[b].pending.reset();
       }
@@ -214,7 +208,7 @@ struct DataParallel::State {
     try {
       f();
     } catch (const std::exception& e) {
-      broken = Describe(e);
+      broken = sdk::ErrorMessage(e);
       throw;
     }
   }
@@ -245,7 +239,7 @@ struct DataParallel::State {
       bucket.pending = comm->AllReduceSumAsync(tensors);
     } catch (const std::exception& e) {
       TORCH_CHECK(false, Where(), ": launching the all-reduce of gradient bucket ", b, " of ",
-                  buckets.size(), " failed: ", Describe(e));
+                  buckets.size(), " failed: ", sdk::ErrorMessage(e));
     }
   }
 

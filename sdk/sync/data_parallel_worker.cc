@@ -32,6 +32,7 @@
 
 #include "ember/data_parallel.h"
 #include "ember/model_sync.h"
+#include "sdk/sync/error_message.h"
 #include "sdk/sync/parameter_diff.h"
 #include "sdk/sync/test_communicator.h"
 
@@ -114,13 +115,6 @@ Net TrainReference(Unused unused, int world_size, int steps, int micros) {
     optimizer.step();
   }
   return net;
-}
-
-std::string Message(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
 }
 
 [[noreturn]] void Exit(int code) {
@@ -279,7 +273,7 @@ int main(int argc, char** argv) {
                  rank, steps, static_cast<long long>(buckets), worst);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, Message(e).c_str());
+    std::fprintf(stderr, "rank %d: %s\n", rank, ember::sdk::ErrorMessage(e).c_str());
     Exit(2);
   }
 }

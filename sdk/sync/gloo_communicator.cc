@@ -10,18 +10,12 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "sdk/sync/error_message.h"
+
 namespace ember::sdk {
 namespace {
 
 constexpr const char* kLoopback = "127.0.0.1";
-
-// The message of any exception, without c10's backtrace.
-std::string Describe(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
-}
 
 // The first error of a communicator, shared with its pending collectives.
 class Health {
@@ -73,7 +67,7 @@ class GlooPending final : public PendingCollective {
         failure_ = "tensor " + std::to_string(i) + " of " + std::to_string(works_.size()) + " (" +
                    std::to_string(targets_[i].numel()) + " x " +
                    std::string(c10::toString(targets_[i].scalar_type())) +
-                   "), timeout " + std::to_string(timeout_.count()) + " ms: " + Describe(e);
+                   "), timeout " + std::to_string(timeout_.count()) + " ms: " + ErrorMessage(e);
         health_->Break(where_ + ": " + failure_);
         TORCH_CHECK(false, where_, " failed: ", failure_);
       }
@@ -122,9 +116,9 @@ class GlooCommunicator final : public Communicator {
       try {
         work = group_->allreduce(wire, c10d::AllreduceOptions());
       } catch (const std::exception& e) {
-        health_->Break(Describe(e));
+        health_->Break(ErrorMessage(e));
         TORCH_CHECK(false, Where(op), " of tensor ", i, " of ", tensors.size(),
-                    " failed to launch: ", Describe(e));
+                    " failed to launch: ", ErrorMessage(e));
       }
       pending->Add(tensor, std::move(wire), std::move(work));
     }
@@ -147,9 +141,9 @@ class GlooCommunicator final : public Communicator {
       try {
         group_->broadcast(one, options)->wait(timeout_);
       } catch (const std::exception& e) {
-        health_->Break(Describe(e));
+        health_->Break(ErrorMessage(e));
         TORCH_CHECK(false, Where(op), " of tensor ", i, " of ", tensors.size(), " (",
-                    tensor.numel(), " x ", tensor.scalar_type(), ") failed: ", Describe(e));
+                    tensor.numel(), " x ", tensor.scalar_type(), ") failed: ", ErrorMessage(e));
       }
       if (!one[0].is_same(tensor)) tensor.copy_(one[0]);
     }
@@ -207,7 +201,7 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Stor
     return std::make_unique<GlooCommunicator>(std::move(group), name, timeout);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, where, ": rendezvous failed (timeout ", timeout.count(), " ms): ",
-                Describe(e));
+                ErrorMessage(e));
   }
 }
 

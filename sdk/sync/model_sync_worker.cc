@@ -23,6 +23,7 @@
 #include <torch/torch.h>
 
 #include "ember/model_sync.h"
+#include "sdk/sync/error_message.h"
 #include "sdk/sync/parameter_diff.h"
 #include "sdk/sync/test_communicator.h"
 
@@ -101,13 +102,6 @@ TinyNet TrainReference(int world_size, int steps) {
     optimizer.step();
   }
   return net;
-}
-
-std::string Message(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
 }
 
 }  // namespace
@@ -196,7 +190,7 @@ int main(int argc, char** argv) {
                  steps, worst);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, Message(e).c_str());
+    std::fprintf(stderr, "rank %d: %s\n", rank, ember::sdk::ErrorMessage(e).c_str());
     return 2;
   }
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sdk/sync/ember_store.h"
+#include "sdk/sync/error_message.h"
 
 namespace ember {
 namespace {
@@ -43,13 +44,6 @@ std::optional<ncclDataType_t> ToNccl(torch::ScalarType type) {
     case torch::kChar: return ncclInt8;
     default: return std::nullopt;
   }
-}
-
-std::string Describe(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
 }
 
 // One NCCL communicator in non-blocking mode plus its stream. Every wait polls against
@@ -199,7 +193,7 @@ class NcclCommunicator final : public Communicator {
     try {
       f();
     } catch (const std::exception& e) {
-      Fail(op, what + ": " + Describe(e));
+      Fail(op, what + ": " + sdk::ErrorMessage(e));
     }
   }
 

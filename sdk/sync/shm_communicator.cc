@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "sdk/sync/error_message.h"
+
 namespace ember::sdk {
 namespace {
 
@@ -70,13 +72,6 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
   const auto ns = std::max<int64_t>(duration.count(), 1000);
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-std::string Describe(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
 }
 
 // The mapped segment and the barrier protocol over it; one per rank.
@@ -443,7 +438,7 @@ class ShmCommunicator final : public Communicator {
           op->wire.Finish();
           op->done = true;
         } catch (const std::exception& e) {
-          op->failure = Describe(e);
+          op->failure = ErrorMessage(e);
         }
       }
       if (op.get() == last) break;
@@ -458,7 +453,7 @@ class ShmCommunicator final : public Communicator {
     try {
       collective();
     } catch (const std::exception& e) {
-      if (broken_.empty()) broken_ = Describe(e);
+      if (broken_.empty()) broken_ = ErrorMessage(e);
       throw;
     }
   }
@@ -524,7 +519,7 @@ std::unique_ptr<Communicator> MakeShmCommunicator(int fd, int rank, int world_si
     group->Attach();
   } catch (const std::exception& e) {
     TORCH_CHECK(false, where, ": rendezvous failed (timeout ", timeout.count(), " ms): ",
-                Describe(e));
+                ErrorMessage(e));
   }
   return std::make_unique<ShmCommunicator>(std::move(group));
 }
