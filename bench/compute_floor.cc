@@ -7,6 +7,9 @@
 //   compute_floor --data /usr/share/datasets/fashion-mnist --steps 938 --batch-size 64
 // prints
 //   floor: steps=938 batch_size=64 threads=1 seconds=61.23 ms_per_step=65.28
+// With --device cuda (a CUDA LibTorch: the CUDA configuration, tools/check-cuda) the whole
+// split sits in GPU memory and batches are gathered there: the floor of
+// sdk/examples/fashion_mnist_train_cuda.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +35,7 @@ struct Flags {
   double lr = 1e-3;
   uint64_t seed = 0;
   int threads = 1;
+  std::string device = "cpu";
 };
 
 // The train split as two in-memory tensors: images uint8 [N, 28, 28], labels int64 [N].
@@ -60,10 +64,14 @@ int Run(const Flags& flags) {
   ember::examples::KeepStepBuffersInHeap();  // as the trainer does
   torch::set_num_threads(flags.threads);
   torch::manual_seed(flags.seed);
+  const torch::Device device(flags.device);
   auto [images, labels] = LoadTrainSplit(flags.data);
+  images = images.to(device);
+  labels = labels.to(device);
   const int64_t count = images.size(0);
 
   ember::examples::FashionCnn net;
+  net->to(device);
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(flags.lr));
   net->train();
 
@@ -72,7 +80,8 @@ int Run(const Flags& flags) {
   std::mt19937_64 random(flags.seed);
   std::vector<int64_t> order(count);
   size_t next = order.size();
-  double loss_sum = 0;
+  // Summed on the device: reading the loss every step would wait for a GPU.
+  torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device));
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t step = 0; step < flags.steps; ++step) {
     if (next + flags.batch_size > order.size()) {
@@ -80,7 +89,8 @@ int Run(const Flags& flags) {
       std::shuffle(order.begin(), order.end(), random);
       next = 0;
     }
-    torch::Tensor index = torch::from_blob(order.data() + next, {flags.batch_size}, torch::kInt64);
+    torch::Tensor index =
+        torch::from_blob(order.data() + next, {flags.batch_size}, torch::kInt64).to(device);
     next += flags.batch_size;
     torch::Tensor x = ember::examples::FashionInputs(images.index_select(0, index));
     torch::Tensor y = labels.index_select(0, index);
@@ -88,16 +98,16 @@ int Run(const Flags& flags) {
     torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
     loss.backward();
     optimizer.step();
-    loss_sum += loss.item<double>();
+    loss_sum += loss.detach();
   }
+  const double mean_loss = flags.steps ? loss_sum.item<double>() / flags.steps : 0.0;  // waits
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("floor: steps=%llu batch_size=%lld threads=%d seconds=%.2f ms_per_step=%.2f "
-              "mean_loss=%.4f\n",
+  std::printf("floor: steps=%llu batch_size=%lld threads=%d device=%s seconds=%.2f "
+              "ms_per_step=%.2f mean_loss=%.4f\n",
               static_cast<unsigned long long>(flags.steps),
-              static_cast<long long>(flags.batch_size), flags.threads, seconds,
-              flags.steps ? 1000.0 * seconds / flags.steps : 0.0,
-              flags.steps ? loss_sum / flags.steps : 0.0);
+              static_cast<long long>(flags.batch_size), flags.threads, flags.device.c_str(),
+              seconds, flags.steps ? 1000.0 * seconds / flags.steps : 0.0, mean_loss);
   return 0;
 }
 
@@ -117,6 +127,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", flags.seed)->capture_default_str();
   app.add_option("--threads", flags.threads, "torch intra-op threads")
       ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--device", flags.device, "cpu, or cuda / cuda:N with a CUDA LibTorch")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {

@@ -22,24 +22,18 @@
 #include "ember/loader.h"
 #include "ember/model_sync.h"
 #include "sdk/examples/fashion_cnn.h"
+#include "sdk/examples/fashion_common.h"
 #include "sdk/examples/heap_tuning.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kEvalBatch = 1000;
 constexpr std::chrono::milliseconds kSyncTimeout = std::chrono::seconds(300);
 
 struct Flags {
-  std::string train_dataset = "fmnist-train";
-  std::string test_dataset = "fmnist-test";
-  uint32_t epochs = 2;
-  uint32_t batch_size = 64;
-  double lr = 1e-3;
-  uint64_t seed = 0;
+  ember::examples::TrainFlags train;
   int threads = 1;
-  uint64_t max_steps = 0;
   bool check_sync = false;
   std::string collectives = "shm";
 };
@@ -49,82 +43,38 @@ struct Fatal : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Normalized images [B, 1, 28, 28] and int64 labels [B] from a batch of the stream.
-std::pair<torch::Tensor, torch::Tensor> Inputs(const ember::Batch& batch) {
-  torch::Tensor x = ember::examples::FashionInputs(batch.at("image"));
-  torch::Tensor y = batch.at("label").to(torch::kInt64).reshape({-1});
-  TORCH_CHECK(y.size(0) == x.size(0), "batch has ", x.size(0), " images but ", y.size(0),
-              " labels");
-  return {x, y};
-}
-
 double Seconds(std::chrono::nanoseconds duration) {
   return std::chrono::duration<double>(duration).count();
 }
 
-double Evaluate(ember::Client& client, ember::examples::FashionCnn& net, const std::string& job, const Flags& flags) {
-  ember::StreamOptions options;
-  options.job = job + ".eval";
-  options.dataset = flags.test_dataset;
-  options.batch_size = kEvalBatch;
-  options.seed = flags.seed;
-  options.rank = 0;
-  options.world_size = 1;
-  options.epochs = 1;
-  options.shuffle = false;
-  ember::Loader loader(client, options);
-  torch::NoGradGuard no_grad;
-  net->eval();
-  int64_t correct = 0, total = 0;
-  while (auto batch = loader.Next()) {
-    auto [x, y] = Inputs(*batch);
-    correct += net->forward(x).argmax(1).eq(y).sum().item<int64_t>();
-    total += y.size(0);
-  }
-  TORCH_CHECK(total > 0, "test dataset '", flags.test_dataset, "' gave no samples");
-  return static_cast<double>(correct) / static_cast<double>(total);
-}
-
-int Run(const Flags& flags) {
+int Run(const Flags& all_flags) {
+  const ember::examples::TrainFlags& flags = all_flags.train;
   ember::Result<ember::LaunchEnv> launch = ember::ReadLaunchEnv("fashion-mnist");
   if (!launch.ok()) throw Fatal(launch.status().message());
   const int rank = launch->rank;
   const int world_size = launch->world_size;
   const std::string job = launch->job;
   ember::examples::KeepStepBuffersInHeap();
-  torch::set_num_threads(flags.threads);
+  torch::set_num_threads(all_flags.threads);
   torch::manual_seed(flags.seed);
 
   ember::Result<std::unique_ptr<ember::Client>> connected = ember::Client::Connect();
   if (!connected.ok()) throw Fatal(connected.status().ToString());
   std::unique_ptr<ember::Client> client = std::move(connected).value();
-  // Both splits are checked up front, so that a bad name fails every rank before
-  // training rather than rank 0 alone after it.
-  for (const auto& [flag, dataset] : {std::pair{"--train-dataset", flags.train_dataset},
-                                      std::pair{"--test-dataset", flags.test_dataset}}) {
-    ember::Result<ember::DatasetInfo> info = client->InspectDataset(dataset);
-    if (!info.ok()) throw Fatal(std::string(flag) + ": " + info.status().ToString());
-  }
+  ember::Status datasets = ember::examples::CheckDatasets(*client, flags);
+  if (!datasets.ok()) throw Fatal(datasets.message());
 
   ember::examples::FashionCnn net;
   ember::ModelSync sync(
-      *net, flags.collectives == "gloo"
+      *net, all_flags.collectives == "gloo"
                 ? ember::MakeGlooCommunicator(*client, job, rank, world_size, kSyncTimeout)
                 : ember::MakeSharedMemoryCommunicator(*client, job, rank, world_size,
                                                       kSyncTimeout));
   sync.BroadcastParameters();
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(flags.lr));
 
-  ember::StreamOptions options;
-  options.job = job;
-  options.dataset = flags.train_dataset;
-  options.batch_size = flags.batch_size;
-  options.seed = flags.seed;
-  options.rank = static_cast<uint32_t>(rank);
-  options.world_size = static_cast<uint32_t>(world_size);
-  options.epochs = flags.epochs;
   std::optional<ember::Loader> loader;
-  loader.emplace(*client, options);
+  loader.emplace(*client, ember::examples::TrainStream(flags, job, rank, world_size));
 
   const Clock::time_point train_start = Clock::now();
   uint64_t step = 0;
@@ -137,7 +87,7 @@ int Run(const Flags& flags) {
     std::chrono::nanoseconds sync_time{0};
     net->train();
     while (auto batch = loader->Next()) {
-      auto [x, y] = Inputs(*batch);
+      auto [x, y] = ember::examples::FashionBatchInputs(*batch);
       optimizer.zero_grad();
       torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
       loss.backward();
@@ -148,7 +98,7 @@ int Run(const Flags& flags) {
       ++step;
       ++epoch_steps;
       loss_sum += loss.item<double>();
-      if (flags.check_sync && !sync.MatchesRoot()) {
+      if (all_flags.check_sync && !sync.MatchesRoot()) {
         std::fprintf(stderr,
                      "fashion_mnist_train (rank %d): parameters differ from rank 0's after "
                      "step %llu\n",
@@ -175,7 +125,8 @@ int Run(const Flags& flags) {
   loader.reset();
 
   if (rank == 0) {
-    const double accuracy = Evaluate(*client, net, job, flags);
+    const double accuracy =
+        ember::examples::FashionTestAccuracy(*client, net, job, flags, torch::kCPU);
     std::printf("result: test_accuracy=%.4f train_seconds=%.2f ranks=%d\n", accuracy,
                 train_seconds, world_size);
     std::fflush(stdout);
@@ -191,22 +142,9 @@ int Run(const Flags& flags) {
 int main(int argc, char** argv) {
   CLI::App app{"Data-parallel Fashion-MNIST training with batches served by emberd"};
   Flags flags;
-  app.add_option("--train-dataset", flags.train_dataset, "registered training dataset")
-      ->capture_default_str();
-  app.add_option("--test-dataset", flags.test_dataset, "registered test dataset")
-      ->capture_default_str();
-  app.add_option("--epochs", flags.epochs)->check(CLI::Range(1u, 1000000u))->capture_default_str();
-  app.add_option("--batch-size", flags.batch_size, "per rank")
-      ->check(CLI::Range(1u, 1u << 20))
-      ->capture_default_str();
-  app.add_option("--lr", flags.lr, "Adam learning rate")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--seed", flags.seed)->capture_default_str();
+  ember::examples::AddTrainFlags(app, flags.train);
   app.add_option("--threads", flags.threads, "torch intra-op threads")
       ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  app.add_option("--max-steps", flags.max_steps, "stop after this many optimizer steps (0: all)")
       ->capture_default_str();
   app.add_option("--collectives", flags.collectives,
                  "gradient all-reduce: shm (shared memory, ranks on one node) or gloo")

@@ -1,5 +1,6 @@
 #include "ember/nccl_communicator.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -233,6 +234,31 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  // Makes stream_ wait for the work queued so far on the calling thread's current CUDA
+  // stream for device_ (LibTorch's "current stream": the trainer's compute stream, a side
+  // stream it set, or the stream autograd runs a gradient hook on), through an event, so
+  // the collective reads the tensors only once the kernels that wrote them have run.
+  // The stream comes from c10's CUDA device guard, which a CUDA LibTorch registers; a CPU
+  // LibTorch has none and no stream but the legacy default one, which stream_ (a blocking
+  // stream) is ordered after already. The guard's events are cudaEvent_t.
+  void OrderAfterCurrentStream(const std::string& op) {
+    if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) return;
+    const c10::impl::DeviceGuardImplInterface* guard =
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    const auto index = static_cast<c10::DeviceIndex>(device_);
+    void* event = nullptr;
+    try {
+      const c10::Stream current = guard->getStream(c10::Device(c10::DeviceType::CUDA, index));
+      guard->record(&event, current, index, c10::EventFlag::PYTORCH_DEFAULT);
+    } catch (const std::exception& e) {
+      if (event != nullptr) guard->destroyEvent(event, index);
+      Fail(op, "recording an event on the current CUDA stream: " + sdk::ErrorMessage(e));
+    }
+    const cudaError_t waited = cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0);
+    guard->destroyEvent(event, index);
+    CheckCuda(waited, op, "cudaStreamWaitEvent (the collective's stream after the current stream)");
+  }
+
   // Enqueues the collective on the stream and returns an event recorded after it, or
   // nullptr when there is nothing to do.
   cudaEvent_t Launch(const std::string& op, std::vector<torch::Tensor>& tensors,
@@ -256,6 +282,7 @@ class NcclCommunicator final : public Communicator {
 
     const Clock::time_point deadline = Clock::now() + timeout_;
     CheckCuda(cudaSetDevice(device_), op, "cudaSetDevice(" + std::to_string(device_) + ")");
+    OrderAfterCurrentStream(op);
     CheckNccl(ncclGroupStart(), op, "ncclGroupStart");
     ncclResult_t first_error = ncclSuccess;
     for (size_t i = 0; i < tensors.size(); ++i) {

@@ -25,12 +25,16 @@ bool CudaDeviceAvailable();
 // process's GPU (it becomes the thread's current CUDA device).
 //
 // Collectives take contiguous CUDA tensors on `device` and run on the communicator's own
-// stream, which is ordered after work on the legacy default stream (LibTorch's default
-// stream) but not after other streams. Each call returns once its work is finished on
-// this GPU. The communicator is non-blocking underneath and polled, so initialization
-// or a collective that a dead or stuck peer keeps from finishing aborts the
-// communicator and throws c10::Error after `timeout` instead of hanging. CUDA and NCCL
-// errors throw c10::Error with the library's message, naming the operation and rank.
+// stream. A collective starts only after the work already queued on the calling thread's
+// current CUDA stream (LibTorch's, e.g. set by c10::cuda::CUDAStreamGuard; the default
+// stream otherwise), ordered by a CUDA event, so tensors that kernels are still writing
+// are read once they are written; the caller's stream does not wait for the collective.
+// Each call (AllReduceSum, Broadcast, PendingCollective::Wait) returns once its work is
+// finished on this GPU, so whatever the caller queues afterwards sees the result. The
+// communicator is non-blocking underneath and polled, so initialization or a collective
+// that a dead or stuck peer keeps from finishing aborts the communicator and throws
+// c10::Error after `timeout` instead of hanging. CUDA and NCCL errors throw c10::Error
+// with the library's message, naming the operation and rank.
 std::unique_ptr<Communicator> MakeNcclCommunicator(
     c10::intrusive_ptr<c10d::Store> store, int rank, int world_size, int device,
     std::chrono::milliseconds timeout = std::chrono::seconds(300),

@@ -1,0 +1,54 @@
+// What both example trainers (fashion_mnist_train on CPUs, fashion_mnist_train_cuda on
+// GPUs) share: their common flags, the dataset check, the training stream, a batch as
+// model inputs and the test-split accuracy.
+#ifndef EMBER_SDK_EXAMPLES_FASHION_COMMON_H_
+#define EMBER_SDK_EXAMPLES_FASHION_COMMON_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <CLI/CLI.hpp>
+#include <torch/torch.h>
+
+#include "ember/client.h"
+#include "ember/loader.h"
+#include "ember/status.h"
+#include "sdk/examples/fashion_cnn.h"
+
+namespace ember::examples {
+
+struct TrainFlags {
+  std::string train_dataset = "fmnist-train";
+  std::string test_dataset = "fmnist-test";
+  uint32_t epochs = 2;
+  uint32_t batch_size = 64;  // per rank
+  double lr = 1e-3;          // Adam
+  uint64_t seed = 0;
+  uint64_t max_steps = 0;  // 0: all
+};
+
+// Adds --train-dataset, --test-dataset, --epochs, --batch-size, --lr, --seed, --max-steps.
+void AddTrainFlags(CLI::App& app, TrainFlags& flags);
+
+// Both splits are checked up front, so that a bad name fails every rank before training
+// rather than rank 0 alone after it. The error names the flag and the daemon's reason.
+Status CheckDatasets(Client& client, const TrainFlags& flags);
+
+// This rank's shuffled training stream of `job`.
+StreamOptions TrainStream(const TrainFlags& flags, const std::string& job, int rank,
+                          int world_size);
+
+// Normalized images [B, 1, 28, 28] and int64 labels [B] from a batch of the stream, on
+// the device its tensors are on. Throws c10::Error if the counts differ.
+std::pair<torch::Tensor, torch::Tensor> FashionBatchInputs(const Batch& batch);
+
+// The share of the test split that `net` (on `device`) classifies correctly, read in
+// order through emberd as job "<job>.eval" and moved to `device`. Leaves `net` in eval
+// mode. Throws c10::Error if the dataset gives no samples, and what ember::Loader throws.
+double FashionTestAccuracy(Client& client, FashionCnn& net, const std::string& job,
+                           const TrainFlags& flags, const torch::Device& device);
+
+}  // namespace ember::examples
+
+#endif  // EMBER_SDK_EXAMPLES_FASHION_COMMON_H_
