@@ -9,8 +9,10 @@
 // backward, the sync and the optimizer step. --sync model_sync calls
 // ModelSync::AverageGradients after backward (one coalesced all-reduce);
 // data_parallel wraps the model in ember::DataParallel (bucketed all-reduces launched
-// from gradient hooks during backward, waited at its end); none trains each rank on its
-// own (impl=ember_none, no emberd needed). The sync runs through shared memory from
+// from gradient hooks during backward, waited at its end); barrier keeps the ranks in
+// lockstep without exchanging gradients (a one-float all-reduce where ModelSync would
+// sync), which separates what waiting for each other costs from what moving gradients
+// costs; none trains each rank on its own (impl=ember_none, no emberd needed). The sync runs through shared memory from
 // emberd (--collectives shm, the default) or on Gloo (--collectives gloo; impl gets a
 // "_gloo" suffix), bootstrapped through emberd (ranks from EMBER_RANK, EMBER_WORLD_SIZE, EMBER_JOB, EMBER_SOCKET, as ember-run
 // sets them).
@@ -47,6 +49,7 @@
 #include "ember/client.h"
 #include "ember/data_parallel.h"
 #include "ember/launch_env.h"
+#include "ember/make_communicator.h"
 #include "ember/model_sync.h"
 #include "sdk/examples/fashion_cnn.h"
 
@@ -157,15 +160,19 @@ int Run(const Flags& flags) {
   std::unique_ptr<ember::Client> client;
   std::optional<ember::ModelSync> model_sync;
   std::unique_ptr<ember::DataParallel> data_parallel;
+  std::shared_ptr<ember::Communicator> barrier;
   if (flags.sync != "none") {
     ember::Result<std::unique_ptr<ember::Client>> connected = ember::Client::Connect();
     if (!connected.ok()) throw Fatal(connected.status().ToString());
     client = std::move(connected).value();
-    std::shared_ptr<ember::Communicator> comm =
-        flags.collectives == "gloo"
-            ? ember::MakeGlooCommunicator(*client, job, rank, world_size, kSyncTimeout)
-            : ember::MakeSharedMemoryCommunicator(*client, job, rank, world_size, kSyncTimeout);
-    if (flags.sync == "model_sync") {
+    std::shared_ptr<ember::Communicator> comm = ember::MakeCommunicator(
+        *client, job, rank, world_size, torch::kCPU,
+        {.timeout = kSyncTimeout,
+         .cpu = flags.collectives == "gloo" ? ember::CpuCollectives::kGloo
+                                            : ember::CpuCollectives::kSharedMemory});
+    if (flags.sync == "barrier") {
+      barrier = comm;
+    } else if (flags.sync == "model_sync") {
       model_sync.emplace(module, comm);
       model_sync->BroadcastParameters();
     } else {
@@ -188,6 +195,10 @@ int Run(const Flags& flags) {
     loss.backward();
     const Clock::time_point backwarded = Clock::now();
     if (model_sync) model_sync->AverageGradients();
+    if (barrier) {
+      std::vector<torch::Tensor> token = {torch::ones({1})};
+      barrier->AllReduceSum(token);
+    }
     const Clock::time_point synced = Clock::now();
     optimizer->step();
     const Clock::time_point end = Clock::now();
@@ -263,8 +274,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", flags.model, "cnn (the Fashion-MNIST example CNN) or resnet18")
       ->check(CLI::IsMember({"cnn", "resnet18"}))
       ->capture_default_str();
-  app.add_option("--sync", flags.sync, "model_sync, data_parallel or none")
-      ->check(CLI::IsMember({"model_sync", "data_parallel", "none"}))
+  app.add_option("--sync", flags.sync, "model_sync, data_parallel, barrier or none")
+      ->check(CLI::IsMember({"model_sync", "data_parallel", "barrier", "none"}))
       ->capture_default_str();
   app.add_option("--batch-size", flags.batch_size, "per rank")
       ->check(CLI::Range(1u, 1u << 16))

@@ -9,7 +9,10 @@
 #   - PyTorch DDP over gloo: bench/ddp_baseline.py;
 #   - for context, no sync at all: 2 ranks training on their own (sync_bench --sync none
 #     under ember-run: the same competition for the cores, so the difference to it is
-#     what syncing costs), and 1 rank in C++ and in Python (ddp_baseline.py --ranks 1
+#     what syncing costs), 2 ranks kept in lockstep without moving gradients (--sync
+#     barrier: a one-float all-reduce per step, so the difference between it and none is
+#     what waiting for each other costs, and between ModelSync and it what moving the
+#     gradients costs), and 1 rank in C++ and in Python (ddp_baseline.py --ranks 1
 #     --no-ddp).
 # Models: the example CNN (sdk/examples/fashion_cnn) and ResNet-18 in its CIFAR form
 # (bench/models/resnet18). The runs are interleaved: ROUNDS rounds, each running every
@@ -79,14 +82,17 @@ run_one() {
     ember_none_2)
       bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
         bazel-bin/bench/sync_bench --sync none "${common[@]}" ;;
+    ember_barrier)
+      bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
+        bazel-bin/bench/sync_bench --sync barrier "${common[@]}" ;;
     ember_none_1) bazel-bin/bench/sync_bench --sync none "${common[@]}" ;;
     torch_ddp) bench/ddp_baseline.py --ranks 2 "${common[@]}" ;;
     torch_none_1) bench/ddp_baseline.py --ranks 1 --no-ddp "${common[@]}" ;;
   esac | grep -E '^(sync_bench|ddp_baseline|rank 0):'
 }
 
-impls=(ember_model_sync ember_data_parallel ember_model_sync_gloo torch_ddp ember_none_2 ember_none_1
-       torch_none_1)
+impls=(ember_model_sync ember_data_parallel ember_model_sync_gloo torch_ddp ember_barrier
+       ember_none_2 ember_none_1 torch_none_1)
 for ((round = 0; round < rounds; ++round)); do
   for model in cnn resnet18; do
     for ((i = 0; i < ${#impls[@]}; ++i)); do
@@ -128,9 +134,9 @@ print("Step time, ms (median over rounds of each run's median step on rank 0), 1
       "rank, Adam; no sync: each rank on its own")
 print()
 print("| model | params | batch/rank | Ember ModelSync | Ember DataParallel | PyTorch DDP "
-      "| ModelSync / DDP | DataParallel / DDP | ModelSync on Gloo / DDP | no sync, 2 ranks "
-      "| no sync, 1 rank: C++ | no sync, 1 rank: Python |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| ModelSync / DDP | DataParallel / DDP | ModelSync on Gloo / DDP | lockstep only, 2 ranks "
+      "| no sync, 2 ranks | no sync, 1 rank: C++ | no sync, 1 rank: Python |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 models = sorted({model for model, _ in runs}, key=lambda m: m != "cnn")
 for model in models:
     params = {r["params"] for (m, _), rs in runs.items() if m == model for r in rs}
@@ -141,7 +147,7 @@ for model in models:
                                                    "ember_model_sync_gloo", "torch_ddp"))
     print(f"| {model} | {params.pop():,} | {batch} | {ms:.1f} | {dp:.1f} | {ddp:.1f} "
           f"| {ms / ddp:.2f}x | {dp / ddp:.2f}x | {gloo / ddp:.2f}x "
-          f"| {median(model, 'ember_none_2'):.1f} "
+          f"| {median(model, 'ember_barrier'):.1f} | {median(model, 'ember_none_2'):.1f} "
           f"| {median(model, 'ember_none_1'):.1f} | {median(model, 'torch_none_1'):.1f} |")
 print()
 print("Phases, ms per step (median over rounds of per-run means; backward includes "
@@ -152,7 +158,8 @@ print("| model | run | step (mean) | forward | backward | sync | optimizer | CPU
 print("|---|---|---|---|---|---|---|---|---|")
 for model in models:
     for configuration in ("ember_model_sync", "ember_data_parallel", "ember_model_sync_gloo",
-                          "torch_ddp", "ember_none_2", "ember_none_1", "torch_none_1"):
+                          "torch_ddp", "ember_barrier", "ember_none_2", "ember_none_1",
+                          "torch_none_1"):
         cells = [median(model, configuration, f) for f in
                  ("step_ms_mean", "forward_ms", "backward_ms", "sync_ms", "optimizer_ms", "cpu_ms")]
         print(f"| {model} | {configuration} | " + " | ".join(f"{c:.1f}" for c in cells)

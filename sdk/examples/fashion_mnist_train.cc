@@ -20,6 +20,7 @@
 #include "ember/client.h"
 #include "ember/launch_env.h"
 #include "ember/loader.h"
+#include "ember/make_communicator.h"
 #include "ember/model_sync.h"
 #include "sdk/examples/fashion_cnn.h"
 #include "sdk/examples/fashion_common.h"
@@ -66,10 +67,11 @@ int Run(const Flags& all_flags) {
 
   ember::examples::FashionCnn net;
   ember::ModelSync sync(
-      *net, all_flags.collectives == "gloo"
-                ? ember::MakeGlooCommunicator(*client, job, rank, world_size, kSyncTimeout)
-                : ember::MakeSharedMemoryCommunicator(*client, job, rank, world_size,
-                                                      kSyncTimeout));
+      *net, ember::MakeCommunicator(*client, job, rank, world_size, ember::ModuleDevice(*net),
+                                    {.timeout = kSyncTimeout,
+                                     .cpu = all_flags.collectives == "gloo"
+                                                ? ember::CpuCollectives::kGloo
+                                                : ember::CpuCollectives::kSharedMemory}));
   sync.BroadcastParameters();
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(flags.lr));
 

@@ -25,7 +25,7 @@
 #include "ember/data_parallel.h"
 #include "ember/device_loader.h"
 #include "ember/launch_env.h"
-#include "ember/nccl_communicator.h"
+#include "ember/make_communicator.h"
 #include "sdk/examples/fashion_cnn.h"
 #include "sdk/examples/fashion_common.h"
 
@@ -81,8 +81,10 @@ int Run(const Flags& all_flags) {
 
   ember::examples::FashionCnn net;
   net->to(device);
-  ember::DataParallel ddp(*net, ember::MakeNcclCommunicator(*client, job, rank, world_size,
-                                                            device_index, kSyncTimeout));
+  // NCCL, since the module is on a GPU.
+  ember::DataParallel ddp(*net, ember::MakeCommunicator(*client, job, rank, world_size,
+                                                        ember::ModuleDevice(*net),
+                                                        {.timeout = kSyncTimeout}));
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(flags.lr));
 
   std::optional<ember::DeviceLoader> loader;

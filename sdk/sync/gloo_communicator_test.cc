@@ -11,19 +11,12 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
 
+#include "sdk/sync/error_of.h"
+
 namespace ember::sdk {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
 
 // Runs `body(rank, comm)` for every rank of `world` on its own thread, all ranks meeting
 // in one in-process store; rethrows the first failure.

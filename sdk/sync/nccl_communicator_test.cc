@@ -10,9 +10,12 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
 
+#include "sdk/sync/error_of.h"
+
 namespace ember {
 namespace {
 
+using sdk::ErrorOf;
 using std::chrono::milliseconds;
 
 // A CUDA tensor view of `data` made without ATen's CUDA library (absent from a CPU
@@ -22,15 +25,6 @@ torch::Tensor CudaView(void* data, int64_t count, torch::ScalarType type) {
       .options(torch::TensorOptions().dtype(type).device(torch::kCUDA, 0))
       .target_device(torch::Device(torch::kCUDA, 0))
       .make_tensor();
-}
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
 }
 
 TEST_CASE("arguments are checked before CUDA is touched") {

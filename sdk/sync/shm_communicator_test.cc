@@ -13,19 +13,12 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
+#include "sdk/sync/error_of.h"
+
 namespace ember::sdk {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
 
 // A zero-filled memfd of `bytes`, closed by the destructor.
 struct Segment {

@@ -1,0 +1,108 @@
+// ember::MakeCommunicator through a real emberd: the backend follows the tensors' device
+// (shared memory or Gloo for CPU, NCCL for CUDA), and ModuleDevice finds that device.
+#include "ember/make_communicator.h"
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ember/nccl_communicator.h"
+#include "tests/support/test_env.h"
+#include "sdk/sync/error_of.h"
+
+namespace ember::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+using ember::sdk::ErrorOf;
+
+// Two ranks, each on its own thread and connection: every rank all-reduces (rank + 1)
+// through the communicator MakeCommunicator gives it for the CPU, then reports the
+// message a bad argument gets from it, which names the backend.
+std::vector<std::string> TwoCpuRanks(const Daemon& daemon, const std::string& job,
+                                     const CommunicatorOptions& options) {
+  std::vector<std::string> messages(2);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      auto client = daemon.Connect();
+      messages[rank] = ErrorOf([&] {
+        std::unique_ptr<Communicator> comm =
+            MakeCommunicator(*client, job, rank, 2, torch::kCPU, options);
+        std::vector<torch::Tensor> tensors = {torch::full({1000}, rank + 1.0)};
+        comm->AllReduceSum(tensors);
+        TORCH_CHECK(torch::equal(tensors[0], torch::full({1000}, 3.0)), "rank ", rank,
+                    " got a wrong sum");
+        std::vector<torch::Tensor> undefined = {torch::Tensor()};
+        comm->AllReduceSum(undefined);
+      });
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  return messages;
+}
+
+TEST_CASE("CPU tensors go through shared memory by default and over Gloo when asked") {
+  TempDir tmp;
+  Daemon daemon(tmp.path());
+  daemon.Start();
+  const CommunicatorOptions shm{.timeout = milliseconds(20000)};
+  for (const std::string& message : TwoCpuRanks(daemon, "job-shm", shm)) {
+    INFO(message);
+    CHECK(message.find("shared-memory all-reduce (group 'default', rank ") == 0);
+    CHECK(message.find("tensor 0 is undefined") != std::string::npos);
+  }
+  const CommunicatorOptions gloo{
+      .timeout = milliseconds(20000), .name = "grads", .cpu = CpuCollectives::kGloo};
+  for (const std::string& message : TwoCpuRanks(daemon, "job-gloo", gloo)) {
+    INFO(message);
+    CHECK(message.find("gloo all-reduce (group 'grads', rank ") == 0);
+  }
+  daemon.Stop();
+}
+
+TEST_CASE("CUDA tensors go over NCCL; other devices are refused by name") {
+  TempDir tmp;
+  Daemon daemon(tmp.path());
+  daemon.Start();
+  auto client = daemon.Connect();
+  const torch::Device gpu(torch::kCUDA, 0);
+  if (CudaDeviceAvailable()) {
+    std::unique_ptr<Communicator> comm =
+        MakeCommunicator(*client, "job-nccl", 0, 1, gpu, {.timeout = milliseconds(20000)});
+    std::vector<torch::Tensor> on_host = {torch::zeros({4})};
+    CHECK(ErrorOf([&] { comm->AllReduceSum(on_host); }).find("nccl all-reduce") == 0);
+  } else {
+    const std::string message = ErrorOf([&] {
+      MakeCommunicator(*client, "job-nccl", 0, 1, gpu, {.timeout = milliseconds(20000)});
+    });
+    INFO(message);
+    CHECK(message.find("nccl init (group 'default', rank 0 of 1, cuda device 0)") == 0);
+  }
+  const std::string meta =
+      ErrorOf([&] { MakeCommunicator(*client, "job-meta", 1, 2, torch::Device(torch::kMeta)); });
+  CHECK(meta ==
+        "no gradient-sync backend for tensors on meta (job 'job-meta', rank 1 of 2): NCCL "
+        "serves cuda, shared memory and Gloo serve cpu");
+  daemon.Stop();
+}
+
+TEST_CASE("ModuleDevice is the one device of a module's parameters and buffers") {
+  torch::nn::Linear linear(3, 2);
+  CHECK(ModuleDevice(*linear) == torch::Device(torch::kCPU));
+  torch::nn::BatchNorm1d norm(4);  // buffers too
+  norm->register_buffer("elsewhere", torch::empty({1}, torch::Device(torch::kMeta)));
+  CHECK(ErrorOf([&] { ModuleDevice(*norm); }) ==
+        "the module's tensors are on more than one device: 'weight' on cpu, 'elsewhere' on meta");
+  torch::nn::ReLU relu;
+  CHECK(ErrorOf([&] { ModuleDevice(*relu); }) ==
+        "the module has no parameters or buffers: no device to sync on");
+}
+
+}  // namespace
+}  // namespace ember::testing
