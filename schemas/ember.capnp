@@ -134,6 +134,6 @@ interface Daemon {
   # minutes after its creation. invalid_argument: empty job or name, worldSize 0, bytes 0
   # or over 1 GiB, or worldSize / bytes unlike the first call's (the message names both);
   # resource_exhausted: too many segments are waiting for their ranks.
-  openSharedMemory @12 (job :Text, name :Text, worldSize :UInt32, bytes :UInt64)
-      -> (memory :SharedMemory);
+  openSharedMemory @12 (job :Text, name :Text, worldSize :UInt32, bytes :UInt64,
+                        rank :UInt32) -> (memory :SharedMemory);
 }

@@ -16,9 +16,9 @@
 namespace ember::testing {
 namespace {
 
-int MustOpen(Client& client, const std::string& job, const std::string& name,
+int MustOpen(Client& client, const std::string& job, const std::string& name, uint32_t rank,
              uint32_t world_size, uint64_t bytes) {
-  Result<int> fd = client.OpenSharedMemory(job, name, world_size, bytes);
+  Result<int> fd = client.OpenSharedMemory(job, name, rank, world_size, bytes);
   INFO(fd.status().ToString());
   REQUIRE(fd.ok());
   REQUIRE(*fd >= 0);
@@ -50,20 +50,20 @@ TEST_CASE("two ranks share one segment through emberd") {
   auto rank1 = daemon.Connect();
   const size_t bytes = 3 * 4096 + 8;
 
-  const int fd0 = MustOpen(*rank0, "job", "allreduce", 2, bytes);
+  const int fd0 = MustOpen(*rank0, "job", "allreduce", 0, 2, bytes);
   // A rank that disagrees on the size is refused, and the message says both sizes.
-  Result<int> bad = rank1->OpenSharedMemory("job", "allreduce", 2, 2 * bytes);
+  Result<int> bad = rank1->OpenSharedMemory("job", "allreduce", 1, 2, 2 * bytes);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(bad.status().message(),
              Catch::Contains("'allreduce'") &&
                  Catch::Contains(std::to_string(bytes) + " bytes") &&
                  Catch::Contains(std::to_string(2 * bytes) + " bytes"));
-  Result<int> bad_world = rank1->OpenSharedMemory("job", "allreduce", 3, bytes);
+  Result<int> bad_world = rank1->OpenSharedMemory("job", "allreduce", 1, 3, bytes);
   REQUIRE_FALSE(bad_world.ok());
   CHECK_THAT(bad_world.status().message(),
              Catch::Contains("world_size 2") && Catch::Contains("world_size 3"));
-  const int fd1 = MustOpen(*rank1, "job", "allreduce", 2, bytes);
+  const int fd1 = MustOpen(*rank1, "job", "allreduce", 1, 2, bytes);
 
   // Descriptors the caller owns, closed on exec, of the requested size.
   CHECK(fd0 != fd1);
@@ -89,14 +89,14 @@ TEST_CASE("two ranks share one segment through emberd") {
   CHECK(view0[1] == 2);
 
   // The same name again is a new, zero-filled segment (a new run of the job).
-  const int again = MustOpen(*rank0, "job", "allreduce", 2, bytes);
+  const int again = MustOpen(*rank0, "job", "allreduce", 0, 2, bytes);
   char* fresh = MapShared(again, bytes);
   CHECK(fresh[0] == 0);
   munmap(fresh, bytes);
   close(again);
 
   // Bad arguments come back with the daemon's message.
-  Result<int> huge = rank0->OpenSharedMemory("job", "huge", 2, uint64_t{2} << 30);
+  Result<int> huge = rank0->OpenSharedMemory("job", "huge", 0, 2, uint64_t{2} << 30);
   REQUIRE_FALSE(huge.ok());
   CHECK(huge.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(huge.status().message(), Catch::Contains("1073741824"));

@@ -19,13 +19,18 @@ SharedSegments::SharedSegments(Env* env, SharedSegmentLimits limits)
 
 Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& job,
                                                            const std::string& name,
-                                                           uint32_t world_size, uint64_t bytes) {
+                                                           uint32_t rank, uint32_t world_size,
+                                                           uint64_t bytes) {
   if (job.empty()) return InvalidArgument("shared memory '" + name + "': job must not be empty");
   if (name.empty()) {
     return InvalidArgument("job '" + job + "': shared memory name must not be empty");
   }
   const std::string where = Where(job, name);
   if (world_size == 0) return InvalidArgument(where + ": world_size must be positive");
+  if (rank >= world_size) {
+    return InvalidArgument(where + ": rank " + std::to_string(rank) + " is not below world_size " +
+                           std::to_string(world_size));
+  }
   if (bytes == 0) return InvalidArgument(where + ": bytes must be positive");
   if (bytes > limits_.max_bytes) {
     constexpr uint64_t kGiB = uint64_t{1} << 30;
@@ -62,12 +67,17 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
     Pending p;
     p.memory = std::shared_ptr<SharedMemory>(std::move(created).value());
     p.world_size = world_size;
+    p.has.assign(world_size, false);
     p.bytes = bytes;
     p.created_micros = now;
     it = pending_.emplace(key, std::move(p)).first;
   }
-  std::shared_ptr<SharedMemory> memory = it->second.memory;
-  if (++it->second.opened >= it->second.world_size) pending_.erase(it);
+  Pending& p = it->second;
+  std::shared_ptr<SharedMemory> memory = p.memory;
+  if (!p.has[rank]) {
+    p.has[rank] = true;
+    if (++p.opened == p.world_size) pending_.erase(it);
+  }
   return memory;
 }
 

@@ -4,7 +4,7 @@
 // Glossary
 //   segment   a zero-filled memfd (Env::CreateSharedMemory, sealed against grow/shrink
 //             only, so ranks can map it read-write and shared) handed to each rank.
-//   pending   a segment that fewer than world_size ranks have opened yet. Only pending
+//   pending   a segment that not every rank of world_size has opened yet. Only pending
 //             segments are kept here; once world_size ranks have it, the registry
 //             forgets it, and the memory lives on only in the ranks' descriptors and
 //             mappings (nothing left behind when they exit).
@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "daemon/core/env.h"
 #include "ember/status.h"
@@ -42,19 +43,20 @@ class SharedSegments {
   // `env` (not owned, must outlive this) creates the memfds and is the clock.
   explicit SharedSegments(Env* env, SharedSegmentLimits limits = {});
 
-  // The segment `name` of `job`, for one of its `world_size` ranks on this node; each
-  // rank calls once. The first call creates a zero-filled segment of `bytes`; the next
-  // world_size - 1 calls get the same one, after which it is forgotten and a later call
+  // The segment `name` of `job`, for `rank` of its `world_size` ranks on this node. The
+  // first call creates a zero-filled segment of `bytes`; the other ranks get the same
+  // one, and a rank that asks again while it is pending (a retry) gets it again without
+  // taking another rank's place. Once every rank has it, it is forgotten and a later call
   // creates a new segment. A segment still pending after the TTL is dropped: its ranks
   // keep what they have, later calls get a new segment.
   // The returned object is the daemon's own mapping and descriptor; callers hand out
   // fd() and drop it when they no longer need it.
-  // Errors (kInvalidArgument): empty job or name, world_size 0, bytes 0 or above
-  // max_bytes, or world_size / bytes that differ from the first call's (the message
-  // names both). kResourceExhausted if max_pending segments are already pending.
+  // Errors (kInvalidArgument): empty job or name, world_size 0, rank not below
+  // world_size, bytes 0 or above max_bytes, or world_size / bytes that differ from the
+  // first call's (the message names both). kResourceExhausted if max_pending segments are already pending.
   // Errors from Env::CreateSharedMemory with the job and name in front.
   Result<std::shared_ptr<SharedMemory>> Open(const std::string& job, const std::string& name,
-                                             uint32_t world_size, uint64_t bytes);
+                                             uint32_t rank, uint32_t world_size, uint64_t bytes);
 
   // Segments waiting for more ranks (expired ones included until the next Open).
   size_t NumPending() const;
@@ -64,7 +66,8 @@ class SharedSegments {
     std::shared_ptr<SharedMemory> memory;
     uint32_t world_size = 0;
     uint64_t bytes = 0;
-    uint32_t opened = 0;  // calls that got it so far
+    std::vector<bool> has;  // [rank]: that rank got it
+    uint32_t opened = 0;    // ranks that got it so far
     uint64_t created_micros = 0;
   };
 

@@ -42,9 +42,9 @@ class TestEnv final : private PosixEnvHolder, public FaultEnv {
 };
 
 std::shared_ptr<SharedMemory> MustOpen(SharedSegments& segments, const std::string& job,
-                                       const std::string& name, uint32_t world_size,
-                                       uint64_t bytes) {
-  auto r = segments.Open(job, name, world_size, bytes);
+                                       const std::string& name, uint32_t rank,
+                                       uint32_t world_size, uint64_t bytes) {
+  auto r = segments.Open(job, name, rank, world_size, bytes);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   REQUIRE(*r != nullptr);
@@ -52,8 +52,8 @@ std::shared_ptr<SharedMemory> MustOpen(SharedSegments& segments, const std::stri
 }
 
 Status OpenError(SharedSegments& segments, const std::string& job, const std::string& name,
-                 uint32_t world_size, uint64_t bytes) {
-  auto r = segments.Open(job, name, world_size, bytes);
+                 uint32_t rank, uint32_t world_size, uint64_t bytes) {
+  auto r = segments.Open(job, name, rank, world_size, bytes);
   REQUIRE_FALSE(r.ok());
   return r.status();
 }
@@ -68,8 +68,8 @@ std::string FdTarget(int fd) {
 TEST_CASE("the ranks of one (job, name) get the same zero-filled segment") {
   TestEnv env;
   SharedSegments segments(&env);
-  auto a = MustOpen(segments, "j", "grad", 3, 10000);
-  auto b = MustOpen(segments, "j", "grad", 3, 10000);
+  auto a = MustOpen(segments, "j", "grad", 0, 3, 10000);
+  auto b = MustOpen(segments, "j", "grad", 2, 3, 10000);
   CHECK(a == b);
   CHECK(env.created == 1);
   CHECK(a->size() == 10000);
@@ -90,49 +90,51 @@ TEST_CASE("the ranks of one (job, name) get the same zero-filled segment") {
 TEST_CASE("segments are distinct per name and per job") {
   TestEnv env;
   SharedSegments segments(&env);
-  auto a = MustOpen(segments, "j", "grad", 2, 4096);
-  auto b = MustOpen(segments, "j", "params", 2, 4096);
-  auto c = MustOpen(segments, "k", "grad", 2, 4096);
+  auto a = MustOpen(segments, "j", "grad", 0, 2, 4096);
+  auto b = MustOpen(segments, "j", "params", 0, 2, 4096);
+  auto c = MustOpen(segments, "k", "grad", 0, 2, 4096);
   CHECK(a != b);
   CHECK(a != c);
   CHECK(b != c);
   CHECK(a->fd() != b->fd());
   CHECK(a->fd() != c->fd());
   CHECK(segments.NumPending() == 3);
-  CHECK(MustOpen(segments, "k", "grad", 2, 4096) == c);
+  CHECK(MustOpen(segments, "k", "grad", 1, 2, 4096) == c);
 }
 
 TEST_CASE("world_size or bytes unlike the first call's is kInvalidArgument naming both") {
   TestEnv env;
   SharedSegments segments(&env);
-  auto first = MustOpen(segments, "j", "grad", 4, 8192);
+  auto first = MustOpen(segments, "j", "grad", 0, 4, 8192);
 
-  Status bytes = OpenError(segments, "j", "grad", 4, 4096);
+  Status bytes = OpenError(segments, "j", "grad", 1, 4, 4096);
   CHECK(bytes.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(bytes.message(), Catch::Contains("job 'j'") && Catch::Contains("'grad'") &&
                                   Catch::Contains("8192 bytes") && Catch::Contains("4096 bytes"));
 
-  Status world = OpenError(segments, "j", "grad", 2, 8192);
+  Status world = OpenError(segments, "j", "grad", 1, 2, 8192);
   CHECK(world.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(world.message(),
              Catch::Contains("world_size 4") && Catch::Contains("world_size 2"));
 
-  // Refused calls do not count as ranks: three more still get the segment.
-  for (int i = 0; i < 3; ++i) CHECK(MustOpen(segments, "j", "grad", 4, 8192) == first);
+  // Refused calls do not count as ranks: the three others still get the segment.
+  for (uint32_t rank = 1; rank < 4; ++rank) {
+    CHECK(MustOpen(segments, "j", "grad", rank, 4, 8192) == first);
+  }
   CHECK(segments.NumPending() == 0);
 }
 
-TEST_CASE("a segment is forgotten after world_size calls; the next call makes a new one") {
+TEST_CASE("a segment is forgotten once every rank has it; the next call makes a new one") {
   TestEnv env;
   SharedSegments segments(&env);
-  auto a = MustOpen(segments, "j", "grad", 2, 4096);
+  auto a = MustOpen(segments, "j", "grad", 1, 2, 4096);
   static_cast<char*>(a->data())[0] = 7;
-  auto b = MustOpen(segments, "j", "grad", 2, 4096);
+  auto b = MustOpen(segments, "j", "grad", 0, 2, 4096);
   CHECK(a == b);
   CHECK(segments.NumPending() == 0);
 
   // A new run of the job (even with another size) starts from a fresh, zeroed segment.
-  auto c = MustOpen(segments, "j", "grad", 2, 8192);
+  auto c = MustOpen(segments, "j", "grad", 0, 2, 8192);
   CHECK(c != a);
   CHECK(c->size() == 8192);
   CHECK(static_cast<char*>(c->data())[0] == 0);
@@ -140,9 +142,24 @@ TEST_CASE("a segment is forgotten after world_size calls; the next call makes a 
   CHECK(env.created == 2);
 
   // world_size 1: never pending.
-  auto solo = MustOpen(segments, "j", "solo", 1, 4096);
-  CHECK(MustOpen(segments, "j", "solo", 1, 4096) != solo);
+  auto solo = MustOpen(segments, "j", "solo", 0, 1, 4096);
+  CHECK(MustOpen(segments, "j", "solo", 0, 1, 4096) != solo);
   CHECK(segments.NumPending() == 1);  // "grad" of the new run
+}
+
+TEST_CASE("a rank that asks again gets the same segment without taking another's place") {
+  TestEnv env;
+  SharedSegments segments(&env);
+  auto a = MustOpen(segments, "j", "grad", 0, 3, 4096);
+  CHECK(MustOpen(segments, "j", "grad", 0, 3, 4096) == a);  // a retry by rank 0
+  CHECK(MustOpen(segments, "j", "grad", 2, 3, 4096) == a);
+  CHECK(MustOpen(segments, "j", "grad", 2, 3, 4096) == a);  // and by rank 2
+  CHECK(segments.NumPending() == 1);  // rank 1 has not asked yet
+  CHECK(MustOpen(segments, "j", "grad", 1, 3, 4096) == a);
+  CHECK(segments.NumPending() == 0);
+  CHECK(env.created == 1);
+  // After every rank has it, a call is a new run: a new segment.
+  CHECK(MustOpen(segments, "j", "grad", 0, 3, 4096) != a);
 }
 
 TEST_CASE("a pending segment is dropped after its time to live") {
@@ -150,20 +167,20 @@ TEST_CASE("a pending segment is dropped after its time to live") {
   SharedSegmentLimits limits;
   limits.ttl_micros = 1000000;
   SharedSegments segments(&env, limits);
-  auto a = MustOpen(segments, "j", "grad", 2, 4096);
-  MustOpen(segments, "j", "other", 3, 4096);
+  auto a = MustOpen(segments, "j", "grad", 0, 2, 4096);
+  MustOpen(segments, "j", "other", 0, 3, 4096);
 
   env.now_micros += limits.ttl_micros - 1;
   CHECK(segments.NumPending() == 2);
-  MustOpen(segments, "j", "late", 2, 4096);  // any Open sweeps; nothing has expired yet
+  MustOpen(segments, "j", "late", 0, 2, 4096);  // any Open sweeps; nothing has expired yet
   CHECK(segments.NumPending() == 3);
 
   env.now_micros += 1;  // "grad" and "other" are now ttl old
-  auto b = MustOpen(segments, "j", "grad", 2, 4096);
+  auto b = MustOpen(segments, "j", "grad", 1, 2, 4096);
   CHECK(b != a);
   CHECK(segments.NumPending() == 2);  // "late" and the new "grad"
   // The expired one's mismatch no longer matters: a new segment with new values.
-  MustOpen(segments, "j", "other", 2, 100);
+  MustOpen(segments, "j", "other", 0, 2, 100);
   CHECK(segments.NumPending() == 3);
 }
 
@@ -173,18 +190,18 @@ TEST_CASE("at most max_pending segments are pending") {
   limits.max_pending = 2;
   limits.ttl_micros = 1000;
   SharedSegments segments(&env, limits);
-  MustOpen(segments, "j", "a", 2, 4096);
-  MustOpen(segments, "j", "b", 2, 4096);
-  Status full = OpenError(segments, "j", "c", 2, 4096);
+  MustOpen(segments, "j", "a", 0, 2, 4096);
+  MustOpen(segments, "j", "b", 0, 2, 4096);
+  Status full = OpenError(segments, "j", "c", 0, 2, 4096);
   CHECK(full.code() == StatusCode::kResourceExhausted);
   CHECK_THAT(full.message(), Catch::Contains("'c'") && Catch::Contains("2 segments"));
   // Pending ones can still be joined, and one that completes frees a place.
-  MustOpen(segments, "j", "a", 2, 4096);
-  MustOpen(segments, "j", "c", 2, 4096);
+  MustOpen(segments, "j", "a", 1, 2, 4096);
+  MustOpen(segments, "j", "c", 0, 2, 4096);
   // Expiry frees places too.
   env.now_micros += limits.ttl_micros;
-  MustOpen(segments, "j", "d", 2, 4096);
-  MustOpen(segments, "j", "e", 2, 4096);
+  MustOpen(segments, "j", "d", 0, 2, 4096);
+  MustOpen(segments, "j", "e", 0, 2, 4096);
   CHECK(segments.NumPending() == 2);
 }
 
@@ -192,15 +209,18 @@ TEST_CASE("bad arguments are kInvalidArgument") {
   TestEnv env;
   SharedSegmentLimits limits;
   SharedSegments segments(&env, limits);
-  CHECK(OpenError(segments, "", "grad", 2, 4096).code() == StatusCode::kInvalidArgument);
-  CHECK(OpenError(segments, "j", "", 2, 4096).code() == StatusCode::kInvalidArgument);
-  Status world = OpenError(segments, "j", "grad", 0, 4096);
+  CHECK(OpenError(segments, "", "grad", 0, 2, 4096).code() == StatusCode::kInvalidArgument);
+  CHECK(OpenError(segments, "j", "", 0, 2, 4096).code() == StatusCode::kInvalidArgument);
+  Status world = OpenError(segments, "j", "grad", 0, 0, 4096);
   CHECK(world.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(world.message(), Catch::Contains("world_size"));
-  Status zero = OpenError(segments, "j", "grad", 2, 0);
+  Status rank = OpenError(segments, "j", "grad", 2, 2, 4096);
+  CHECK(rank.code() == StatusCode::kInvalidArgument);
+  CHECK(rank.message() == "job 'j': shared memory 'grad': rank 2 is not below world_size 2");
+  Status zero = OpenError(segments, "j", "grad", 0, 2, 0);
   CHECK(zero.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(zero.message(), Catch::Contains("bytes"));
-  Status big = OpenError(segments, "j", "grad", 2, limits.max_bytes + 1);
+  Status big = OpenError(segments, "j", "grad", 0, 2, limits.max_bytes + 1);
   CHECK(big.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(big.message(), Catch::Contains(std::to_string(limits.max_bytes + 1)) &&
                                 Catch::Contains("1073741824 bytes (1 GiB)"));
@@ -212,18 +232,18 @@ TEST_CASE("a failure to create the memfd names the job and segment and keeps not
   TestEnv env;
   SharedSegments segments(&env);
   env.shm_error = ResourceExhausted("memfd_create: Too many open files");
-  Status s = OpenError(segments, "j", "grad", 2, 4096);
+  Status s = OpenError(segments, "j", "grad", 0, 2, 4096);
   CHECK(s.code() == StatusCode::kResourceExhausted);
   CHECK_THAT(s.message(), Catch::StartsWith("job 'j': shared memory 'grad': memfd_create"));
   CHECK(segments.NumPending() == 0);
   env.shm_error = Status::Ok();
-  MustOpen(segments, "j", "grad", 2, 4096);
+  MustOpen(segments, "j", "grad", 0, 2, 4096);
 }
 
 TEST_CASE("a long job and name still make a valid memfd name") {
   TestEnv env;
   SharedSegments segments(&env);
-  auto a = MustOpen(segments, std::string(300, 'j'), std::string(300, 'n'), 1, 4096);
+  auto a = MustOpen(segments, std::string(300, 'j'), std::string(300, 'n'), 0, 1, 4096);
   CHECK_THAT(FdTarget(a->fd()), Catch::Contains("memfd:ember-shm-jjj"));
 }
 
@@ -231,8 +251,8 @@ TEST_CASE("writes through one mapping of the fd are seen through another") {
   TestEnv env;
   SharedSegments segments(&env);
   const size_t size = 2 * 4096 + 24;
-  auto a = MustOpen(segments, "j", "grad", 2, size);
-  auto b = MustOpen(segments, "j", "grad", 2, size);
+  auto a = MustOpen(segments, "j", "grad", 0, 2, size);
+  auto b = MustOpen(segments, "j", "grad", 1, 2, size);
   REQUIRE(a == b);
   // As two ranks would: each maps the descriptor it was given, read-write and shared.
   void* one = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd(), 0);
@@ -256,7 +276,7 @@ TEST_CASE("concurrent ranks all get the same segment") {
   std::vector<std::thread> threads;
   for (uint32_t r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      auto s = segments.Open("j", "grad", kRanks, 4096);
+      auto s = segments.Open("j", "grad", r, kRanks, 4096);
       if (s.ok()) got[r] = *s; else errors[r] = s.status();
     });
   }

@@ -284,7 +284,7 @@ kj::Promise<void> DaemonServer::barrier(BarrierContext context) {
 kj::Promise<void> DaemonServer::openSharedMemory(OpenSharedMemoryContext context) {
   auto p = context.getParams();
   std::shared_ptr<SharedMemory> memory = ValueOrThrow(ctx_.segments->Open(
-      ToStd(p.getJob()), ToStd(p.getName()), p.getWorldSize(), p.getBytes()));
+      ToStd(p.getJob()), ToStd(p.getName()), p.getRank(), p.getWorldSize(), p.getBytes()));
   context.getResults().setMemory(kj::heap<SharedMemoryServer>(std::move(memory)));
   return kj::READY_NOW;
 }

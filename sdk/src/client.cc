@@ -400,11 +400,12 @@ Status Client::Barrier(const std::string& job, const std::string& name, uint32_t
 }
 
 Result<int> Client::OpenSharedMemory(const std::string& job, const std::string& name,
-                                     uint32_t world_size, uint64_t bytes) {
+                                     uint32_t rank, uint32_t world_size, uint64_t bytes) {
   return impl_->Call<Result<int>>([&](RpcState& s) {
     auto req = s.daemon.openSharedMemoryRequest();
     req.setJob(job);
     req.setName(name);
+    req.setRank(rank);
     req.setWorldSize(world_size);
     req.setBytes(bytes);
     return Catch(req.send().then([](auto response) {

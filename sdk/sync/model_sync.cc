@@ -105,7 +105,7 @@ std::unique_ptr<Communicator> MakeSharedMemoryCommunicator(Client& client, const
                                                            std::chrono::milliseconds timeout,
                                                            const std::string& name) {
   const uint64_t bytes = sdk::ShmSegmentBytes(world_size);
-  Result<int> fd = client.OpenSharedMemory(job, "ember/shm/" + name,
+  Result<int> fd = client.OpenSharedMemory(job, "ember/shm/" + name, static_cast<uint32_t>(rank),
                                            static_cast<uint32_t>(world_size), bytes);
   TORCH_CHECK(fd.ok(), "shared-memory communicator '", name, "' (rank ", rank, " of ",
               world_size, "): emberd gave no segment: ", fd.status().ToString());

@@ -142,15 +142,16 @@ class Client {
   // (a memfd, sealed against resizing only) to mmap read-write, MAP_SHARED. The caller
   // owns the descriptor (O_CLOEXEC) and must close it; the memory lives until every rank
   // has closed and unmapped it.
-  // Each rank calls once. The first call for (job, name) creates the segment, the next
-  // world_size - 1 calls get the same one; then the daemon forgets it and a later call
+  // For `rank` of the job's `world_size` ranks. The first call for (job, name) creates
+  // the segment and the other ranks get the same one (a rank that asks again meanwhile
+  // gets it again); once every rank has it, the daemon forgets it and a later call
   // creates a new one. A segment that fewer than world_size ranks opened within 10
   // minutes of its creation is dropped (later calls get a new one). Does not wait for
   // the other ranks: synchronize through the memory, or Barrier, before relying on them.
-  // kInvalidArgument: empty job or name, world_size 0, bytes 0 or over 1 GiB, or
-  // world_size / bytes unlike the first call's (the message names both);
+  // kInvalidArgument: empty job or name, world_size 0, rank not below world_size, bytes 0
+  // or over 1 GiB, or world_size / bytes unlike the first call's (the message names both);
   // kResourceExhausted: too many segments are waiting for their ranks.
-  Result<int> OpenSharedMemory(const std::string& job, const std::string& name,
+  Result<int> OpenSharedMemory(const std::string& job, const std::string& name, uint32_t rank,
                                uint32_t world_size, uint64_t bytes);
 
   class Impl;  // in sdk/src; holds the RPC thread
