@@ -17,7 +17,9 @@
 # Models: the example CNN (sdk/examples/fashion_cnn) and ResNet-18 in its CIFAR form
 # (bench/models/resnet18). The runs are interleaved: ROUNDS rounds, each running every
 # configuration once in an order rotated by the round; the table gives, per
-# configuration, the median over rounds of each run's median step time (ms, rank 0).
+# configuration, the median over rounds of each run's median step time (ms, rank 0), and
+# each ratio as the median over rounds of that round's ratio (runs minutes apart share
+# less of this VM's drift than runs of different rounds).
 # Appends the table to bench/results/sync_cpu.md and every run's line to
 # bench/results/sync_cpu.jsonl.
 #
@@ -65,6 +67,7 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 started="$(date +%s)"
 
 runs="${tmp}/runs.jsonl"
+order="${tmp}/rounds.txt"  # line i: the round of runs.jsonl's line i
 # One run of configuration $2 for model $1.
 run_one() {
   local model="$1" impl="$2" batch steps warmup
@@ -99,6 +102,7 @@ for ((round = 0; round < rounds; ++round)); do
       impl="${impls[$(((i + round) % ${#impls[@]}))]}"
       echo "== round $((round + 1))/${rounds}: ${model} ${impl}"
       run_one "${model}" "${impl}"
+      echo "${round}" >>"${order}"
     done
   done
 done
@@ -116,22 +120,33 @@ cat "${runs}" >>bench/results/sync_cpu.jsonl
   echo "\`${command_line}\` (${elapsed} s; load average before ${load_before}," \
     "after ${load_after}; GLIBC_TUNABLES=${malloc_tunables:-unset})"
   echo
-  /usr/bin/python3 - "${runs}" <<'PY'
+  /usr/bin/python3 - "${runs}" "${order}" <<'PY'
 import collections, json, statistics, sys
 
 runs = collections.defaultdict(list)  # (model, configuration) -> records
-for line in open(sys.argv[1], encoding="utf-8"):
-    record = json.loads(line)
+rounds = [int(line) for line in open(sys.argv[2], encoding="utf-8")]
+records = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+if len(records) != len(rounds):
+    sys.exit(f"sync_bench: {len(records)} results for {len(rounds)} runs")
+for record, round_ in zip(records, rounds):
     configuration = record["impl"]
     if configuration.endswith("_none"):
         configuration += f"_{record['ranks']}"
+    record["round"] = round_
     runs[(record["model"], configuration)].append(record)
 
 def median(model, configuration, field="step_ms_median"):
     return statistics.median(r[field] for r in runs[(model, configuration)])
 
+def ratio(model, configuration, reference):
+    """The median over rounds of configuration / reference within each round."""
+    by_round = {r["round"]: r["step_ms_median"] for r in runs[(model, reference)]}
+    return statistics.median(r["step_ms_median"] / by_round[r["round"]]
+                             for r in runs[(model, configuration)] if r["round"] in by_round)
+
 print("Step time, ms (median over rounds of each run's median step on rank 0), 1 thread per "
-      "rank, Adam; no sync: each rank on its own")
+      "rank, Adam; ratios: median over rounds of the round's ratio; no sync: each rank on its "
+      "own")
 print()
 print("| model | params | batch/rank | Ember ModelSync | Ember DataParallel | PyTorch DDP "
       "| ModelSync / DDP | DataParallel / DDP | ModelSync on Gloo / DDP | lockstep only, 2 ranks "
@@ -146,7 +161,9 @@ for model in models:
     ms, dp, gloo, ddp = (median(model, c) for c in ("ember_model_sync", "ember_data_parallel",
                                                    "ember_model_sync_gloo", "torch_ddp"))
     print(f"| {model} | {params.pop():,} | {batch} | {ms:.1f} | {dp:.1f} | {ddp:.1f} "
-          f"| {ms / ddp:.2f}x | {dp / ddp:.2f}x | {gloo / ddp:.2f}x "
+          f"| {ratio(model, 'ember_model_sync', 'torch_ddp'):.2f}x "
+          f"| {ratio(model, 'ember_data_parallel', 'torch_ddp'):.2f}x "
+          f"| {ratio(model, 'ember_model_sync_gloo', 'torch_ddp'):.2f}x "
           f"| {median(model, 'ember_barrier'):.1f} | {median(model, 'ember_none_2'):.1f} "
           f"| {median(model, 'ember_none_1'):.1f} | {median(model, 'torch_none_1'):.1f} |")
 print()
