@@ -114,7 +114,7 @@ cat "${runs}" >>bench/results/sync_cpu.jsonl
 {
   echo
   commit="$(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  git diff --quiet HEAD -- 2>/dev/null || commit+=" + uncommitted changes"
+  git diff --quiet HEAD -- . ':(exclude)bench/results' 2>/dev/null || commit+=" + uncommitted changes"
   echo "## $(date -u +%Y-%m-%dT%H:%MZ) — $(machine), commit ${commit}"
   echo
   echo "\`${command_line}\` (${elapsed} s; load average before ${load_before}," \
