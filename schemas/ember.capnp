@@ -93,6 +93,16 @@ struct JobStatus {
   batchesCommitted @5 :UInt64;
 }
 
+# A shared-memory segment that not all of its ranks have opened yet.
+struct PendingSegment {
+  job @0 :Text;
+  name @1 :Text;
+  worldSize @2 :UInt32;
+  bytes @3 :UInt64;
+  missingRanks @4 :List(UInt32);
+  ageSeconds @5 :Float64;
+}
+
 struct DaemonStatus {
   version @0 :Text;
   pid @1 :UInt32;
@@ -102,6 +112,7 @@ struct DaemonStatus {
   streams @5 :List(StreamStatus);
   shmBytesInUse @6 :UInt64;
   shmBytesBudget @7 :UInt64;
+  pendingSegments @8 :List(PendingSegment);
 }
 
 interface Daemon {

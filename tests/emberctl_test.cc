@@ -121,6 +121,19 @@ TEST_CASE("emberctl explains a missing daemon, an unknown dataset and bad argume
   Run status = Emberctl(dir, {sock, "status"});
   CHECK(status.exit_code == 0);
   CHECK(status.out.find("syn") != std::string::npos);
+  CHECK(status.out.find("waiting for ranks") == std::string::npos);
+  // A rendezvous that rank 2 of 3 has not joined yet shows up with the ranks it waits for.
+  auto client = daemon.Connect();
+  Result<int> fd = client->OpenSharedMemory("job-x", "grads", 2, 3, 4096);
+  REQUIRE(fd.ok());
+  close(*fd);
+  Run waiting = Emberctl(dir, {sock, "status"});
+  INFO(waiting.out);
+  CHECK(waiting.out.find("shared-memory segments waiting for ranks (1)") != std::string::npos);
+  CHECK(waiting.out.find("job job-x") != std::string::npos);
+  CHECK(waiting.out.find("grads") != std::string::npos);
+  CHECK(waiting.out.find("world 3") != std::string::npos);
+  CHECK(waiting.out.find("for rank 0,1") != std::string::npos);
   Run rm = Emberctl(dir, {sock, "dataset", "rm", "syn"});
   CHECK(rm.exit_code == 0);
   CHECK(Emberctl(dir, {sock, "dataset", "rm", "syn"}).exit_code != 0);

@@ -48,7 +48,7 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
   const auto key = std::make_pair(job, name);
   auto it = pending_.find(key);
   if (it != pending_.end()) {
-    const Pending& p = it->second;
+    const Entry& p = it->second;
     if (p.world_size != world_size || p.bytes != bytes) {
       return InvalidArgument(where + " was opened with world_size " +
                              std::to_string(p.world_size) + " and " + std::to_string(p.bytes) +
@@ -64,7 +64,7 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
     if (memfd_name.size() > kMaxMemfdName) memfd_name.resize(kMaxMemfdName);
     auto created = env_->CreateSharedMemory(memfd_name, static_cast<size_t>(bytes));
     if (!created.ok()) return created.status().WithContext(where);
-    Pending p;
+    Entry p;
     p.memory = std::shared_ptr<SharedMemory>(std::move(created).value());
     p.world_size = world_size;
     p.has.assign(world_size, false);
@@ -72,7 +72,7 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
     p.created_micros = now;
     it = pending_.emplace(key, std::move(p)).first;
   }
-  Pending& p = it->second;
+  Entry& p = it->second;
   std::shared_ptr<SharedMemory> memory = p.memory;
   if (!p.has[rank]) {
     p.has[rank] = true;
@@ -84,6 +84,27 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
 size_t SharedSegments::NumPending() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pending_.size();
+}
+
+std::vector<PendingSegment> SharedSegments::Pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t now = env_->NowMicros();
+  std::vector<PendingSegment> out;
+  for (const auto& [key, p] : pending_) {
+    const uint64_t age = now >= p.created_micros ? now - p.created_micros : 0;
+    if (age >= limits_.ttl_micros) continue;
+    PendingSegment segment;
+    segment.job = key.first;
+    segment.name = key.second;
+    segment.world_size = p.world_size;
+    segment.bytes = p.bytes;
+    segment.age_micros = age;
+    for (uint32_t rank = 0; rank < p.world_size; ++rank) {
+      if (!p.has[rank]) segment.missing_ranks.push_back(rank);
+    }
+    out.push_back(std::move(segment));
+  }
+  return out;
 }
 
 void SharedSegments::DropExpired(uint64_t now_micros) {

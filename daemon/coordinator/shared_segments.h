@@ -32,6 +32,16 @@
 
 namespace ember::daemon {
 
+// A segment waiting for ranks, for status.
+struct PendingSegment {
+  std::string job;
+  std::string name;
+  uint32_t world_size = 0;
+  uint64_t bytes = 0;
+  std::vector<uint32_t> missing_ranks;  // ranks that have not opened it yet, ascending
+  uint64_t age_micros = 0;              // since it was created
+};
+
 struct SharedSegmentLimits {
   uint64_t max_bytes = uint64_t{1} << 30;     // 1 GiB per segment
   uint64_t ttl_micros = 10ull * 60 * 1000000;  // a pending segment lives 10 minutes
@@ -61,8 +71,11 @@ class SharedSegments {
   // Segments waiting for more ranks (expired ones included until the next Open).
   size_t NumPending() const;
 
+  // Those segments, by (job, name), with the ranks they wait for (expired ones left out).
+  std::vector<PendingSegment> Pending() const;
+
  private:
-  struct Pending {
+  struct Entry {
     std::shared_ptr<SharedMemory> memory;
     uint32_t world_size = 0;
     uint64_t bytes = 0;
@@ -77,7 +90,7 @@ class SharedSegments {
   Env* const env_;
   const SharedSegmentLimits limits_;
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, Pending> pending_;  // (job, name)
+  std::map<std::pair<std::string, std::string>, Entry> pending_;  // (job, name)
 };
 
 }  // namespace ember::daemon

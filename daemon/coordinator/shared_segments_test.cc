@@ -155,7 +155,17 @@ TEST_CASE("a rank that asks again gets the same segment without taking another's
   CHECK(MustOpen(segments, "j", "grad", 2, 3, 4096) == a);
   CHECK(MustOpen(segments, "j", "grad", 2, 3, 4096) == a);  // and by rank 2
   CHECK(segments.NumPending() == 1);  // rank 1 has not asked yet
+  env.now_micros += 2500000;
+  const std::vector<PendingSegment> pending = segments.Pending();
+  REQUIRE(pending.size() == 1);
+  CHECK(pending[0].job == "j");
+  CHECK(pending[0].name == "grad");
+  CHECK(pending[0].world_size == 3);
+  CHECK(pending[0].bytes == 4096);
+  CHECK(pending[0].missing_ranks == std::vector<uint32_t>{1});
+  CHECK(pending[0].age_micros == 2500000);
   CHECK(MustOpen(segments, "j", "grad", 1, 3, 4096) == a);
+  CHECK(segments.Pending().empty());
   CHECK(segments.NumPending() == 0);
   CHECK(env.created == 1);
   // After every rank has it, a call is a new run: a new segment.

@@ -326,6 +326,19 @@ kj::Promise<void> DaemonServer::status(StatusContext context) {
   }
   s.setShmBytesInUse(ctx_.streams->shm_bytes_in_use());
   s.setShmBytesBudget(ctx_.streams->shm_bytes_budget());
+  std::vector<PendingSegment> pending = ctx_.segments->Pending();
+  auto ps = s.initPendingSegments(pending.size());
+  for (size_t i = 0; i < pending.size(); ++i) {
+    ps[i].setJob(pending[i].job);
+    ps[i].setName(pending[i].name);
+    ps[i].setWorldSize(pending[i].world_size);
+    ps[i].setBytes(pending[i].bytes);
+    auto missing = ps[i].initMissingRanks(pending[i].missing_ranks.size());
+    for (size_t r = 0; r < pending[i].missing_ranks.size(); ++r) {
+      missing.set(r, pending[i].missing_ranks[r]);
+    }
+    ps[i].setAgeSeconds(pending[i].age_micros / 1e6);
+  }
   return kj::READY_NOW;
 }
 

@@ -68,6 +68,20 @@ int Status(Client& client) {
                 s.stream_id, s.job.c_str(), s.rank, s.world_size, s.epoch, s.samples_per_second,
                 s.ring_fill * 100, s.slot_count, s.batches_published, s.batches_consumed,
                 s.samples_skipped);
+  if (!st->pending_segments.empty()) {
+    // A rendezvous in progress, or one stuck on the ranks listed (segments are dropped
+    // 10 minutes after they were created).
+    std::printf("\nshared-memory segments waiting for ranks (%zu)\n", st->pending_segments.size());
+    for (const auto& p : st->pending_segments) {
+      std::string missing;
+      for (uint32_t rank : p.missing_ranks) {
+        missing += (missing.empty() ? "" : ",") + std::to_string(rank);
+      }
+      std::printf("job %-28s %-24s world %u  %.1f MiB  waiting %.0f s for rank %s\n",
+                  p.job.c_str(), p.name.c_str(), p.world_size, p.bytes / 1048576.0,
+                  p.age_seconds, missing.c_str());
+    }
+  }
   return 0;
 }
 

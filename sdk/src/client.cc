@@ -255,6 +255,16 @@ Result<DaemonStatus> Client::GetStatus() {
       }
       out.shm_bytes_in_use = st.getShmBytesInUse();
       out.shm_bytes_budget = st.getShmBytesBudget();
+      for (auto x : st.getPendingSegments()) {
+        PendingSegmentStatus segment;
+        segment.job = ToStd(x.getJob());
+        segment.name = ToStd(x.getName());
+        segment.world_size = x.getWorldSize();
+        segment.bytes = x.getBytes();
+        for (uint32_t rank : x.getMissingRanks()) segment.missing_ranks.push_back(rank);
+        segment.age_seconds = x.getAgeSeconds();
+        out.pending_segments.push_back(std::move(segment));
+      }
       return out;
     }));
   });

@@ -88,6 +88,16 @@ struct JobStatus {
   uint64_t batches_committed = 0;
 };
 
+// A shared-memory segment (Client::OpenSharedMemory) that some ranks have not opened.
+struct PendingSegmentStatus {
+  std::string job;
+  std::string name;
+  uint32_t world_size = 0;
+  uint64_t bytes = 0;
+  std::vector<uint32_t> missing_ranks;
+  double age_seconds = 0;
+};
+
 struct DaemonStatus {
   std::string version;
   uint32_t pid = 0;
@@ -97,6 +107,7 @@ struct DaemonStatus {
   std::vector<StreamStatus> streams;
   uint64_t shm_bytes_in_use = 0;
   uint64_t shm_bytes_budget = 0;
+  std::vector<PendingSegmentStatus> pending_segments;  // waiting for ranks
 };
 
 class Client {
