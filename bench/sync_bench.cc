@@ -12,10 +12,10 @@
 // from gradient hooks during backward, waited at its end); barrier keeps the ranks in
 // lockstep without exchanging gradients (a one-float all-reduce where ModelSync would
 // sync), which separates what waiting for each other costs from what moving gradients
-// costs; none trains each rank on its own (impl=ember_none, no emberd needed). The sync runs through shared memory from
-// emberd (--collectives shm, the default) or on Gloo (--collectives gloo; impl gets a
-// "_gloo" suffix), bootstrapped through emberd (ranks from EMBER_RANK, EMBER_WORLD_SIZE, EMBER_JOB, EMBER_SOCKET, as ember-run
-// sets them).
+// costs; none trains each rank on its own (impl=ember_none, no emberd needed). The sync
+// runs through shared memory from emberd (--collectives shm, the default) or on Gloo
+// (--collectives gloo; impl gets a "_gloo" suffix), bootstrapped through emberd (ranks
+// from EMBER_RANK, EMBER_WORLD_SIZE, EMBER_JOB, EMBER_SOCKET, as ember-run sets them).
 //
 // After --warmup steps, --steps steps are timed on rank 0, which prints
 //   sync_bench: impl=ember_data_parallel model=resnet18 params=11173962 ranks=2 batch=16

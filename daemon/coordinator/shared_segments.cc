@@ -1,5 +1,6 @@
 #include "daemon/coordinator/shared_segments.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ember::daemon {
@@ -74,10 +75,8 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
   }
   Entry& p = it->second;
   std::shared_ptr<SharedMemory> memory = p.memory;
-  if (!p.has[rank]) {
-    p.has[rank] = true;
-    if (++p.opened == p.world_size) pending_.erase(it);
-  }
+  p.has[rank] = true;
+  if (std::find(p.has.begin(), p.has.end(), false) == p.has.end()) pending_.erase(it);
   return memory;
 }
 
@@ -91,14 +90,13 @@ std::vector<PendingSegment> SharedSegments::Pending() const {
   const uint64_t now = env_->NowMicros();
   std::vector<PendingSegment> out;
   for (const auto& [key, p] : pending_) {
-    const uint64_t age = now >= p.created_micros ? now - p.created_micros : 0;
-    if (age >= limits_.ttl_micros) continue;
+    if (Expired(p, now)) continue;
     PendingSegment segment;
     segment.job = key.first;
     segment.name = key.second;
     segment.world_size = p.world_size;
     segment.bytes = p.bytes;
-    segment.age_micros = age;
+    segment.age_micros = now >= p.created_micros ? now - p.created_micros : 0;
     for (uint32_t rank = 0; rank < p.world_size; ++rank) {
       if (!p.has[rank]) segment.missing_ranks.push_back(rank);
     }
@@ -107,11 +105,14 @@ std::vector<PendingSegment> SharedSegments::Pending() const {
   return out;
 }
 
+bool SharedSegments::Expired(const Entry& entry, uint64_t now_micros) const {
+  return now_micros >= entry.created_micros &&
+         now_micros - entry.created_micros >= limits_.ttl_micros;
+}
+
 void SharedSegments::DropExpired(uint64_t now_micros) {
   for (auto it = pending_.begin(); it != pending_.end();) {
-    const bool expired = now_micros >= it->second.created_micros &&
-                         now_micros - it->second.created_micros >= limits_.ttl_micros;
-    it = expired ? pending_.erase(it) : std::next(it);
+    it = Expired(it->second, now_micros) ? pending_.erase(it) : std::next(it);
   }
 }
 

@@ -63,8 +63,8 @@ class SharedSegments {
   // fd() and drop it when they no longer need it.
   // Errors (kInvalidArgument): empty job or name, world_size 0, rank not below
   // world_size, bytes 0 or above max_bytes, or world_size / bytes that differ from the
-  // first call's (the message names both). kResourceExhausted if max_pending segments are already pending.
-  // Errors from Env::CreateSharedMemory with the job and name in front.
+  // first call's (the message names both). kResourceExhausted if max_pending segments
+  // are already pending. Errors from Env::CreateSharedMemory with the job and name in front.
   Result<std::shared_ptr<SharedMemory>> Open(const std::string& job, const std::string& name,
                                              uint32_t rank, uint32_t world_size, uint64_t bytes);
 
@@ -80,9 +80,11 @@ class SharedSegments {
     uint32_t world_size = 0;
     uint64_t bytes = 0;
     std::vector<bool> has;  // [rank]: that rank got it
-    uint32_t opened = 0;    // ranks that got it so far
     uint64_t created_micros = 0;
   };
+
+  // True if `entry` was created the TTL or more before `now_micros`.
+  bool Expired(const Entry& entry, uint64_t now_micros) const;
 
   // Drops pending segments older than the TTL. Requires mu_.
   void DropExpired(uint64_t now_micros);

@@ -18,9 +18,6 @@
 #include "sdk/sync/error_message.h"
 
 namespace ember {
-namespace {
-
-}  // namespace
 
 struct DataParallel::State {
   struct Param {
