@@ -213,9 +213,7 @@ int RunEmber(const Flags& flags) {
   const int rank = launch->rank;
   const int world_size = launch->world_size;
   const std::string job = launch->job;
-  ember::Result<int> local_rank = ember::EnvInt("EMBER_LOCAL_RANK", rank, 0);
-  if (!local_rank.ok()) throw Fatal(local_rank.status().message());
-  const int device = *local_rank;
+  const int device = launch->local_rank;
   const int count = VisibleDevices();
   if (device >= count)
     throw Fatal("rank " + std::to_string(rank) + " needs cuda:" + std::to_string(device) +

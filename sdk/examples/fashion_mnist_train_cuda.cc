@@ -57,18 +57,16 @@ int Run(const Flags& all_flags) {
   const int rank = launch->rank;
   const int world_size = launch->world_size;
   const std::string job = launch->job;
-  ember::Result<int> local_rank = ember::EnvInt("EMBER_LOCAL_RANK", rank, 0);
-  if (!local_rank.ok()) throw Fatal(local_rank.status().message());
+  const int device_index = launch->local_rank;
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "fashion_mnist_train_cuda: SKIP: no CUDA device visible\n");
     return kExitNoGpu;
   }
   const int gpus = static_cast<int>(torch::cuda::device_count());
-  if (*local_rank >= gpus) {
-    throw Fatal("local rank " + std::to_string(*local_rank) + " has no GPU: " +
+  if (device_index >= gpus) {
+    throw Fatal("local rank " + std::to_string(device_index) + " has no GPU: " +
                 std::to_string(gpus) + " visible");
   }
-  const int device_index = *local_rank;
   const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
   torch::manual_seed(flags.seed);

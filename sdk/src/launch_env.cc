@@ -37,6 +37,7 @@ Result<LaunchEnv> ReadLaunchEnv(const std::string& default_job) {
     return InvalidArgument("EMBER_RANK='" + std::to_string(env.rank) +
                            "' is not below EMBER_WORLD_SIZE=" + std::to_string(env.world_size));
   }
+  EMBER_ASSIGN_OR_RETURN(env.local_rank, EnvInt("EMBER_LOCAL_RANK", env.rank, 0));
   env.job = EnvOr("EMBER_JOB", default_job);
   return env;
 }

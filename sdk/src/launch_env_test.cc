@@ -19,10 +19,12 @@ TEST_CASE("ReadLaunchEnv: defaults, ember-run's values, and bad values named") {
   Set("EMBER_RANK", nullptr);
   Set("EMBER_WORLD_SIZE", nullptr);
   Set("EMBER_JOB", nullptr);
+  Set("EMBER_LOCAL_RANK", nullptr);
   auto alone = ReadLaunchEnv("solo");
   REQUIRE(alone.ok());
   CHECK(alone->rank == 0);
   CHECK(alone->world_size == 1);
+  CHECK(alone->local_rank == 0);
   CHECK(alone->job == "solo");
 
   Set("EMBER_RANK", "1");
@@ -32,7 +34,14 @@ TEST_CASE("ReadLaunchEnv: defaults, ember-run's values, and bad values named") {
   REQUIRE(launched.ok());
   CHECK(launched->rank == 1);
   CHECK(launched->world_size == 3);
+  CHECK(launched->local_rank == 1);  // unset: the rank
   CHECK(launched->job == "job-7");
+  Set("EMBER_LOCAL_RANK", "0");
+  CHECK(ReadLaunchEnv("solo")->local_rank == 0);
+  Set("EMBER_LOCAL_RANK", "-1");
+  CHECK(ReadLaunchEnv("solo").status().message() ==
+        "EMBER_LOCAL_RANK='-1' is not an integer >= 0");
+  Set("EMBER_LOCAL_RANK", nullptr);
 
   Set("EMBER_RANK", "3");
   CHECK(ReadLaunchEnv("solo").status().ToString() ==
