@@ -5,9 +5,9 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ember/nccl_communicator.h"
@@ -20,31 +20,24 @@ namespace {
 using std::chrono::milliseconds;
 
 using ember::sdk::ErrorOf;
+using ember::sdk::ErrorsOfThreads;
 
 // Two ranks, each on its own thread and connection: every rank all-reduces (rank + 1)
 // through the communicator MakeCommunicator gives it for the CPU, then reports the
 // message a bad argument gets from it, which names the backend.
 std::vector<std::string> TwoCpuRanks(const Daemon& daemon, const std::string& job,
                                      const CommunicatorOptions& options) {
-  std::vector<std::string> messages(2);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.emplace_back([&, rank] {
-      auto client = daemon.Connect();
-      messages[rank] = ErrorOf([&] {
-        std::unique_ptr<Communicator> comm =
-            MakeCommunicator(*client, job, rank, 2, torch::kCPU, options);
-        std::vector<torch::Tensor> tensors = {torch::full({1000}, rank + 1.0)};
-        comm->AllReduceSum(tensors);
-        TORCH_CHECK(torch::equal(tensors[0], torch::full({1000}, 3.0)), "rank ", rank,
-                    " got a wrong sum");
-        std::vector<torch::Tensor> undefined = {torch::Tensor()};
-        comm->AllReduceSum(undefined);
-      });
-    });
-  }
-  for (std::thread& t : ranks) t.join();
-  return messages;
+  return ErrorsOfThreads(2, [&](int rank) {
+    auto client = daemon.Connect();
+    std::unique_ptr<Communicator> comm =
+        MakeCommunicator(*client, job, rank, 2, torch::kCPU, options);
+    std::vector<torch::Tensor> tensors = {torch::full({1000}, rank + 1.0)};
+    comm->AllReduceSum(tensors);
+    TORCH_CHECK(torch::equal(tensors[0], torch::full({1000}, 3.0)), "rank ", rank,
+                " got a wrong sum");
+    std::vector<torch::Tensor> undefined = {torch::Tensor()};
+    comm->AllReduceSum(undefined);
+  });
 }
 
 TEST_CASE("CPU tensors go through shared memory by default and over Gloo when asked") {
@@ -89,6 +82,49 @@ TEST_CASE("CUDA tensors go over NCCL; other devices are refused by name") {
   CHECK(meta ==
         "no gradient-sync backend for tensors on meta (job 'job-meta', rank 1 of 2): NCCL "
         "serves cuda, shared memory and Gloo serve cpu");
+  daemon.Stop();
+}
+
+// Rank 0 started with world size 2 and rank 1 with 3, each on its own thread and
+// connection: the message each gets from MakeCommunicator.
+std::vector<std::string> MismatchedWorlds(const Daemon& daemon, const std::string& job,
+                                          const torch::Device& device,
+                                          const CommunicatorOptions& options) {
+  return ErrorsOfThreads(2, [&](int rank) {
+    auto client = daemon.Connect();
+    MakeCommunicator(*client, job, rank, 2 + rank, device, options);
+  });
+}
+
+TEST_CASE("ranks given different world sizes fail at once on every backend, naming both") {
+  TempDir tmp;
+  Daemon daemon(tmp.path());
+  daemon.Start();
+  const auto start = std::chrono::steady_clock::now();
+  const milliseconds timeout(60000);
+  std::vector<std::string> shm =
+      MismatchedWorlds(daemon, "job-shm", torch::kCPU, {.timeout = timeout});
+  INFO(shm[0] + "\n" + shm[1]);
+  CHECK(shm[0].find("rank 1 was started with world size 3, this rank with 2") !=
+        std::string::npos);
+  CHECK(shm[1].find("rank 0 was started with world size 2, this rank with 3") !=
+        std::string::npos);
+  std::vector<std::string> gloo = MismatchedWorlds(
+      daemon, "job-gloo", torch::kCPU, {.timeout = timeout, .cpu = CpuCollectives::kGloo});
+  INFO(gloo[0] + "\n" + gloo[1]);
+  CHECK(gloo[0].find("rank 1 was started with world size 3, this rank with 2") !=
+        std::string::npos);
+  CHECK(gloo[1].find("rank 0 was started with world size 2, this rank with 3") !=
+        std::string::npos);
+  // Checked through the daemon's store before CUDA is touched: the same with or without a GPU.
+  std::vector<std::string> nccl =
+      MismatchedWorlds(daemon, "job-nccl", torch::Device(torch::kCUDA, 0), {.timeout = timeout});
+  INFO(nccl[0] + "\n" + nccl[1]);
+  CHECK(nccl[0].find("rank 1 was started with world size 3, this rank with 2") !=
+        std::string::npos);
+  CHECK(nccl[1].find("rank 0 was started with world size 2, this rank with 3") !=
+        std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // not timeouts
   daemon.Stop();
 }
 

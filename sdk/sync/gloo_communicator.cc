@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "sdk/sync/error_message.h"
+#include "sdk/sync/same_world.h"
 
 namespace ember::sdk {
 namespace {
@@ -192,6 +193,11 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Stor
   TORCH_CHECK(rank >= 0 && rank < world_size, where, ": rank is outside the world");
   TORCH_CHECK(timeout.count() > 0, where, ": timeout must be positive, got ", timeout.count(),
               " ms");
+  try {
+    CheckSameWorld(*store, "ember/gloo/" + name, rank, world_size, timeout);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, where, ": rendezvous failed: ", ErrorMessage(e));
+  }
   try {
     store->setTimeout(timeout);
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("ember/gloo/" + name, store);

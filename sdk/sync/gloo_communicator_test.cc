@@ -157,9 +157,25 @@ TEST_CASE("a missing peer fails the rendezvous within the timeout") {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(error);
-  CHECK(error.find("gloo communicator 'lonely' (rank 0 of 2): rendezvous failed (timeout 300 ms)") !=
-        std::string::npos);
+  CHECK(error.find("gloo communicator 'lonely' (rank 0 of 2): rendezvous failed: rank 1 did not "
+                   "join within 300 ms") != std::string::npos);
   CHECK(seconds < 5);
+}
+
+TEST_CASE("ranks started with different world sizes fail at once, naming both") {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> errors = ErrorsOfThreads(2, [&](int rank) {
+    MakeGlooCommunicator(store, rank, /*world_size=*/2 + rank, milliseconds(30000), "w");
+  });
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(errors[0] + "\n" + errors[1]);
+  CHECK(errors[0].find("gloo communicator 'w' (rank 0 of 2): rendezvous failed: rank 1 was "
+                       "started with world size 3, this rank with 2") != std::string::npos);
+  CHECK(errors[1].find("gloo communicator 'w' (rank 1 of 3): rendezvous failed: rank 0 was "
+                       "started with world size 2, this rank with 3") != std::string::npos);
+  CHECK(seconds < 10);  // far from the 30 s timeout
 }
 
 }  // namespace

@@ -5,11 +5,14 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "sdk/sync/ember_store.h"
+#include "sdk/sync/error_message.h"
 #include "sdk/sync/gloo_communicator.h"
+#include "sdk/sync/same_world.h"
 #include "sdk/sync/shm_communicator.h"
 
 namespace ember {
@@ -105,10 +108,20 @@ std::unique_ptr<Communicator> MakeSharedMemoryCommunicator(Client& client, const
                                                            std::chrono::milliseconds timeout,
                                                            const std::string& name) {
   const uint64_t bytes = sdk::ShmSegmentBytes(world_size);
+  const std::string where = "shared-memory communicator '" + name + "' (rank " +
+                            std::to_string(rank) + " of " + std::to_string(world_size) + ")";
+  TORCH_CHECK(rank >= 0 && rank < world_size, where, ": rank is outside the world");
+  try {
+    // Before the segment: a rank with another world size would be refused it, but the
+    // ranks that got it would wait out the timeout for that rank.
+    auto store = c10::make_intrusive<sdk::EmberStore>(client, job, timeout);
+    sdk::CheckSameWorld(*store, "ember/shm/" + name, rank, world_size, timeout);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, where, ": rendezvous failed: ", sdk::ErrorMessage(e));
+  }
   Result<int> fd = client.OpenSharedMemory(job, "ember/shm/" + name, static_cast<uint32_t>(rank),
                                            static_cast<uint32_t>(world_size), bytes);
-  TORCH_CHECK(fd.ok(), "shared-memory communicator '", name, "' (rank ", rank, " of ",
-              world_size, "): emberd gave no segment: ", fd.status().ToString());
+  TORCH_CHECK(fd.ok(), where, ": emberd gave no segment: ", fd.status().ToString());
   struct Closer {
     int fd;
     ~Closer() { close(fd); }

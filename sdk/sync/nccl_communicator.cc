@@ -15,6 +15,7 @@
 
 #include "sdk/sync/ember_store.h"
 #include "sdk/sync/error_message.h"
+#include "sdk/sync/same_world.h"
 
 namespace ember {
 namespace {
@@ -83,6 +84,9 @@ class NcclCommunicator final : public Communicator {
 
   // Rendezvous and NCCL initialization; throws on failure (the destructor cleans up).
   void Init(c10d::Store& store) {
+    RunStore("init", "checking that every rank has the same world size", [&] {
+      sdk::CheckSameWorld(store, "ember/nccl/" + name_, rank_, world_size_, timeout_);
+    });
     const Clock::time_point deadline = Clock::now() + timeout_;
     CheckCuda(cudaSetDevice(device_), "init", "cudaSetDevice(" + std::to_string(device_) + ")");
 

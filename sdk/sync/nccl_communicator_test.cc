@@ -36,6 +36,23 @@ TEST_CASE("arguments are checked before CUDA is touched") {
             .find("bad cuda device -1") != std::string::npos);
 }
 
+TEST_CASE("ranks started with different world sizes fail before NCCL starts, naming both") {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> errors = sdk::ErrorsOfThreads(2, [&](int rank) {
+    MakeNcclCommunicator(store, rank, /*world_size=*/2 + rank, 0, milliseconds(30000), "w");
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(errors[0] + "\n" + errors[1]);
+  CHECK(errors[0].find("nccl init (group 'w', rank 0 of 2, cuda device 0): checking that every "
+                       "rank has the same world size: rank 1 was started with world size 3, "
+                       "this rank with 2") != std::string::npos);
+  CHECK(errors[1].find("rank 0 was started with world size 2, this rank with 3") !=
+        std::string::npos);
+  CHECK(seconds < 10);  // far from the 30 s timeout
+}
+
 TEST_CASE("without a GPU, creating a communicator fails with the CUDA error") {
   if (CudaDeviceAvailable()) {
     WARN("a CUDA device is present: the no-GPU error path is not exercised");
