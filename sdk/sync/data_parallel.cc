@@ -113,10 +113,14 @@ struct DataParallel::State {
   // requires_grad differs).
   void CheckSameBuckets() {
     const int64_t local = LayoutHash();
-    std::vector<torch::Tensor> root = {torch::tensor({local}, torch::kInt64)};
+    // On the parameters' device: that is where this communicator works (NCCL: CUDA only).
+    const torch::Device device =
+        params.empty() ? torch::Device(torch::kCPU) : params.front().tensor.device();
+    std::vector<torch::Tensor> root = {torch::tensor({local}, torch::kInt64).to(device)};
     comm->Broadcast(root, 0);
     const bool same = root[0].item<int64_t>() == local;
-    std::vector<torch::Tensor> mismatches = {torch::tensor({same ? int64_t{0} : int64_t{1}})};
+    std::vector<torch::Tensor> mismatches = {
+        torch::tensor({same ? int64_t{0} : int64_t{1}}).to(device)};
     comm->AllReduceSum(mismatches);
     const int64_t differing = mismatches[0].item<int64_t>();
     TORCH_CHECK(differing == 0, Where(), ": the gradient buckets differ from rank 0's on ",
@@ -214,7 +218,10 @@ struct DataParallel::State {
     torch::NoGradGuard no_grad;
     Bucket& bucket = buckets[b];
     const int64_t count = static_cast<int64_t>(bucket.params.size());
-    std::vector<double> has_grad(count, 0.0);
+    // Which parameters had a gradient, as the count's last elements. Filled in place, one
+    // element at a time: a host vector copied in would be a synchronous host-to-device copy
+    // on a CUDA bucket, stalling backward in the hook.
+    torch::Tensor has_grad = bucket.buffer.narrow(0, bucket.numel, count);
     for (int64_t i = 0; i < count; ++i) {
       const torch::Tensor& tensor = params[bucket.params[i]].tensor;
       torch::Tensor slot = bucket.buffer.narrow(0, bucket.offsets[i], tensor.numel());
@@ -224,13 +231,12 @@ struct DataParallel::State {
                     params[bucket.params[i]].module_index,
                     " has a sparse gradient, which is not supported");
         slot.view(tensor.sizes()).copy_(grad);
-        has_grad[i] = 1.0;
+        has_grad[i].fill_(1);
       } else {
         slot.zero_();
+        has_grad[i].fill_(0);
       }
     }
-    bucket.buffer.narrow(0, bucket.numel, count)
-        .copy_(torch::tensor(has_grad, torch::kFloat64));
     std::vector<torch::Tensor> tensors = {bucket.buffer};
     try {
       bucket.pending = comm->AllReduceSumAsync(tensors);

@@ -142,11 +142,16 @@ void ModelSync::BroadcastParameters() {
   const std::vector<int64_t> local = {static_cast<int64_t>(tensors.size()), numel,
                                       LayoutHash(tensors)};
 
-  std::vector<torch::Tensor> layout = {torch::tensor(local, torch::kInt64)};
+  // On the module's device: that is where this communicator works (NCCL: CUDA only).
+  const torch::Device device =
+      tensors.empty() ? torch::Device(torch::kCPU) : tensors.front().device();
+  std::vector<torch::Tensor> layout = {torch::tensor(local, torch::kInt64).to(device)};
   comm_->Broadcast(layout, 0);
-  const int64_t* root = layout[0].data_ptr<int64_t>();
+  const torch::Tensor root_layout = layout[0].to(torch::kCPU);
+  const int64_t* root = root_layout.data_ptr<int64_t>();
   const bool same = root[0] == local[0] && root[1] == local[1] && root[2] == local[2];
-  std::vector<torch::Tensor> mismatches = {torch::tensor({same ? int64_t{0} : int64_t{1}})};
+  std::vector<torch::Tensor> mismatches = {
+      torch::tensor({same ? int64_t{0} : int64_t{1}}).to(device)};
   comm_->AllReduceSum(mismatches);
   const int64_t ranks_differing = mismatches[0].item<int64_t>();
   TORCH_CHECK(ranks_differing == 0, "ModelSync::BroadcastParameters (rank ", comm_->rank(),
