@@ -22,6 +22,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::microseconds kPollInterval{20};
+// How long a wait for the GPU or NCCL yields between polls before it sleeps: a small
+// collective is done in tens of microseconds, a sleep lasts 50 us or more in practice.
+constexpr std::chrono::microseconds kSpinTime{200};
+
+// Between two polls of a wait that began at `since`.
+void PollPause(Clock::time_point since) {
+  if (Clock::now() - since < kSpinTime) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
 
 std::string CudaMessage(cudaError_t error) {
   return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
@@ -147,8 +159,17 @@ class NcclCommunicator final : public Communicator {
     NcclPending(NcclCommunicator* comm, std::string op, std::vector<torch::Tensor> tensors,
                 cudaEvent_t event)
         : comm_(comm), op_(std::move(op)), tensors_(std::move(tensors)), event_(event) {}
+    // Dropped without Wait: the tensors must outlive the collective (the caching
+    // allocator could hand their memory out again while NCCL still writes it), so this
+    // waits as Wait would, up to the timeout; a failure aborts the communicator, which
+    // stops the collective.
     ~NcclPending() override {
-      if (event_ != nullptr) cudaEventDestroy(event_);
+      if (event_ == nullptr) return;
+      try {
+        comm_->AwaitEvent(op_, event_, Clock::now() + comm_->timeout_);
+      } catch (const std::exception&) {
+      }
+      cudaEventDestroy(event_);
     }
 
     void Wait() override {
@@ -211,13 +232,14 @@ class NcclCommunicator final : public Communicator {
 
   // Waits until the communicator has no call in progress.
   void AwaitComm(const std::string& op, Clock::time_point deadline) {
+    const Clock::time_point since = Clock::now();
     while (true) {
       ncclResult_t state = ncclSuccess;
       CheckNccl(ncclCommGetAsyncError(comm_, &state), op, "ncclCommGetAsyncError");
       if (state == ncclSuccess) return;
       CheckNccl(state, op, "NCCL");
       CheckDeadline(op, deadline, "NCCL");
-      std::this_thread::sleep_for(kPollInterval);
+      PollPause(since);
     }
   }
 
@@ -226,6 +248,7 @@ class NcclCommunicator final : public Communicator {
     TORCH_CHECK(broken_.empty(), Where(op),
                 ": communicator is unusable after an earlier error: ", broken_);
     CheckCuda(cudaSetDevice(device_), op, "cudaSetDevice(" + std::to_string(device_) + ")");
+    const Clock::time_point since = Clock::now();
     while (true) {
       cudaError_t query = cudaEventQuery(event);
       if (query == cudaSuccess) return;
@@ -234,7 +257,7 @@ class NcclCommunicator final : public Communicator {
       CheckNccl(ncclCommGetAsyncError(comm_, &state), op, "ncclCommGetAsyncError");
       CheckNccl(state, op, "NCCL");
       CheckDeadline(op, deadline, "the GPU");
-      std::this_thread::sleep_for(kPollInterval);
+      PollPause(since);
     }
   }
 
