@@ -77,20 +77,29 @@ int Run(const Flags& flags) {
 
   // Batches are gathered from a shuffled order, as the trainer's come from a shuffled
   // epoch; the gather is part of the floor (it is the cheapest possible loader).
+  // On a GPU the order is drawn there: copying each step's index from host memory would
+  // make every step wait for the GPU, slowing the floor below what it can do.
   std::mt19937_64 random(flags.seed);
   std::vector<int64_t> order(count);
+  torch::Tensor device_order;
   size_t next = order.size();
   // Summed on the device: reading the loss every step would wait for a GPU.
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device));
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t step = 0; step < flags.steps; ++step) {
     if (next + flags.batch_size > order.size()) {
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), random);
+      if (device.is_cpu()) {
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), random);
+      } else {
+        device_order = torch::randperm(count, torch::TensorOptions(torch::kInt64).device(device));
+      }
       next = 0;
     }
     torch::Tensor index =
-        torch::from_blob(order.data() + next, {flags.batch_size}, torch::kInt64).to(device);
+        device.is_cpu()
+            ? torch::from_blob(order.data() + next, {flags.batch_size}, torch::kInt64)
+            : device_order.narrow(0, static_cast<int64_t>(next), flags.batch_size);
     next += flags.batch_size;
     torch::Tensor x = ember::examples::FashionInputs(images.index_select(0, index));
     torch::Tensor y = labels.index_select(0, index);
