@@ -216,7 +216,9 @@ TEST_CASE("batches arrive on the device with the ring's bytes; the next copy ove
 
   DeviceLoader loader(ring.Reader(), {.device = 0});
   INFO("registration: " << loader.registration_status().ToString());
-  REQUIRE(loader.ring_registered());
+  // A CHECK, not a REQUIRE: if registration is refused here, the staged copies still
+  // get the overlap and content checks below.
+  CHECK(loader.ring_registered());
   CHECK(loader.registration_status().ok());
   const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(0).stream();
   for (uint64_t seq = 0; seq < kBatches; ++seq) {
