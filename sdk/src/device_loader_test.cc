@@ -8,10 +8,12 @@
 
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAStream.h>
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+// After LibTorch: c10/util/Logging.h defines a CHECK of its own (a fatal check Catch
+// never counts or reports), and whichever header comes last decides what CHECK means.
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
