@@ -65,6 +65,11 @@ int Run(const Flags& all_flags) {
   ember::Status datasets = ember::examples::CheckDatasets(*client, flags);
   if (!datasets.ok()) throw Fatal(datasets.message());
 
+  // The stream first: emberd loads the dataset and fills the ring while the model and
+  // the communicator are set up.
+  std::optional<ember::Loader> loader;
+  loader.emplace(*client, ember::examples::TrainStream(flags, job, rank, world_size));
+
   ember::examples::FashionCnn net;
   ember::ModelSync sync(
       *net, ember::MakeCommunicator(*client, job, rank, world_size, ember::ModuleDevice(*net),
@@ -74,9 +79,6 @@ int Run(const Flags& all_flags) {
                                                 : ember::CpuCollectives::kSharedMemory}));
   sync.BroadcastParameters();
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(flags.lr));
-
-  std::optional<ember::Loader> loader;
-  loader.emplace(*client, ember::examples::TrainStream(flags, job, rank, world_size));
 
   const Clock::time_point train_start = Clock::now();
   uint64_t step = 0;
@@ -116,10 +118,9 @@ int Run(const Flags& all_flags) {
       std::printf(
           "epoch %u/%u loss=%.4f steps=%llu seconds=%.2f loader_wait_seconds=%.3f "
           "sync_seconds=%.3f\n",
-                  epoch + 1, flags.epochs, epoch_steps ? loss_sum / epoch_steps : 0.0,
-                  static_cast<unsigned long long>(epoch_steps),
-                  Seconds(Clock::now() - epoch_start),
-                  Seconds(loader->reader().wait_time() - wait_before), Seconds(sync_time));
+          epoch + 1, flags.epochs, epoch_steps ? loss_sum / epoch_steps : 0.0,
+          static_cast<unsigned long long>(epoch_steps), Seconds(Clock::now() - epoch_start),
+          Seconds(loader->reader().wait_time() - wait_before), Seconds(sync_time));
       std::fflush(stdout);
     }
   }

@@ -77,6 +77,13 @@ int Run(const Flags& all_flags) {
   ember::Status datasets = ember::examples::CheckDatasets(*client, flags);
   if (!datasets.ok()) throw Fatal(datasets.message());
 
+  // The stream first: emberd loads the dataset and fills the ring while the model and
+  // NCCL are set up.
+  std::optional<ember::DeviceLoader> loader;
+  loader.emplace(*client, ember::examples::TrainStream(flags, job, rank, world_size),
+                 ember::DeviceLoaderOptions{.device = device_index,
+                                            .register_ring = all_flags.register_ring});
+
   ember::examples::FashionCnn net;
   net->to(device);
   // NCCL, since the module is on a GPU.
@@ -85,10 +92,6 @@ int Run(const Flags& all_flags) {
                                                         {.timeout = kSyncTimeout}));
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(flags.lr));
 
-  std::optional<ember::DeviceLoader> loader;
-  loader.emplace(*client, ember::examples::TrainStream(flags, job, rank, world_size),
-                 ember::DeviceLoaderOptions{.device = device_index,
-                                            .register_ring = all_flags.register_ring});
   if (rank == 0) {
     const std::string ring = loader->ring_registered()
                                  ? "registered (batches go to the GPU by DMA from the ring)"

@@ -37,6 +37,11 @@ struct DataParallel::State {
     int64_t numel = 0;
     size_t not_ready = 0;
     torch::Tensor buffer;
+    // Host staging for the has-gradient flags (pinned for a CUDA bucket, so that their copy
+    // into the buffer is one asynchronous transfer), and whether this rank had a gradient
+    // for every parameter of the bucket in the pass being synced.
+    torch::Tensor flags;
+    bool all_local = false;
     std::shared_ptr<PendingCollective> pending;
   };
 
@@ -84,6 +89,9 @@ struct DataParallel::State {
       const torch::Tensor& first = params[bucket.params.front()].tensor;
       bucket.buffer = torch::empty({bucket.numel + static_cast<int64_t>(bucket.params.size())},
                                    first.options().requires_grad(false));
+      const auto host = torch::TensorOptions().dtype(first.scalar_type());
+      bucket.flags = torch::empty({static_cast<int64_t>(bucket.params.size())},
+                                  first.is_cuda() ? host.pinned_memory(true) : host);
       bucket.not_ready = bucket.params.size();
     }
   }
@@ -218,10 +226,10 @@ struct DataParallel::State {
     torch::NoGradGuard no_grad;
     Bucket& bucket = buckets[b];
     const int64_t count = static_cast<int64_t>(bucket.params.size());
-    // Which parameters had a gradient, as the count's last elements. Filled in place, one
-    // element at a time: a host vector copied in would be a synchronous host-to-device copy
-    // on a CUDA bucket, stalling backward in the hook.
-    torch::Tensor has_grad = bucket.buffer.narrow(0, bucket.numel, count);
+    // Which parameters had a gradient, as the buffer's last elements (summed, they count
+    // the ranks that had one), staged on the host: one copy, asynchronous on a GPU.
+    bucket.flags.zero_();
+    bucket.all_local = true;
     for (int64_t i = 0; i < count; ++i) {
       const torch::Tensor& tensor = params[bucket.params[i]].tensor;
       torch::Tensor slot = bucket.buffer.narrow(0, bucket.offsets[i], tensor.numel());
@@ -231,12 +239,13 @@ struct DataParallel::State {
                     params[bucket.params[i]].module_index,
                     " has a sparse gradient, which is not supported");
         slot.view(tensor.sizes()).copy_(grad);
-        has_grad[i].fill_(1);
+        bucket.flags[i].fill_(1);
       } else {
         slot.zero_();
-        has_grad[i].fill_(0);
+        bucket.all_local = false;
       }
     }
+    bucket.buffer.narrow(0, bucket.numel, count).copy_(bucket.flags, /*non_blocking=*/true);
     std::vector<torch::Tensor> tensors = {bucket.buffer};
     try {
       bucket.pending = comm->AllReduceSumAsync(tensors);
@@ -248,7 +257,11 @@ struct DataParallel::State {
 
   void Unpack(Bucket& bucket) {
     const int64_t count = static_cast<int64_t>(bucket.params.size());
-    torch::Tensor counts = bucket.buffer.narrow(0, bucket.numel, count)
+    // Where this rank had every gradient, every count is at least 1: no need to read them
+    // (on a GPU, reading them would wait for it).
+    torch::Tensor counts =
+        bucket.all_local ? torch::ones({count}, torch::kFloat64)
+                         : bucket.buffer.narrow(0, bucket.numel, count)
                                .to(torch::kCPU, torch::kFloat64)
                                .contiguous();
     const double* ranks_with_grad = counts.data_ptr<double>();
