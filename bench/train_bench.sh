@@ -2,8 +2,8 @@
 # End-to-end training time against its compute floor, side by side in one run (issue 4):
 #   - the example trainer (sdk/examples/fashion_mnist_train) on R ranks started by
 #     ember-run, fed by a private emberd, gradients averaged through shared memory (its
-#     default): its train_seconds
-#     (rank 0, first batch request to last optimizer step, evaluation excluded);
+#     default): its train_seconds (rank 0, first batch request to last optimizer step,
+#     evaluation excluded);
 #   - bench/compute_floor: the same model, optimizer, batch and number of steps (those one
 #     rank of the trainer took) on Fashion-MNIST already in memory, in one single-threaded
 #     process, no Ember, no sync;
