@@ -46,8 +46,11 @@ std::string NcclMessage(ncclResult_t result, ncclComm_t comm) {
   return message;
 }
 
-std::optional<ncclDataType_t> ToNccl(torch::ScalarType type) {
+// The NCCL type of a dtype; bool only where nothing is summed (a broadcast moves its
+// bytes as uint8).
+std::optional<ncclDataType_t> ToNccl(torch::ScalarType type, bool reduce) {
   switch (type) {
+    case torch::kBool: return reduce ? std::nullopt : std::optional(ncclUint8);
     case torch::kFloat: return ncclFloat32;
     case torch::kDouble: return ncclFloat64;
     case torch::kHalf: return ncclFloat16;
@@ -135,9 +138,11 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<PendingCollective> AllReduceSumAsync(
       std::vector<torch::Tensor>& tensors) override {
     const std::string op = "all-reduce";
-    cudaEvent_t event = Launch(op, tensors, [this](void* data, size_t count, ncclDataType_t type) {
-      return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_);
-    });
+    cudaEvent_t event = Launch(op, /*reduce=*/true, tensors,
+                               [this](void* data, size_t count, ncclDataType_t type) {
+                                 return ncclAllReduce(data, data, count, type, ncclSum, comm_,
+                                                      stream_);
+                               });
     return std::make_shared<NcclPending>(this, op, tensors, event);
   }
 
@@ -146,9 +151,10 @@ class NcclCommunicator final : public Communicator {
                 " is not a rank of this world");
     const std::string op = "broadcast";
     cudaEvent_t event =
-        Launch(op, tensors, [this, root](void* data, size_t count, ncclDataType_t type) {
-          return ncclBroadcast(data, data, count, type, root, comm_, stream_);
-        });
+        Launch(op, /*reduce=*/false, tensors,
+               [this, root](void* data, size_t count, ncclDataType_t type) {
+                 return ncclBroadcast(data, data, count, type, root, comm_, stream_);
+               });
     NcclPending(this, op, tensors, event).Wait();
   }
 
@@ -288,8 +294,8 @@ class NcclCommunicator final : public Communicator {
 
   // Enqueues the collective on the stream and returns an event recorded after it, or
   // nullptr when there is nothing to do.
-  cudaEvent_t Launch(const std::string& op, std::vector<torch::Tensor>& tensors,
-           const std::function<ncclResult_t(void*, size_t, ncclDataType_t)>& enqueue) {
+  cudaEvent_t Launch(const std::string& op, bool reduce, std::vector<torch::Tensor>& tensors,
+                     const std::function<ncclResult_t(void*, size_t, ncclDataType_t)>& enqueue) {
     TORCH_CHECK(broken_.empty(), Where(op),
                 ": communicator is unusable after an earlier error: ", broken_);
     std::vector<ncclDataType_t> types;
@@ -300,9 +306,10 @@ class NcclCommunicator final : public Communicator {
                   " is on ", tensor.device(), ", expected cuda:", device_);
       TORCH_CHECK(tensor.is_contiguous() && tensor.layout() == torch::kStrided, Where(op),
                   ": tensor ", i, " must be dense and contiguous");
-      std::optional<ncclDataType_t> type = ToNccl(tensor.scalar_type());
+      std::optional<ncclDataType_t> type = ToNccl(tensor.scalar_type(), reduce);
       TORCH_CHECK(type.has_value(), Where(op), ": tensor ", i, " has dtype ",
-                  tensor.scalar_type(), ", which NCCL does not reduce");
+                  tensor.scalar_type(),
+                  reduce ? ", which NCCL does not reduce" : ", which NCCL does not carry");
       types.push_back(*type);
     }
     if (tensors.empty()) return nullptr;

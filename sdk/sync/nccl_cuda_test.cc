@@ -48,12 +48,14 @@ struct NetImpl : torch::nn::Module {
     fc2 = register_module("fc2", torch::nn::Linear(64, 64));
     fc3 = register_module("fc3", torch::nn::Linear(64, 10));
     unused = register_parameter("unused", torch::ones({8}));
+    // A bool buffer, as masks are: broadcast (as uint8), never summed.
+    mask = register_buffer("mask", torch::rand({16}) > 0.5);
   }
   torch::Tensor forward(const torch::Tensor& x) {
     return fc3(torch::relu(fc2(torch::relu(fc1(x)))));
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
-  torch::Tensor unused;
+  torch::Tensor unused, mask;
 };
 TORCH_MODULE(Net);
 
