@@ -46,6 +46,27 @@ std::string NcclMessage(ncclResult_t result, ncclComm_t comm) {
   return message;
 }
 
+// Makes a device current on the calling thread, and the one that was current again at
+// scope exit: a thread that drives several GPUs keeps the device it had chosen.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    result_ = cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+  cudaError_t result() const { return result_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t result_ = cudaSuccess;
+};
+
 // The NCCL type of a dtype; bool only where nothing is summed (a broadcast moves its
 // bytes as uint8).
 std::optional<ncclDataType_t> ToNccl(torch::ScalarType type, bool reduce) {
@@ -76,7 +97,8 @@ class NcclCommunicator final : public Communicator {
     if (comm_ != nullptr) {
       bool finalized = false;
       ncclResult_t result = ncclInternalError;
-      if (broken_.empty() && cudaSetDevice(device_) == cudaSuccess) {
+      const DeviceScope on_device(device_);
+      if (broken_.empty() && on_device.result() == cudaSuccess) {
         result = ncclCommFinalize(comm_);
       }
       if (result == ncclSuccess || result == ncclInProgress) {
@@ -103,7 +125,8 @@ class NcclCommunicator final : public Communicator {
       sdk::CheckSameWorld(store, "ember/nccl/" + name_, rank_, world_size_, timeout_);
     });
     const Clock::time_point deadline = Clock::now() + timeout_;
-    CheckCuda(cudaSetDevice(device_), "init", "cudaSetDevice(" + std::to_string(device_) + ")");
+    const DeviceScope on_device(device_);
+    CheckCuda(on_device.result(), "init", "cudaSetDevice(" + std::to_string(device_) + ")");
 
     const std::string key = "ember/nccl/" + name_ + "/unique_id";
     ncclUniqueId id;
@@ -253,7 +276,8 @@ class NcclCommunicator final : public Communicator {
   void AwaitEvent(const std::string& op, cudaEvent_t event, Clock::time_point deadline) {
     TORCH_CHECK(broken_.empty(), Where(op),
                 ": communicator is unusable after an earlier error: ", broken_);
-    CheckCuda(cudaSetDevice(device_), op, "cudaSetDevice(" + std::to_string(device_) + ")");
+    const DeviceScope on_device(device_);
+    CheckCuda(on_device.result(), op, "cudaSetDevice(" + std::to_string(device_) + ")");
     const Clock::time_point since = Clock::now();
     while (true) {
       cudaError_t query = cudaEventQuery(event);
@@ -315,7 +339,8 @@ class NcclCommunicator final : public Communicator {
     if (tensors.empty()) return nullptr;
 
     const Clock::time_point deadline = Clock::now() + timeout_;
-    CheckCuda(cudaSetDevice(device_), op, "cudaSetDevice(" + std::to_string(device_) + ")");
+    const DeviceScope on_device(device_);
+    CheckCuda(on_device.result(), op, "cudaSetDevice(" + std::to_string(device_) + ")");
     OrderAfterCurrentStream(op);
     CheckNccl(ncclGroupStart(), op, "ncclGroupStart");
     ncclResult_t first_error = ncclSuccess;
