@@ -175,7 +175,6 @@ class DeviceLoader::Impl {
       cudaStreamSynchronize(copy_stream_.stream());
       throw;
     }
-    CheckCuda(cudaEventRecord(lane.done, copy_stream_.stream()), device_, "cudaEventRecord");
     lane.used = true;
     out.copied = lane.done;
     ++copies_issued_;
@@ -183,8 +182,10 @@ class DeviceLoader::Impl {
   }
 
   // Queues the copies of `host` (views of the slot `lease` holds) into new device tensors
-  // in `out`, then hands the slot back: at once if the bytes went through the lane's
-  // staging buffer, else from the copy stream once the copies are done.
+  // in `out` and records the lane's event after them, then hands the slot back: at once if
+  // the bytes went through the lane's staging buffer, else from the copy stream once the
+  // copies are done. The event comes before that host function, so that the trainer's
+  // stream waits for the copies only, not for a CUDA runtime thread to run the callback.
   void CopyToDevice(Lane& lane, Batch& host, std::shared_ptr<SlotLease>& lease, Prefetched& out) {
     std::vector<const void*> sources;
     if (registered_) {
@@ -213,6 +214,7 @@ class DeviceLoader::Impl {
       }
     }
     host.tensors.clear();  // the views; `lease` still holds the slot
+    CheckCuda(cudaEventRecord(lane.done, copy_stream_.stream()), device_, "cudaEventRecord");
     if (!registered_) {
       lease.reset();  // its bytes are in the staging buffer: hand it back
     } else {
