@@ -175,6 +175,11 @@ class DeviceLoader::Impl {
       cudaStreamSynchronize(copy_stream_.stream());
       throw;
     }
+    // After the host function that hands a registered slot back, not just after the
+    // copies: reusing this lane waits on the event, and by then the slot must be back, or
+    // the reader, seeing every slot held, refuses the next batch (tried on an H200: the
+    // trainer's step did not get faster, and h2d_bench's loader rows failed so).
+    CheckCuda(cudaEventRecord(lane.done, copy_stream_.stream()), device_, "cudaEventRecord");
     lane.used = true;
     out.copied = lane.done;
     ++copies_issued_;
@@ -182,10 +187,8 @@ class DeviceLoader::Impl {
   }
 
   // Queues the copies of `host` (views of the slot `lease` holds) into new device tensors
-  // in `out` and records the lane's event after them, then hands the slot back: at once if
-  // the bytes went through the lane's staging buffer, else from the copy stream once the
-  // copies are done. The event comes before that host function, so that the trainer's
-  // stream waits for the copies only, not for a CUDA runtime thread to run the callback.
+  // in `out`, then hands the slot back: at once if the bytes went through the lane's
+  // staging buffer, else from the copy stream once the copies are done.
   void CopyToDevice(Lane& lane, Batch& host, std::shared_ptr<SlotLease>& lease, Prefetched& out) {
     std::vector<const void*> sources;
     if (registered_) {
@@ -214,7 +217,6 @@ class DeviceLoader::Impl {
       }
     }
     host.tensors.clear();  // the views; `lease` still holds the slot
-    CheckCuda(cudaEventRecord(lane.done, copy_stream_.stream()), device_, "cudaEventRecord");
     if (!registered_) {
       lease.reset();  // its bytes are in the staging buffer: hand it back
     } else {
