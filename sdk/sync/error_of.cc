@@ -1,5 +1,6 @@
 #include "sdk/sync/error_of.h"
 
+#include <exception>
 #include <thread>
 
 #include <c10/util/Exception.h>
@@ -17,12 +18,26 @@ std::string ErrorOf(const std::function<void()>& f) {
 
 std::vector<std::string> ErrorsOfThreads(int n, const std::function<void(int)>& f) {
   std::vector<std::string> errors(n);
+  RunOnThreads(n, [&](int i) { errors[i] = ErrorOf([&] { f(i); }); });
+  return errors;
+}
+
+void RunOnThreads(int n, const std::function<void(int)>& f) {
+  std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] { errors[i] = ErrorOf([&] { f(i); }); });
+    threads.emplace_back([&, i] {
+      try {
+        f(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
   }
   for (std::thread& thread : threads) thread.join();
-  return errors;
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
 }
 
 }  // namespace ember::sdk

@@ -1,6 +1,6 @@
 // Test helpers: the message (without c10's backtrace) of the c10::Error that a call
-// throws, or "" if it throws none; and the same for calls run side by side, one thread
-// each (ranks of a group meeting in one process).
+// throws, or "" if it throws none; the same for calls run side by side, one thread each
+// (ranks of a group meeting in one process); and such calls' first exception, rethrown.
 #ifndef EMBER_SDK_SYNC_ERROR_OF_H_
 #define EMBER_SDK_SYNC_ERROR_OF_H_
 
@@ -14,6 +14,10 @@ std::string ErrorOf(const std::function<void()>& f);
 
 // Runs f(0) .. f(n-1) each on its own thread, joins them, and returns ErrorOf of each.
 std::vector<std::string> ErrorsOfThreads(int n, const std::function<void(int)>& f);
+
+// Runs f(0) .. f(n-1) each on its own thread, joins them, and rethrows the exception of
+// the lowest-numbered one that threw, if any.
+void RunOnThreads(int n, const std::function<void(int)>& f);
 
 }  // namespace ember::sdk
 

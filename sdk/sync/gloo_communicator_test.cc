@@ -1,7 +1,6 @@
 #include "sdk/sync/gloo_communicator.h"
 
 #include <chrono>
-#include <exception>
 #include <functional>
 #include <string>
 #include <thread>
@@ -22,22 +21,10 @@ using std::chrono::milliseconds;
 // in one in-process store; rethrows the first failure.
 void RunRanks(int world, const std::function<void(int, Communicator&)>& body) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto comm = MakeGlooCommunicator(store, rank, world, milliseconds(10000), "test");
-        body(rank, *comm);
-      } catch (...) {
-        errors[rank] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  for (const std::exception_ptr& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
+  RunOnThreads(world, [&](int rank) {
+    auto comm = MakeGlooCommunicator(store, rank, world, milliseconds(10000), "test");
+    body(rank, *comm);
+  });
 }
 
 TEST_CASE("all-reduce sums tensors of several shapes and dtypes in place") {

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <exception>
 #include <functional>
 #include <string>
 #include <thread>
@@ -35,22 +34,10 @@ struct Segment {
 void RunRanks(int world, const std::function<void(int, Communicator&)>& body,
               milliseconds timeout = milliseconds(10000)) {
   Segment segment(ShmSegmentBytes(world));
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto comm = MakeShmCommunicator(segment.fd, rank, world, timeout, "test");
-        body(rank, *comm);
-      } catch (...) {
-        errors[rank] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  for (const std::exception_ptr& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
+  RunOnThreads(world, [&](int rank) {
+    auto comm = MakeShmCommunicator(segment.fd, rank, world, timeout, "test");
+    body(rank, *comm);
+  });
 }
 
 // Rank `rank`'s contribution: distinct per rank and element, exact in every dtype used.
