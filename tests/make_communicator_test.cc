@@ -86,14 +86,18 @@ TEST_CASE("CUDA tensors go over NCCL; other devices are refused by name") {
 }
 
 // Rank 0 started with world size 2 and rank 1 with 3, each on its own thread and
-// connection: the message each gets from MakeCommunicator.
-std::vector<std::string> MismatchedWorlds(const Daemon& daemon, const std::string& job,
-                                          const torch::Device& device,
-                                          const CommunicatorOptions& options) {
-  return ErrorsOfThreads(2, [&](int rank) {
+// connection: each must fail naming the other's size and its own.
+void CheckMismatchedWorldsFail(const Daemon& daemon, const std::string& job,
+                               const torch::Device& device, const CommunicatorOptions& options) {
+  std::vector<std::string> messages = ErrorsOfThreads(2, [&](int rank) {
     auto client = daemon.Connect();
     MakeCommunicator(*client, job, rank, 2 + rank, device, options);
   });
+  INFO(messages[0] + "\n" + messages[1]);
+  CHECK(messages[0].find("rank 1 was started with world size 3, this rank with 2") !=
+        std::string::npos);
+  CHECK(messages[1].find("rank 0 was started with world size 2, this rank with 3") !=
+        std::string::npos);
 }
 
 TEST_CASE("ranks given different world sizes fail at once on every backend, naming both") {
@@ -102,28 +106,12 @@ TEST_CASE("ranks given different world sizes fail at once on every backend, nami
   daemon.Start();
   const auto start = std::chrono::steady_clock::now();
   const milliseconds timeout(60000);
-  std::vector<std::string> shm =
-      MismatchedWorlds(daemon, "job-shm", torch::kCPU, {.timeout = timeout});
-  INFO(shm[0] + "\n" + shm[1]);
-  CHECK(shm[0].find("rank 1 was started with world size 3, this rank with 2") !=
-        std::string::npos);
-  CHECK(shm[1].find("rank 0 was started with world size 2, this rank with 3") !=
-        std::string::npos);
-  std::vector<std::string> gloo = MismatchedWorlds(
-      daemon, "job-gloo", torch::kCPU, {.timeout = timeout, .cpu = CpuCollectives::kGloo});
-  INFO(gloo[0] + "\n" + gloo[1]);
-  CHECK(gloo[0].find("rank 1 was started with world size 3, this rank with 2") !=
-        std::string::npos);
-  CHECK(gloo[1].find("rank 0 was started with world size 2, this rank with 3") !=
-        std::string::npos);
+  CheckMismatchedWorldsFail(daemon, "job-shm", torch::kCPU, {.timeout = timeout});
+  CheckMismatchedWorldsFail(daemon, "job-gloo", torch::kCPU,
+                            {.timeout = timeout, .cpu = CpuCollectives::kGloo});
   // Checked through the daemon's store before CUDA is touched: the same with or without a GPU.
-  std::vector<std::string> nccl =
-      MismatchedWorlds(daemon, "job-nccl", torch::Device(torch::kCUDA, 0), {.timeout = timeout});
-  INFO(nccl[0] + "\n" + nccl[1]);
-  CHECK(nccl[0].find("rank 1 was started with world size 3, this rank with 2") !=
-        std::string::npos);
-  CHECK(nccl[1].find("rank 0 was started with world size 2, this rank with 3") !=
-        std::string::npos);
+  CheckMismatchedWorldsFail(daemon, "job-nccl", torch::Device(torch::kCUDA, 0),
+                            {.timeout = timeout});
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // not timeouts
   daemon.Stop();
 }
