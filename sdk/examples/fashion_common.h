@@ -1,10 +1,12 @@
 // What both example trainers (fashion_mnist_train on CPUs, fashion_mnist_train_cuda on
 // GPUs) share: their common flags, the dataset check, the training stream, a batch as
-// model inputs and the test-split accuracy.
+// model inputs, the test-split accuracy, and small helpers.
 #ifndef EMBER_SDK_EXAMPLES_FASHION_COMMON_H_
 #define EMBER_SDK_EXAMPLES_FASHION_COMMON_H_
 
+#include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -17,6 +19,15 @@
 #include "sdk/examples/fashion_cnn.h"
 
 namespace ember::examples {
+
+// Thrown for errors that have already been phrased for the user.
+struct Fatal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline double Seconds(std::chrono::nanoseconds duration) {
+  return std::chrono::duration<double>(duration).count();
+}
 
 struct TrainFlags {
   std::string train_dataset = "fmnist-train";

@@ -28,6 +28,9 @@
 
 namespace {
 
+using ember::examples::Fatal;
+using ember::examples::Seconds;
+
 using Clock = std::chrono::steady_clock;
 
 constexpr std::chrono::milliseconds kSyncTimeout = std::chrono::seconds(300);
@@ -38,15 +41,6 @@ struct Flags {
   bool check_sync = false;
   std::string collectives = "shm";
 };
-
-// Thrown for errors that have already been phrased for the user.
-struct Fatal : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-double Seconds(std::chrono::nanoseconds duration) {
-  return std::chrono::duration<double>(duration).count();
-}
 
 int Run(const Flags& all_flags) {
   const ember::examples::TrainFlags& flags = all_flags.train;
