@@ -21,7 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/idx.h"
 #include "sdk/examples/fashion_cnn.h"
 #include "sdk/examples/heap_tuning.h"
@@ -40,7 +40,7 @@ struct Flags {
 
 // The train split as two in-memory tensors: images uint8 [N, 28, 28], labels int64 [N].
 std::pair<torch::Tensor, torch::Tensor> LoadTrainSplit(const std::string& dir) {
-  std::unique_ptr<ember::daemon::Env> env = ember::daemon::NewPosixEnv();
+  std::unique_ptr<ember::Env> env = ember::NewPosixEnv();
   ember::daemon::DatasetSpec spec;
   spec.name = "fmnist-train";
   spec.format = "idx";

@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/image/pipeline.h"
-#include "daemon/data/packed/imagefolder_pack.h"
+#include "pack/imagefolder_pack.h"
 
 namespace {
 
@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
                  pipeline.status().message().c_str());
     return 1;
   }
-  auto env = ember::daemon::NewPosixEnv();
-  auto listing = ember::daemon::ListImageFolder(*env, dir);
+  auto env = ember::NewPosixEnv();
+  auto listing = ember::pack::ListImageFolder(*env, dir);
   if (!listing.ok()) {
     std::fprintf(stderr, "decode_limit: %s\n", listing.status().ToString().c_str());
     return 1;

@@ -44,7 +44,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-bazel build //daemon:emberd //sdk/emberctl:emberctl //bench:decode_limit >/dev/null
+bazel build //daemon:emberd //tools/emberctl:emberctl //bench:decode_limit >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 make_bench_tmp

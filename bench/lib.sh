@@ -50,7 +50,7 @@ log_level: warn
 CONF
   bazel-bin/daemon/emberd --config "${dir}/emberd.yaml" 2>"${dir}/emberd.log" &
   daemon_pid=$!
-  ctl=(bazel-bin/sdk/emberctl/emberctl --socket "${dir}/emberd.sock")
+  ctl=(bazel-bin/tools/emberctl/emberctl --socket "${dir}/emberd.sock")
   for _ in $(seq 1 100); do "${ctl[@]}" status >/dev/null 2>&1 && return 0; sleep 0.1; done
   echo "bench: emberd did not start; its log:" >&2
   cat "${dir}/emberd.log" >&2

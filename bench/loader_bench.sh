@@ -24,7 +24,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-bazel build //daemon:emberd //sdk/emberctl:emberctl >/dev/null
+bazel build //daemon:emberd //tools/emberctl:emberctl >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 make_bench_tmp

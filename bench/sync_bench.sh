@@ -56,7 +56,7 @@ command_line="bench/sync_bench.sh --rounds ${rounds} --cnn-batch ${cnn_batch}"
 command_line+=" --resnet-batch ${resnet_batch} --cnn-steps ${cnn_steps} --resnet-steps ${resnet_steps}"
 if [[ -z "${malloc_tunables}" ]]; then command_line+=" --default-malloc"; fi
 
-bazel build //daemon:emberd //sdk/emberctl:emberctl //sdk/launcher:ember-run //bench:sync_bench \
+bazel build //daemon:emberd //tools/emberctl:emberctl //tools/ember_run:ember-run //bench:sync_bench \
   >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -77,16 +77,16 @@ run_one() {
                 --threads 1 --optimizer adam --json "${runs}")
   case "${impl}" in
     ember_model_sync | ember_data_parallel)
-      bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
+      bazel-bin/tools/ember_run/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
         bazel-bin/bench/sync_bench --sync "${impl#ember_}" "${common[@]}" ;;
     ember_model_sync_gloo)
-      bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
+      bazel-bin/tools/ember_run/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
         bazel-bin/bench/sync_bench --sync model_sync --collectives gloo "${common[@]}" ;;
     ember_none_2)
-      bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
+      bazel-bin/tools/ember_run/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
         bazel-bin/bench/sync_bench --sync none "${common[@]}" ;;
     ember_barrier)
-      bazel-bin/sdk/launcher/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
+      bazel-bin/tools/ember_run/ember-run --nproc 2 --socket "${tmp}/emberd.sock" -- \
         bazel-bin/bench/sync_bench --sync barrier "${common[@]}" ;;
     ember_none_1) bazel-bin/bench/sync_bench --sync none "${common[@]}" ;;
     torch_ddp) bench/ddp_baseline.py --ranks 2 "${common[@]}" ;;

@@ -34,7 +34,7 @@ while [[ $# -gt 0 ]]; do
 done
 readonly data=/usr/share/datasets/fashion-mnist
 
-bazel build //daemon:emberd //sdk/emberctl:emberctl //sdk/launcher:ember-run \
+bazel build //daemon:emberd //tools/emberctl:emberctl //tools/ember_run:ember-run \
   //sdk/examples:fashion_mnist_train //bench:compute_floor >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -47,7 +47,7 @@ start_daemon "${tmp}"
 rows=()
 for run in $(seq 1 "${repeat}"); do
   echo "== run ${run}/${repeat}: trainer, ${ranks} ranks x ${epochs} epochs, batch ${batch}"
-  bazel-bin/sdk/launcher/ember-run --nproc "${ranks}" --socket "${tmp}/emberd.sock" \
+  bazel-bin/tools/ember_run/ember-run --nproc "${ranks}" --socket "${tmp}/emberd.sock" \
     --job "bench-${run}" -- \
     bazel-bin/sdk/examples/fashion_mnist_train --epochs "${epochs}" --batch-size "${batch}" \
     --seed "${run}" >"${tmp}/train.log" 2>&1

@@ -26,7 +26,7 @@
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
 #include "daemon/coordinator/shared_segments.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"

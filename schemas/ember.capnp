@@ -1,6 +1,6 @@
 # Ember's control path: the RPC interface emberd serves on its unix socket.
 # The data path (batches) never crosses RPC; it goes through shared-memory rings whose
-# layout is sdk/include/ember/ring_layout.h.
+# layout is common/include/ember/ring_layout.h.
 #
 # Errors travel as Cap'n Proto exceptions whose description starts with
 # "<status code name>: " (see ember/status.h) followed by the message.

@@ -24,7 +24,7 @@ Run Emberctl(const std::string& dir, std::vector<std::string> args) {
   static int n = 0;
   const std::string out = dir + "/ctl" + std::to_string(n) + ".out";
   const std::string err = dir + "/ctl" + std::to_string(n++) + ".err";
-  args.insert(args.begin(), Runfile("sdk/emberctl/emberctl"));
+  args.insert(args.begin(), Runfile("tools/emberctl/emberctl"));
   pid_t pid = Spawn(args, {}, out, err);
   int status = WaitFor(pid, std::chrono::seconds(60));
   Run run;

@@ -16,7 +16,7 @@ namespace {
 
 int Emberctl(const Daemon& daemon, std::vector<std::string> args, std::string* err = nullptr) {
   const std::string err_path = daemon.dir() + "/emberctl.err";
-  args.insert(args.begin(), {Runfile("sdk/emberctl/emberctl"), "--socket", daemon.socket()});
+  args.insert(args.begin(), {Runfile("tools/emberctl/emberctl"), "--socket", daemon.socket()});
   const int status = WaitFor(Spawn(args, {}, "", err_path), std::chrono::seconds(60));
   if (err != nullptr) *err = ReadFileOrEmpty(err_path);
   return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -29,7 +29,7 @@ TEST_CASE("2 ranks train with identical parameters after every optimizer step") 
     REQUIRE(client->AddDataset({"syn-test", "idx", dir, "test"}).ok());
   }
   const std::string out = dir + "/train.out", err = dir + "/train.err";
-  pid_t run = Spawn({Runfile("sdk/launcher/ember-run"), "--nproc", "2", "--socket", daemon.socket(),
+  pid_t run = Spawn({Runfile("tools/ember_run/ember-run"), "--nproc", "2", "--socket", daemon.socket(),
                      "--", Runfile("sdk/examples/fashion_mnist_train"), "--train-dataset",
                      "syn-train", "--test-dataset", "syn-test", "--epochs", "2", "--max-steps",
                      "24", "--check-sync", "--collectives", collectives},
@@ -50,7 +50,7 @@ TEST_CASE("ember-run fails the whole run, naming the rank, when one rank fails")
   const std::string& dir = tmp.path();
   const std::string err = dir + "/run.err";
   const auto start = std::chrono::steady_clock::now();
-  pid_t run = Spawn({Runfile("sdk/launcher/ember-run"), "--nproc", "3", "--job", "t", "--",
+  pid_t run = Spawn({Runfile("tools/ember_run/ember-run"), "--nproc", "3", "--job", "t", "--",
                      "/bin/sh", "-c",
                      "test \"$EMBER_WORLD_SIZE\" = 3 && test \"$EMBER_JOB\" = t || exit 9; "
                      "if [ \"$EMBER_RANK\" = 1 ]; then sleep 0.2; exit 7; fi; exec sleep 60"},

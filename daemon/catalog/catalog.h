@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "ember/status.h"
 
 namespace ember::daemon {

@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
-#include "daemon/core/fault_env.h"
+#include "common/env.h"
+#include "common/fault_env.h"
 #include "ember/ring_layout.h"
 
 namespace ember::daemon {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "ember/status.h"
 
 namespace ember::daemon {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "daemon/core/env.h"
+#include "common/env.h"
 
 namespace ember::daemon {
 namespace {

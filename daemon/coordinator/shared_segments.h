@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "ember/status.h"
 
 namespace ember::daemon {

@@ -13,7 +13,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "daemon/core/fault_env.h"
+#include "common/fault_env.h"
 
 namespace ember::daemon {
 namespace {

@@ -19,7 +19,7 @@ struct Format {
 };
 
 RecordCodecFactory ImageCodec(const PluginRegistry* plugins) {
-  return [plugins](const PackedDataset& dataset, const DatasetSpec& spec) {
+  return [plugins](const pack::PackedDataset& dataset, const DatasetSpec& spec) {
     return ImageRecordCodec(dataset, spec, plugins);
   };
 }

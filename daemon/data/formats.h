@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/plugin/plugin_testing.h"

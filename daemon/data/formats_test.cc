@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/source.h"
 #include "daemon/data/source_testing.h"
 

@@ -1,6 +1,6 @@
 #include "daemon/data/idx.h"
 
-#include "daemon/core/paths.h"
+#include "common/paths.h"
 
 #include <zlib.h>
 

@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
 

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/source.h"
 #include "daemon/data/source_testing.h"
 #include "ember/ring_layout.h"

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "ember/ring_layout.h"
 #include "ember/status.h"
 

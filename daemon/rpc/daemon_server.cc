@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "sdk/src/rpc_status.h"
+#include "common/rpc_status.h"
 
 namespace ember::daemon {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "daemon/catalog/dataset.h"
 #include "daemon/coordinator/job_ledger.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/ring/ring_writer.h"
 #include "ember/status.h"

@@ -12,7 +12,7 @@
 
 #include "daemon/catalog/catalog.h"
 #include "daemon/coordinator/job_ledger.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/stream/stream.h"
 #include "ember/status.h"

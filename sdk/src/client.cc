@@ -17,7 +17,7 @@
 
 #include "schemas/ember.capnp.h"
 #include "sdk/src/ring_reader.h"
-#include "sdk/src/rpc_status.h"
+#include "common/rpc_status.h"
 
 namespace ember {
 namespace {

@@ -26,7 +26,7 @@ const std::vector<std::string> kSmallBuckets = {"--bucket-bytes", "300", "--min-
 
 Worker Spawn(const std::string& store, int rank, int world, const std::vector<std::string>& extra) {
   return ember::sdk::testing::Spawn(
-      ember::sdk::testing::RunfilePath("sdk/data_parallel_worker"), store, rank, world, extra);
+      ember::sdk::testing::RunfilePath("sdk/sync/data_parallel_worker"), store, rank, world, extra);
 }
 
 void TrainAndExpectSuccess(const std::string& name, int world, std::vector<std::string> extra) {

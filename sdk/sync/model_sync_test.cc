@@ -22,7 +22,7 @@ std::string TempPath(const std::string& name) { return FreshTempPath(name); }
 
 Worker Spawn(const std::string& store, int rank, int world, std::vector<std::string> extra) {
   return ember::sdk::testing::Spawn(
-      ember::sdk::testing::RunfilePath("sdk/model_sync_worker"), store, rank, world, extra);
+      ember::sdk::testing::RunfilePath("sdk/sync/model_sync_worker"), store, rank, world, extra);
 }
 
 void TrainAndExpectSuccess(int world, const std::string& backend = "gloo") {

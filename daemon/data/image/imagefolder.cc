@@ -7,7 +7,7 @@
 
 #include "daemon/data/image/decode.h"
 #include "daemon/data/image/pipeline.h"
-#include "daemon/data/packed/imagefolder_pack.h"
+#include "pack/imagefolder_pack.h"
 
 namespace ember::daemon {
 
@@ -22,11 +22,11 @@ constexpr size_t kMaxRetainedFileBuffer = size_t{32} << 20;
 // million-file dataset stays small for the life of the source).
 class CompactListing {
  public:
-  explicit CompactListing(const ImageFolderListing& listing) : root_(listing.root) {
+  explicit CompactListing(const pack::ImageFolderListing& listing) : root_(listing.root) {
     offsets_.reserve(listing.files.size() + 1);
     offsets_.push_back(0);
     labels_.reserve(listing.files.size());
-    for (const ImageFolderListing::File& file : listing.files) {
+    for (const pack::ImageFolderListing::File& file : listing.files) {
       names_ += file.path;
       offsets_.push_back(names_.size());
       labels_.push_back(file.label);
@@ -86,7 +86,7 @@ struct Folder {
 Result<Folder> OpenFolder(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins) {
   auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
-  EMBER_ASSIGN_OR_RETURN(ImageFolderListing listing, ListImageFolder(env, spec.path));
+  EMBER_ASSIGN_OR_RETURN(pack::ImageFolderListing listing, pack::ListImageFolder(env, spec.path));
   Folder folder{DatasetInfo{}, CompactListing(listing), std::move(pipeline).value()};
   DatasetInfo& info = folder.info;
   info.spec = spec;

@@ -2,7 +2,7 @@
 // torchvision's ImageFolder:
 //   ROOT/cat/001.jpg, ROOT/cat/x/002.png, ROOT/dog/003.JPEG, ...
 // ROOT is the spec's path (its split is not used). The files and labels are those of
-// ListImageFolder (daemon/data/packed/imagefolder_pack.h), so a folder and its packed
+// pack::ListImageFolder (pack/imagefolder_pack.h), so a folder and its packed
 // copy serve the same samples: label = index of the class folder among ROOT's
 // sub-folders in sorted order (an empty class folder keeps its index), files found
 // recursively and kept if their name ends in .jpg, .jpeg or .png (any case); other files
@@ -23,7 +23,7 @@
 #include <memory>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
@@ -32,7 +32,7 @@ namespace ember::daemon {
 
 // Parses the pipeline and lists the folder. kInvalidArgument for a bad pipeline ("dataset
 // 'NAME': pipeline line L, column C: ..." naming the key or step and the value) or a bad
-// folder, and kNotFound for a missing one (as ListImageFolder). Pipeline steps that are
+// folder, and kNotFound for a missing one (as pack::ListImageFolder). Pipeline steps that are
 // not built in come from `plugins` (transform plugins; none if null).
 Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec,
                                      const PluginRegistry* plugins = nullptr);

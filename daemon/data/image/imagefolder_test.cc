@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/core/fault_env.h"
+#include "common/fault_env.h"
 #include "daemon/data/image/image_testing.h"
 #include "daemon/data/image/pipeline.h"
 #include "daemon/data/source_testing.h"

@@ -8,7 +8,7 @@
 
 namespace ember::daemon {
 
-Result<RecordCodec> ImageRecordCodec(const PackedDataset& dataset, const DatasetSpec& spec,
+Result<RecordCodec> ImageRecordCodec(const pack::PackedDataset& dataset, const DatasetSpec& spec,
                                      const PluginRegistry* plugins) {
   if (dataset.source_format() != "imagefolder")
     return InvalidArgument("packed dataset was packed from format '" + dataset.source_format() +
@@ -20,7 +20,7 @@ Result<RecordCodec> ImageRecordCodec(const PackedDataset& dataset, const Dataset
   codec.tensors.push_back(TensorSpec{"image", pipeline->dtype(), pipeline->shape()});
   codec.tensors.push_back(TensorSpec{"label", ring::DType::kInt64, {}});
   codec.parallel_decode = true;
-  codec.decode = [pipeline](const PackedRecord& record, uint64_t id, const SampleContext& context,
+  codec.decode = [pipeline](const pack::PackedRecord& record, uint64_t id, const SampleContext& context,
                             void* const* dsts) -> Status {
     EMBER_RETURN_IF_ERROR(pipeline->Run(std::string(record.path), record.data, record.size,
                                         context.seed, context.epoch, id, dsts[0]));

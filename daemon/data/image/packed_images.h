@@ -4,7 +4,7 @@
 #define EMBER_DAEMON_DATA_IMAGE_PACKED_IMAGES_H_
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/data/packed/packed_dataset.h"
+#include "pack/packed_dataset.h"
 #include "daemon/data/packed/packed_source.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "ember/status.h"
@@ -15,7 +15,7 @@ namespace ember::daemon {
 // imagefolder gives them. kInvalidArgument if the pack's source format is not
 // "imagefolder" or the spec's pipeline does not parse. Pipeline steps that are not built
 // in come from `plugins` (none if null).
-Result<RecordCodec> ImageRecordCodec(const PackedDataset& dataset, const DatasetSpec& spec,
+Result<RecordCodec> ImageRecordCodec(const pack::PackedDataset& dataset, const DatasetSpec& spec,
                                      const PluginRegistry* plugins = nullptr);
 
 }  // namespace ember::daemon

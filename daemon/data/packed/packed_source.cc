@@ -11,15 +11,15 @@ namespace ember::daemon {
 namespace {
 
 struct Opened {
-  std::unique_ptr<PackedDataset> dataset;
+  std::unique_ptr<pack::PackedDataset> dataset;
   RecordCodec codec;
   DatasetInfo info;
 };
 
 Result<Opened> Open(Env& env, const DatasetSpec& spec, const RecordCodecFactory& codec_factory) {
   Opened opened;
-  EMBER_ASSIGN_OR_RETURN(opened.dataset, PackedDataset::Open(env, spec.path));
-  const PackedDataset& dataset = *opened.dataset;
+  EMBER_ASSIGN_OR_RETURN(opened.dataset, pack::PackedDataset::Open(env, spec.path));
+  const pack::PackedDataset& dataset = *opened.dataset;
   if (!codec_factory) return InvalidArgument("no record codec for packed dataset " + dataset.dir());
   Result<RecordCodec> codec = codec_factory(dataset, spec);
   if (!codec.ok()) {
@@ -56,7 +56,7 @@ class PackedSource : public Source {
                              info_.spec.name + "' has " + std::to_string(info_.count) +
                              " samples");
     }
-    const PackedRecord record = dataset_->Get(id);
+    const pack::PackedRecord record = dataset_->Get(id);
     EMBER_RETURN_IF_ERROR(dataset_->VerifyRecord(record));
     Status status = codec_.decode(record, id, context, dsts);
     if (!status.ok()) return status.WithContext(dataset_->RecordName(record));
@@ -70,7 +70,7 @@ class PackedSource : public Source {
   }
 
  private:
-  const std::unique_ptr<PackedDataset> dataset_;
+  const std::unique_ptr<pack::PackedDataset> dataset_;
   const RecordCodec codec_;
   const DatasetInfo info_;
 };
@@ -97,7 +97,7 @@ RecordCodec RawRecordCodec(uint64_t max_bytes) {
       TensorSpec{"label", ring::DType::kInt64, {}},
   };
   codec.parallel_decode = false;
-  codec.decode = [max_bytes](const PackedRecord& record, uint64_t, const SampleContext&,
+  codec.decode = [max_bytes](const pack::PackedRecord& record, uint64_t, const SampleContext&,
                              void* const* dsts) -> Status {
     if (record.size > max_bytes) {
       return InvalidArgument("the record has " + std::to_string(record.size) +

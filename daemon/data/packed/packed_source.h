@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
-#include "daemon/data/packed/packed_dataset.h"
+#include "common/env.h"
+#include "pack/packed_dataset.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
 
@@ -30,7 +30,7 @@ struct RecordCodec {
   // decode threads: must be thread-safe. A record that cannot be decoded is kDataLoss
   // with the reason; the source prefixes "<shard file> record N (<original path>): ", so
   // the message need not name the file.
-  std::function<Status(const PackedRecord& record, uint64_t id, const SampleContext& context,
+  std::function<Status(const pack::PackedRecord& record, uint64_t id, const SampleContext& context,
                        void* const* dsts)>
       decode;
   // Source::ParallelDecode(): true when decode does real work (image decoding).
@@ -41,9 +41,9 @@ struct RecordCodec {
 // read records) as registered with `spec` (its pipeline). kInvalidArgument for a source
 // format or pipeline it cannot serve. Called once per probe or load.
 using RecordCodecFactory =
-    std::function<Result<RecordCodec>(const PackedDataset& dataset, const DatasetSpec& spec)>;
+    std::function<Result<RecordCodec>(const pack::PackedDataset& dataset, const DatasetSpec& spec)>;
 
-// Opens the dataset (all of PackedDataset::Open's checks) and builds its codec.
+// Opens the dataset (all of pack::PackedDataset::Open's checks) and builds its codec.
 // info.spec.path is made absolute; info.files lists the manifest and the shards.
 // kNotFound / kDataLoss from Open; kInvalidArgument for a codec without a decode function
 // or tensors, or the factory's errors.

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/data/packed/pack_testing.h"
-#include "daemon/data/packed/writer.h"
+#include "pack/pack_testing.h"
+#include "pack/writer.h"
 #include "daemon/data/source_testing.h"
 #include "ember/ring_layout.h"
 
@@ -29,14 +29,14 @@ struct Packed {
 // 50 records of up to 2000 random bytes (labels i % 3) packed into several shards.
 Packed MakePacked(Env& env, const std::string& name) {
   Packed packed;
-  packed.dir = PackTestDir(name) + "/out";
-  PackOptions options;
+  packed.dir = pack::PackTestDir(name) + "/out";
+  pack::PackOptions options;
   options.shard_bytes = 16 * 1024;
-  auto writer = PackWriter::Create(env, packed.dir, options, "imagefolder", {"a", "b", "c"});
+  auto writer = pack::PackWriter::Create(env, packed.dir, options, "imagefolder", {"a", "b", "c"});
   REQUIRE(writer.ok());
   std::mt19937_64 rng(11);
   for (int i = 0; i < 50; ++i) {
-    packed.bytes.push_back(RandomBytes(rng, rng() % 2000));
+    packed.bytes.push_back(pack::RandomBytes(rng, rng() % 2000));
     packed.paths.push_back(std::string(1, static_cast<char>('a' + i % 3)) + "/" +
                            std::to_string(i) + ".jpg");
     REQUIRE((*writer)->Add(reinterpret_cast<const uint8_t*>(packed.bytes.back().data()),
@@ -48,7 +48,7 @@ Packed MakePacked(Env& env, const std::string& name) {
 }
 
 RecordCodecFactory RawFactory(uint64_t max_bytes = kMaxBytes) {
-  return [max_bytes](const PackedDataset& dataset, const DatasetSpec&) -> Result<RecordCodec> {
+  return [max_bytes](const pack::PackedDataset& dataset, const DatasetSpec&) -> Result<RecordCodec> {
     if (dataset.source_format() != "imagefolder") return InvalidArgument("not images");
     return RawRecordCodec(max_bytes);
   };
@@ -96,14 +96,14 @@ TEST_CASE("ProbePacked reports the count, the codec's tensors and the files") {
 TEST_CASE("ProbePacked passes on the factory's errors and rejects an empty codec") {
   auto env = NewPosixEnv();
   const Packed packed = MakePacked(*env, "probe_errors");
-  RecordCodecFactory refusing = [](const PackedDataset&, const DatasetSpec&) -> Result<RecordCodec> {
+  RecordCodecFactory refusing = [](const pack::PackedDataset&, const DatasetSpec&) -> Result<RecordCodec> {
     return InvalidArgument("pipeline: unknown step 'blur'");
   };
   auto refused = ProbePacked(*env, Spec(packed.dir), refusing);
   CHECK(refused.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(refused.status().message(),
              Contains(packed.dir + " (packed from imagefolder): pipeline: unknown step 'blur'"));
-  RecordCodecFactory empty = [](const PackedDataset&, const DatasetSpec&) -> Result<RecordCodec> {
+  RecordCodecFactory empty = [](const pack::PackedDataset&, const DatasetSpec&) -> Result<RecordCodec> {
     return RecordCodec{};
   };
   CHECK(ProbePacked(*env, Spec(packed.dir), empty).status().code() ==
@@ -144,14 +144,14 @@ TEST_CASE("A corrupt record is kDataLoss naming the shard, the record and its or
   REQUIRE(source.ok());
   // Find a non-empty record in the second shard, then damage it on disk: the mapping is
   // shared, so the source sees the change.
-  auto dataset = PackedDataset::Open(*env, packed.dir);
+  auto dataset = pack::PackedDataset::Open(*env, packed.dir);
   REQUIRE(dataset.ok());
   uint64_t victim = 0;
   while ((*dataset)->Get(victim).shard == 0 || (*dataset)->Get(victim).size == 0) ++victim;
-  const PackedRecord record = (*dataset)->Get(victim);
+  const pack::PackedRecord record = (*dataset)->Get(victim);
   const std::string shard = packed.dir + "/shard-00001.emb";
   REQUIRE(record.shard == 1);
-  FlipByte(shard, record.offset + record.size - 1);
+  pack::FlipByte(shard, record.offset + record.size - 1);
 
   Sample sample;
   Status s = Read(**source, victim, &sample);
@@ -180,10 +180,10 @@ TEST_CASE("Codec errors get the record's name as context") {
 TEST_CASE("The decoder sees the sample id and context; Prefetch and concurrent reads work") {
   auto env = NewPosixEnv();
   const Packed packed = MakePacked(*env, "context");
-  RecordCodecFactory factory = [](const PackedDataset&, const DatasetSpec&) -> Result<RecordCodec> {
+  RecordCodecFactory factory = [](const pack::PackedDataset&, const DatasetSpec&) -> Result<RecordCodec> {
     RecordCodec codec;
     codec.tensors = {TensorSpec{"mix", ring::DType::kInt64, {3}}};
-    codec.decode = [](const PackedRecord& record, uint64_t id, const SampleContext& context,
+    codec.decode = [](const pack::PackedRecord& record, uint64_t id, const SampleContext& context,
                       void* const* dsts) -> Status {
       const int64_t mix[3] = {static_cast<int64_t>(id), static_cast<int64_t>(context.epoch),
                               static_cast<int64_t>(record.size)};

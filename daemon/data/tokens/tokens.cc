@@ -1,7 +1,7 @@
 #include "daemon/data/tokens/tokens.h"
 
 #include "daemon/config/yaml_values.h"
-#include "daemon/core/paths.h"
+#include "common/paths.h"
 
 #include <yaml-cpp/yaml.h>
 

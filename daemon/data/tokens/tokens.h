@@ -36,7 +36,7 @@
 #include <string>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
+#include "common/env.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/core/env.h"
-#include "daemon/core/fault_env.h"
+#include "common/env.h"
+#include "common/fault_env.h"
 #include "daemon/data/source.h"
 #include "ember/ring_layout.h"
 

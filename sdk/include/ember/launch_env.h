@@ -1,4 +1,4 @@
-// Where this process stands in a run: the environment that ember-run (sdk/launcher) sets
+// Where this process stands in a run: the environment that ember-run (tools/ember_run) sets
 // for every rank it starts, EMBER_RANK, EMBER_WORLD_SIZE, EMBER_LOCAL_RANK and EMBER_JOB
 // (EMBER_SOCKET is read by Client::Connect). A process started by hand without them is rank 0 of 1.
 #ifndef EMBER_LAUNCH_ENV_H_

@@ -1,0 +1,37 @@
+#include "common/rpc_status.h"
+
+#include <string>
+
+namespace ember::rpc_status {
+namespace {
+
+constexpr StatusCode kAllCodes[] = {
+    StatusCode::kInvalidArgument,   StatusCode::kNotFound,          StatusCode::kAlreadyExists,
+    StatusCode::kFailedPrecondition, StatusCode::kResourceExhausted, StatusCode::kDeadlineExceeded,
+    StatusCode::kUnavailable,       StatusCode::kDataLoss,          StatusCode::kCancelled,
+    StatusCode::kInternal,
+};
+
+}  // namespace
+
+kj::Exception ToException(const Status& status) {
+  auto type = status.code() == StatusCode::kResourceExhausted ? kj::Exception::Type::OVERLOADED
+                                                              : kj::Exception::Type::FAILED;
+  std::string text = status.ToString();
+  return kj::Exception(type, __FILE__, __LINE__, kj::heapString(text.data(), text.size()));
+}
+
+Status FromException(const kj::Exception& exception) {
+  std::string text(exception.getDescription().cStr());
+  const std::string remote = "remote exception: ";
+  if (text.rfind(remote, 0) == 0) text = text.substr(remote.size());
+  for (StatusCode code : kAllCodes) {
+    std::string prefix = std::string(StatusCodeName(code)) + ": ";
+    if (text.rfind(prefix, 0) == 0) return Status(code, text.substr(prefix.size()));
+  }
+  if (exception.getType() == kj::Exception::Type::DISCONNECTED)
+    return Unavailable("connection to emberd lost: " + text);
+  return Internal(text);
+}
+
+}  // namespace ember::rpc_status
