@@ -1,84 +1,21 @@
-// Stream without RPC: a producer fills a real ring from a Source, spreading decoding
-// sources over the decode pool, and the SDK's ring reader reads it back.
+// Stream without RPC, in one process: a producer fills a real ring from a Source,
+// spreading decoding sources over the decode pool, and the SDK's ring reader reads it
+// back. (Under tests/: it links both the daemon and the SDK.)
 #include "daemon/stream/stream.h"
 
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
-#include <chrono>
-#include <condition_variable>
-#include <cstring>
-#include <future>
-#include <mutex>
-#include <vector>
+#include <cstdint>
+#include <memory>
 #include <set>
-#include <thread>
 
+#include "daemon/stream/stream_testing.h"
 #include "sdk/src/ring_reader.h"
 
 namespace ember::daemon {
 namespace {
-
-// Sample i is a uint32 [4] tensor {i, seed, epoch, decoding thread hash} and a label i%7.
-// Sample `bad` (if any) fails as corrupt data.
-class FakeSource : public Source {
- public:
-  FakeSource(uint64_t count, bool parallel, int64_t bad = -1, const std::string& on_error = "fail")
-      : parallel_(parallel), bad_(bad) {
-    info_.spec.name = "fake";
-    info_.spec.on_error = on_error;
-    info_.count = count;
-    info_.tensors.push_back({"image", ring::DType::kInt32, {4}});
-    info_.tensors.push_back({"label", ring::DType::kUInt8, {}});
-  }
-  const DatasetInfo& info() const override { return info_; }
-  bool ParallelDecode() const override { return parallel_; }
-  void Prefetch(const uint64_t* ids, size_t count) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    prefetched_.insert(prefetched_.end(), ids, ids + count);
-  }
-  std::vector<uint64_t> prefetched() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return prefetched_;
-  }
-  // Makes every ReadSample wait (up to 10 s) until two different threads have called it,
-  // so that a test of the decode pool does not depend on how the OS schedules its threads:
-  // a pool that spreads a batch over its threads passes at once, one that does not times
-  // out with a single decoder.
-  void RequireTwoThreads() { require_two_threads_ = true; }
-  Status ReadSample(uint64_t id, const SampleContext& ctx, void* const* dsts) const override {
-    if (require_two_threads_) {
-      std::unique_lock<std::mutex> lock(mu_);
-      threads_.insert(std::this_thread::get_id());
-      threads_seen_.notify_all();
-      threads_seen_.wait_for(lock, std::chrono::seconds(10), [&] { return threads_.size() >= 2; });
-    }
-    if (static_cast<int64_t>(id) == bad_) return DataLoss("/data/fake.bin: corrupt at byte 42");
-    const int32_t image[4] = {static_cast<int32_t>(id), static_cast<int32_t>(ctx.seed),
-                              static_cast<int32_t>(ctx.epoch),
-                              static_cast<int32_t>(std::hash<std::thread::id>()(std::this_thread::get_id()) & 0x7fffffff)};
-    std::memcpy(dsts[0], image, sizeof(image));
-    *static_cast<uint8_t*>(dsts[1]) = static_cast<uint8_t>(id % 7);
-    return Status::Ok();
-  }
-
- private:
-  DatasetInfo info_;
-  bool parallel_;
-  int64_t bad_;
-  bool require_two_threads_ = false;
-  mutable std::mutex mu_;
-  mutable std::vector<uint64_t> prefetched_;
-  mutable std::set<std::thread::id> threads_;
-  mutable std::condition_variable threads_seen_;
-};
-
-DatasetCache::SourceFuture Ready(std::shared_ptr<const Source> source) {
-  std::promise<Result<std::shared_ptr<const Source>>> p;
-  p.set_value(std::move(source));
-  return p.get_future().share();
-}
 
 struct Harness {
   std::unique_ptr<Env> env = NewPosixEnv();
@@ -88,6 +25,8 @@ struct Harness {
 
 std::unique_ptr<StreamReader> Reader(const Stream& stream) {
   StreamInfo info;
+  info.slot_count = stream.slot_count();
+  info.slot_size = stream.slot_size();
   info.ring_bytes = stream.ring_bytes();
   info.batches_per_epoch = stream.batches_per_epoch();
   auto reader = sdk::OpenRingReader(dup(stream.ring_fd()), info, [] { return true; }, nullptr);

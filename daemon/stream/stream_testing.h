@@ -1,0 +1,119 @@
+// Test helpers for streams: a Source with checkable samples that can be made to fail or
+// to block, and a source future that is ready at once.
+#ifndef EMBER_DAEMON_STREAM_STREAM_TESTING_H_
+#define EMBER_DAEMON_STREAM_STREAM_TESTING_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/data/dataset_cache.h"
+#include "daemon/data/source.h"
+
+namespace ember::daemon {
+
+// Sample i is a uint32 [4] tensor {i, seed, epoch, decoding thread hash} and a label i%7.
+// Sample `bad` (if any) fails as corrupt data. Thread-safe.
+class FakeSource : public Source {
+ public:
+  FakeSource(uint64_t count, bool parallel, int64_t bad = -1, const std::string& on_error = "fail")
+      : parallel_(parallel), bad_(bad) {
+    info_.spec.name = "fake";
+    info_.spec.on_error = on_error;
+    info_.count = count;
+    info_.tensors.push_back({"image", ring::DType::kInt32, {4}});
+    info_.tensors.push_back({"label", ring::DType::kUInt8, {}});
+  }
+  const DatasetInfo& info() const override { return info_; }
+  bool ParallelDecode() const override { return parallel_; }
+  void Prefetch(const uint64_t* ids, size_t count) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prefetched_.insert(prefetched_.end(), ids, ids + count);
+  }
+  std::vector<uint64_t> prefetched() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return prefetched_;
+  }
+
+  // Makes every ReadSample wait (up to 10 s) until two different threads have called it,
+  // so that a test of the decode pool does not depend on how the OS schedules its threads:
+  // a pool that spreads a batch over its threads passes at once, one that does not times
+  // out with a single decoder.
+  void RequireTwoThreads() { require_two_threads_ = true; }
+
+  // Makes ReadSample block until Unblock() or until `limit` has passed (so that a test
+  // of code that wrongly waits for the read fails instead of hanging). Call before
+  // reading starts.
+  void Block(std::chrono::milliseconds limit) {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocked_ = true;
+    block_limit_ = limit;
+  }
+  void Unblock() {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocked_ = false;
+    changed_.notify_all();
+  }
+  // Waits up to `timeout` until a ReadSample is blocked; true if one is.
+  bool WaitUntilBlocked(std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return changed_.wait_for(lock, timeout, [&] { return blocked_readers_ > 0; });
+  }
+
+  Status ReadSample(uint64_t id, const SampleContext& ctx, void* const* dsts) const override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (require_two_threads_) {
+        threads_.insert(std::this_thread::get_id());
+        changed_.notify_all();
+        changed_.wait_for(lock, std::chrono::seconds(10), [&] { return threads_.size() >= 2; });
+      }
+      if (blocked_) {
+        ++blocked_readers_;
+        changed_.notify_all();
+        changed_.wait_for(lock, block_limit_, [&] { return !blocked_; });
+        --blocked_readers_;
+      }
+    }
+    if (static_cast<int64_t>(id) == bad_) return DataLoss("/data/fake.bin: corrupt at byte 42");
+    const auto thread = std::hash<std::thread::id>()(std::this_thread::get_id()) & 0x7fffffff;
+    const int32_t image[4] = {static_cast<int32_t>(id), static_cast<int32_t>(ctx.seed),
+                              static_cast<int32_t>(ctx.epoch), static_cast<int32_t>(thread)};
+    std::memcpy(dsts[0], image, sizeof(image));
+    *static_cast<uint8_t*>(dsts[1]) = static_cast<uint8_t>(id % 7);
+    return Status::Ok();
+  }
+
+ private:
+  DatasetInfo info_;
+  bool parallel_;
+  int64_t bad_;
+  bool require_two_threads_ = false;
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  mutable std::vector<uint64_t> prefetched_;  // guarded by mu_
+  mutable std::set<std::thread::id> threads_;  // guarded by mu_
+  bool blocked_ = false;                       // guarded by mu_
+  std::chrono::milliseconds block_limit_{0};   // guarded by mu_
+  mutable int blocked_readers_ = 0;            // guarded by mu_
+};
+
+// A source future that is already ready with `source`.
+inline DatasetCache::SourceFuture Ready(std::shared_ptr<const Source> source) {
+  std::promise<Result<std::shared_ptr<const Source>>> p;
+  p.set_value(std::move(source));
+  return p.get_future().share();
+}
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_STREAM_STREAM_TESTING_H_
