@@ -7,6 +7,12 @@
 #include "ember/ring_sync.h"
 
 namespace ember::daemon {
+namespace {
+
+constexpr uint64_t kSlotsOffset = ring::AlignUp(sizeof(ring::RingHeader), ring::kCacheLine);
+constexpr uint64_t kPayloadOffset = ring::AlignUp(sizeof(ring::SlotHeader), ring::kCacheLine);
+
+}  // namespace
 
 Result<std::unique_ptr<RingWriter>> RingWriter::Create(Env& env, const std::string& name,
                                                        uint32_t slot_count, uint64_t payload_bytes,
@@ -22,38 +28,41 @@ Result<std::unique_ptr<RingWriter>> RingWriter::Create(Env& env, const std::stri
   header->version = ring::kVersion;
   header->slot_count = slot_count;
   header->slot_size = slot_size;
-  header->slots_offset = ring::AlignUp(sizeof(ring::RingHeader), ring::kCacheLine);
-  header->payload_offset = ring::AlignUp(sizeof(ring::SlotHeader), ring::kCacheLine);
+  header->slots_offset = kSlotsOffset;
+  header->payload_offset = kPayloadOffset;
   header->total_bytes = total;
   header->batches_per_epoch = batches_per_epoch;
   header->published.store(0);
   header->consumed.store(0);
   auto* base = static_cast<uint8_t*>(region->data());
   for (uint32_t i = 0; i < slot_count; ++i) {
-    auto* slot = new (base + header->slots_offset + uint64_t{i} * slot_size) ring::SlotHeader();
+    auto* slot = new (base + kSlotsOffset + uint64_t{i} * slot_size) ring::SlotHeader();
     slot->state.store(ring::kFree);
     slot->waiters.store(0);
   }
-  return std::unique_ptr<RingWriter>(new RingWriter(std::move(region)));
+  return std::unique_ptr<RingWriter>(new RingWriter(std::move(region), slot_count, slot_size));
 }
 
-RingWriter::RingWriter(std::unique_ptr<SharedMemory> shm)
-    : shm_(std::move(shm)), header_(static_cast<ring::RingHeader*>(shm_->data())) {}
+RingWriter::RingWriter(std::unique_ptr<SharedMemory> shm, uint32_t slot_count, uint64_t slot_size)
+    : shm_(std::move(shm)),
+      header_(static_cast<ring::RingHeader*>(shm_->data())),
+      slot_count_(slot_count),
+      slot_size_(slot_size),
+      slots_offset_(kSlotsOffset),
+      payload_offset_(kPayloadOffset) {}
 
 ring::SlotHeader* RingWriter::Slot(uint32_t i) const {
   auto* base = static_cast<uint8_t*>(shm_->data());
-  return reinterpret_cast<ring::SlotHeader*>(base + header_->slots_offset +
-                                             uint64_t{i} * header_->slot_size);
+  return reinterpret_cast<ring::SlotHeader*>(base + slots_offset_ + uint64_t{i} * slot_size_);
 }
 
 uint32_t RingWriter::IndexOf(const ring::SlotHeader* slot) const {
-  auto* base = static_cast<const uint8_t*>(shm_->data()) + header_->slots_offset;
-  return static_cast<uint32_t>((reinterpret_cast<const uint8_t*>(slot) - base) /
-                               header_->slot_size);
+  auto* base = static_cast<const uint8_t*>(shm_->data()) + slots_offset_;
+  return static_cast<uint32_t>((reinterpret_cast<const uint8_t*>(slot) - base) / slot_size_);
 }
 
 ring::SlotHeader* RingWriter::Acquire(const std::atomic<bool>& stop) {
-  ring::SlotHeader* slot = Slot(static_cast<uint32_t>(next_sequence_ % header_->slot_count));
+  ring::SlotHeader* slot = Slot(static_cast<uint32_t>(next_sequence_ % slot_count_));
   while (!stop.load(std::memory_order_acquire)) {
     uint32_t state = slot->state.load(std::memory_order_acquire);
     if (state == ring::kFree) return slot;
@@ -63,7 +72,7 @@ ring::SlotHeader* RingWriter::Acquire(const std::atomic<bool>& stop) {
 }
 
 ring::SlotHeader* RingWriter::TryAcquire() {
-  ring::SlotHeader* slot = Slot(static_cast<uint32_t>(next_sequence_ % header_->slot_count));
+  ring::SlotHeader* slot = Slot(static_cast<uint32_t>(next_sequence_ % slot_count_));
   return slot->state.load(std::memory_order_acquire) == ring::kFree ? slot : nullptr;
 }
 
@@ -90,7 +99,7 @@ bool RingWriter::SlotFree(uint32_t i) const {
 }
 
 void RingWriter::Wake() {
-  for (uint32_t i = 0; i < header_->slot_count; ++i) ring::FutexWakeAll(&Slot(i)->state);
+  for (uint32_t i = 0; i < slot_count_; ++i) ring::FutexWakeAll(&Slot(i)->state);
 }
 
 }  // namespace ember::daemon

@@ -2,7 +2,8 @@
 // ember/ring_layout.h for the layout and protocol.
 //
 // Owns the sealed memfd and its mapping; the fd is what the RPC layer hands to the
-// trainer. Thread-safety: one producer thread calls Acquire/Publish*; stats accessors and
+// trainer. The trainer maps the ring writable, so the writer keeps its own copy of the
+// geometry and never reads it back from the shared header. Thread-safety: one producer thread calls Acquire/Publish*; stats accessors and
 // Wake() may be called from any thread.
 #ifndef EMBER_DAEMON_RING_RING_WRITER_H_
 #define EMBER_DAEMON_RING_RING_WRITER_H_
@@ -28,8 +29,8 @@ class RingWriter {
 
   int fd() const { return shm_->fd(); }
   size_t size() const { return shm_->size(); }
-  uint32_t slot_count() const { return header_->slot_count; }
-  uint64_t slot_size() const { return header_->slot_size; }
+  uint32_t slot_count() const { return slot_count_; }
+  uint64_t slot_size() const { return slot_size_; }
 
   // The slot for the next sequence number, once the reader has freed it. Blocks; returns
   // nullptr if `stop` becomes true first (checked at least every 50 ms and after Wake()).
@@ -44,8 +45,8 @@ class RingWriter {
 
   // Start of the slot's bytes (tensor offsets are relative to it) and its payload area.
   uint8_t* SlotBase(ring::SlotHeader* slot) const { return reinterpret_cast<uint8_t*>(slot); }
-  uint64_t payload_offset() const { return header_->payload_offset; }
-  uint64_t payload_capacity() const { return header_->slot_size - header_->payload_offset; }
+  uint64_t payload_offset() const { return payload_offset_; }
+  uint64_t payload_capacity() const { return slot_size_ - payload_offset_; }
 
   // Publishes the acquired slot (its header fields and payload filled by the caller).
   void Publish(ring::SlotHeader* slot);
@@ -63,11 +64,15 @@ class RingWriter {
   uint64_t consumed() const { return header_->consumed.load(std::memory_order_relaxed); }
 
  private:
-  explicit RingWriter(std::unique_ptr<SharedMemory> shm);
+  RingWriter(std::unique_ptr<SharedMemory> shm, uint32_t slot_count, uint64_t slot_size);
   ring::SlotHeader* Slot(uint32_t i) const;
 
   std::unique_ptr<SharedMemory> shm_;
   ring::RingHeader* header_;
+  const uint32_t slot_count_;
+  const uint64_t slot_size_;
+  const uint64_t slots_offset_;
+  const uint64_t payload_offset_;
   uint64_t next_sequence_ = 0;  // producer thread only
 };
 

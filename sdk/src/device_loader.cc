@@ -43,8 +43,8 @@ int CheckedDevice(int device) {
 }
 
 // Runs on a CUDA runtime thread once the slot's copy has finished: hands the slot back.
-// (No CUDA calls here; the lease only stores the slot's state and may wake the daemon.)
-void CUDART_CB ReleaseSlot(void* lease) { delete static_cast<std::shared_ptr<SlotLease>*>(lease); }
+// (No CUDA calls here; the handle only stores the slot's state and may wake the daemon.)
+void CUDART_CB ReleaseSlot(void* slot) { delete static_cast<std::shared_ptr<SlotHandle>*>(slot); }
 
 }  // namespace
 
@@ -164,13 +164,13 @@ class DeviceLoader::Impl {
     }
     if (!next->has_value()) return out;
     RawBatch raw = std::move(**next);
-    std::shared_ptr<SlotLease> lease = raw.lease;
+    std::shared_ptr<SlotHandle> slot = raw.slot;
     Batch host = ToTorch(std::move(raw));  // CPU views of the slot: names, dtypes, shapes
 
     try {
-      CopyToDevice(lane, host, lease, out);
+      CopyToDevice(lane, host, slot, out);
     } catch (...) {
-      // Copies of this batch may still read the slot: finish them before `lease` and the
+      // Copies of this batch may still read the slot: finish them before `slot` and the
       // views hand it back.
       cudaStreamSynchronize(copy_stream_.stream());
       throw;
@@ -186,10 +186,10 @@ class DeviceLoader::Impl {
     return out;
   }
 
-  // Queues the copies of `host` (views of the slot `lease` holds) into new device tensors
+  // Queues the copies of `host` (views of the ring slot `slot` holds) into new device tensors
   // in `out`, then hands the slot back: at once if the bytes went through the lane's
   // staging buffer, else from the copy stream once the copies are done.
-  void CopyToDevice(Lane& lane, Batch& host, std::shared_ptr<SlotLease>& lease, Prefetched& out) {
+  void CopyToDevice(Lane& lane, Batch& host, std::shared_ptr<SlotHandle>& slot, Prefetched& out) {
     std::vector<const void*> sources;
     if (registered_) {
       for (const torch::Tensor& t : host.tensors) sources.push_back(t.data_ptr());
@@ -216,12 +216,12 @@ class DeviceLoader::Impl {
         batch.tensors.push_back(std::move(on_device));
       }
     }
-    host.tensors.clear();  // the views; `lease` still holds the slot
+    host.tensors.clear();  // the views; `slot` still holds the ring slot
     if (!registered_) {
-      lease.reset();  // its bytes are in the staging buffer: hand it back
+      slot.reset();  // its bytes are in the staging buffer: hand it back
     } else {
       // Queued after the copies, so the slot is handed back once the DMA has read it.
-      auto* holder = new std::shared_ptr<SlotLease>(std::move(lease));
+      auto* holder = new std::shared_ptr<SlotHandle>(std::move(slot));
       cudaError_t error = cudaLaunchHostFunc(copy_stream_.stream(), &ReleaseSlot, holder);
       if (error != cudaSuccess) {
         cudaStreamSynchronize(copy_stream_.stream());

@@ -32,10 +32,10 @@ Batch ToTorch(RawBatch raw) {
   Batch batch;
   batch.epoch = raw.epoch;
   batch.index_in_epoch = raw.index_in_epoch;
-  std::shared_ptr<SlotLease> lease = std::move(raw.lease);
+  std::shared_ptr<SlotHandle> slot = std::move(raw.slot);
   for (RawTensor& t : raw.tensors) {
     // Each tensor's deleter holds the slot; the last one to go hands it back.
-    auto* holder = new std::shared_ptr<SlotLease>(lease);
+    auto* holder = new std::shared_ptr<SlotHandle>(slot);
     batch.tensors.push_back(torch::from_blob(
         t.data, t.shape, [holder](void*) { delete holder; },
         torch::TensorOptions().dtype(ToTorchDtype(t.dtype))));

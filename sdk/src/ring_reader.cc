@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <limits>
 #include <string>
 
 #include "ember/ring_layout.h"
@@ -27,13 +30,13 @@ class RingMapping {
   size_t size_;
 };
 
-class SlotLease {
+class SlotHandle {
  public:
-  SlotLease(std::shared_ptr<RingMapping> mapping, ring::SlotHeader* slot)
+  SlotHandle(std::shared_ptr<RingMapping> mapping, ring::SlotHeader* slot)
       : mapping_(std::move(mapping)), slot_(slot) {}
-  ~SlotLease() { ring::SetSlotState(slot_, ring::kFree); }
-  SlotLease(const SlotLease&) = delete;
-  SlotLease& operator=(const SlotLease&) = delete;
+  ~SlotHandle() { ring::SetSlotState(slot_, ring::kFree); }
+  SlotHandle(const SlotHandle&) = delete;
+  SlotHandle& operator=(const SlotHandle&) = delete;
 
  private:
   std::shared_ptr<RingMapping> mapping_;
@@ -45,12 +48,108 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+std::string Hex(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, v);
+  return buf;
+}
+
+// The ring's geometry, checked once at open and copied out of the shared header, so
+// that a writer changing the header later cannot move the reader outside its mapping.
+struct Geometry {
+  uint32_t slot_count = 0;
+  uint64_t slot_size = 0;
+  uint64_t slots_offset = 0;
+  uint64_t payload_offset = 0;
+};
+
+Status BadHeader(const std::string& field, const std::string& what) {
+  return DataLoss("ring header: " + field + " " + what);
+}
+
+// The header's plain fields, each read once from the shared mapping (the writer may
+// change them between two reads).
+struct HeaderFields {
+  uint64_t magic, slot_size, slots_offset, payload_offset, total_bytes, batches_per_epoch;
+  uint32_t version, slot_count;
+};
+
+HeaderFields ReadHeader(const ring::RingHeader& header) {
+  HeaderFields f;
+  f.magic = header.magic;
+  f.version = header.version;
+  f.slot_count = header.slot_count;
+  f.slot_size = header.slot_size;
+  f.slots_offset = header.slots_offset;
+  f.payload_offset = header.payload_offset;
+  f.total_bytes = header.total_bytes;
+  f.batches_per_epoch = header.batches_per_epoch;
+  return f;
+}
+
+// Checks every header field against the layout, the mapping's `size` and what emberd
+// announced in `info`; kDataLoss naming the first bad field.
+Result<Geometry> CheckHeader(const HeaderFields& h, uint64_t size, const StreamInfo& info) {
+  using std::to_string;
+  if (h.magic != ring::kMagic)
+    return BadHeader("magic", "is " + Hex(h.magic) + ", expected " + Hex(ring::kMagic) +
+                                  " (not an Ember ring)");
+  if (h.version != ring::kVersion)
+    return BadHeader("version", "is " + to_string(h.version) + ", this SDK reads " +
+                                    to_string(ring::kVersion) +
+                                    " (emberd and SDK versions differ?)");
+  if (h.total_bytes != size)
+    return BadHeader("total_bytes", "is " + to_string(h.total_bytes) +
+                                        " but the mapping has " + to_string(size) + " bytes");
+  if (h.slot_count == 0 || h.slot_count != info.slot_count)
+    return BadHeader("slot_count", "is " + to_string(h.slot_count) + ", emberd announced " +
+                                       to_string(info.slot_count));
+  if (h.slot_size != info.slot_size)
+    return BadHeader("slot_size", "is " + to_string(h.slot_size) + ", emberd announced " +
+                                      to_string(info.slot_size));
+  if (h.batches_per_epoch != info.batches_per_epoch)
+    return BadHeader("batches_per_epoch", "is " + to_string(h.batches_per_epoch) +
+                                              ", emberd announced " +
+                                              to_string(info.batches_per_epoch));
+  if (h.payload_offset < sizeof(ring::SlotHeader) || h.payload_offset % ring::kCacheLine != 0)
+    return BadHeader("payload_offset", "is " + to_string(h.payload_offset) +
+                                           ": not a multiple of " + to_string(ring::kCacheLine) +
+                                           " at or past the " +
+                                           to_string(sizeof(ring::SlotHeader)) +
+                                           "-byte slot header");
+  if (h.slot_size < h.payload_offset || h.slot_size % ring::kCacheLine != 0)
+    return BadHeader("slot_size", "is " + to_string(h.slot_size) + ": not a multiple of " +
+                                      to_string(ring::kCacheLine) + " holding payload_offset " +
+                                      to_string(h.payload_offset));
+  if (h.slots_offset < sizeof(ring::RingHeader) || h.slots_offset % ring::kCacheLine != 0 ||
+      h.slots_offset > size)
+    return BadHeader("slots_offset", "is " + to_string(h.slots_offset) +
+                                         ": not a multiple of " + to_string(ring::kCacheLine) +
+                                         " between the " + to_string(sizeof(ring::RingHeader)) +
+                                         "-byte ring header and the mapping's end at " +
+                                         to_string(size));
+  // Division, not multiplication: slot_count * slot_size may not fit 64 bits.
+  if (h.slot_size > (size - h.slots_offset) / h.slot_count)
+    return BadHeader("slot_count", to_string(h.slot_count) + " x slot_size " +
+                                       to_string(h.slot_size) + " from slots_offset " +
+                                       to_string(h.slots_offset) + " do not fit the mapping's " +
+                                       to_string(size) + " bytes");
+  Geometry g;
+  g.slot_count = h.slot_count;
+  g.slot_size = h.slot_size;
+  g.slots_offset = h.slots_offset;
+  g.payload_offset = h.payload_offset;
+  return g;
+}
+
 class RingReader final : public StreamReader {
  public:
-  RingReader(std::shared_ptr<RingMapping> mapping, const StreamInfo& info,
-             std::function<bool()> alive, std::shared_ptr<void> stream_handle)
+  RingReader(std::shared_ptr<RingMapping> mapping, const Geometry& geometry,
+             const StreamInfo& info, std::function<bool()> alive,
+             std::shared_ptr<void> stream_handle)
       : mapping_(std::move(mapping)),
         header_(static_cast<ring::RingHeader*>(mapping_->base())),
+        geometry_(geometry),
         info_(info),
         alive_(std::move(alive)),
         stream_handle_(std::move(stream_handle)) {}
@@ -67,16 +166,20 @@ class RingReader final : public StreamReader {
       epoch_over_ = false;
       return std::optional<RawBatch>();
     }
-    ring::SlotHeader* slot = Slot(next_sequence_ % header_->slot_count);
+    ring::SlotHeader* slot = Slot(next_sequence_ % geometry_.slot_count);
     const auto wait_start = Clock::now();
     uint32_t state = slot->state.load(std::memory_order_acquire);
     while (state != ring::kReady && state != ring::kEnd) {
       if (state == ring::kReading) {
         if (!alive_()) return Lost(wait_start);
         return FailedPrecondition(
-            "all " + std::to_string(header_->slot_count) +
+            "all " + std::to_string(geometry_.slot_count) +
             " ring slots are held by live batches; release older batches before taking more "
             "(or open the stream with more slots)");
+      }
+      if (state != ring::kFree) {
+        wait_time_ += Clock::now() - wait_start;
+        return Fail(BadSlot("state", "is " + std::to_string(state) + ", not a slot state"));
       }
       state = ring::WaitWhileState(slot, state, std::chrono::milliseconds(100));
       if (state == ring::kFree && !alive_()) return Lost(wait_start);
@@ -84,11 +187,7 @@ class RingReader final : public StreamReader {
     wait_time_ += Clock::now() - wait_start;
     if (state == ring::kEnd) return End(slot);
     auto batch = Take(slot);
-    if (!batch.ok()) {
-      ended_ = true;
-      end_status_ = batch.status();
-      return end_status_;
-    }
+    if (!batch.ok()) return Fail(batch.status());
     return std::optional<RawBatch>(std::move(batch).value());
   }
 
@@ -102,62 +201,110 @@ class RingReader final : public StreamReader {
  private:
   ring::SlotHeader* Slot(uint64_t i) const {
     auto* base = static_cast<uint8_t*>(mapping_->base());
-    return reinterpret_cast<ring::SlotHeader*>(base + header_->slots_offset +
-                                               i * header_->slot_size);
+    return reinterpret_cast<ring::SlotHeader*>(base + geometry_.slots_offset +
+                                               i * geometry_.slot_size);
+  }
+
+  // kDataLoss naming a field of the slot that holds sequence number next_sequence_.
+  Status BadSlot(const std::string& field, const std::string& what) const {
+    return DataLoss("ring slot " + std::to_string(next_sequence_ % geometry_.slot_count) +
+                    " (batch " + std::to_string(next_sequence_) + "): " + field + " " + what);
+  }
+
+  Result<std::optional<RawBatch>> Fail(Status status) {
+    ended_ = true;
+    end_status_ = std::move(status);
+    return end_status_;
   }
 
   Result<std::optional<RawBatch>> Lost(Clock::time_point wait_start) {
     wait_time_ += Clock::now() - wait_start;
-    ended_ = true;
-    end_status_ = Unavailable("lost the connection to emberd while waiting for a batch");
-    return end_status_;
+    return Fail(Unavailable("lost the connection to emberd while waiting for a batch"));
   }
 
   Result<std::optional<RawBatch>> End(ring::SlotHeader* slot) {
-    ended_ = true;
     std::string message(slot->end_message,
                         strnlen(slot->end_message, ring::kEndMessageBytes));
-    switch (slot->end_status) {
-      case ring::kEndComplete: return std::optional<RawBatch>();
-      case ring::kEndCancelled: end_status_ = Cancelled(message); break;
-      default: end_status_ = DataLoss("emberd stopped the stream: " + message); break;
+    const uint32_t end_status = slot->end_status;
+    switch (end_status) {
+      case ring::kEndComplete: ended_ = true; return std::optional<RawBatch>();
+      case ring::kEndCancelled: return Fail(Cancelled(message));
+      case ring::kEndError: return Fail(DataLoss("emberd stopped the stream: " + message));
     }
-    return end_status_;
+    return Fail(BadSlot("end_status", "is " + std::to_string(end_status) +
+                                          ", not an end status (message: " + message + ")"));
+  }
+
+  // Checks one tensor descriptor (a copy: the shared one may change under us) against
+  // the slot's geometry and its batch's `num_samples`.
+  Result<RawTensor> CheckTensor(uint32_t t, const ring::TensorDesc& d, uint32_t num_samples,
+                                uint8_t* slot_bytes) const {
+    using std::to_string;
+    const std::string tensor = "tensors[" + to_string(t) + "].";
+    const size_t elem = ring::DTypeSize(static_cast<ring::DType>(d.dtype));
+    if (elem == 0) return BadSlot(tensor + "dtype", "is " + to_string(d.dtype) + ", not a dtype");
+    if (d.ndim == 0 || d.ndim > ring::kMaxDims)
+      return BadSlot(tensor + "ndim", "is " + to_string(d.ndim) + ", not 1.." +
+                                          to_string(ring::kMaxDims));
+    RawTensor out;
+    uint64_t n = elem;
+    for (uint32_t k = 0; k < d.ndim; ++k) {
+      const std::string dim = tensor + "shape[" + to_string(k) + "]";
+      if (d.shape[k] < 0) return BadSlot(dim, "is negative (" + to_string(d.shape[k]) + ")");
+      const auto extent = static_cast<uint64_t>(d.shape[k]);
+      if (extent != 0 && n > std::numeric_limits<uint64_t>::max() / extent)
+        return BadSlot(dim, "is " + to_string(d.shape[k]) + ": the tensor's size overflows");
+      n *= extent;
+      out.shape.push_back(d.shape[k]);
+    }
+    if (d.shape[0] != static_cast<int64_t>(num_samples))
+      return BadSlot(tensor + "shape[0]", "is " + to_string(d.shape[0]) + " but num_samples is " +
+                                              to_string(num_samples));
+    if (d.nbytes != n)
+      return BadSlot(tensor + "nbytes", "is " + to_string(d.nbytes) + " but its shape and dtype "
+                                            "make " + to_string(n));
+    if (d.offset < geometry_.payload_offset || d.offset % ring::kCacheLine != 0 ||
+        d.offset > geometry_.slot_size)
+      return BadSlot(tensor + "offset", "is " + to_string(d.offset) + ": not a multiple of " +
+                                            to_string(ring::kCacheLine) + " in the payload [" +
+                                            to_string(geometry_.payload_offset) + ", " +
+                                            to_string(geometry_.slot_size) + ")");
+    if (d.nbytes > geometry_.slot_size - d.offset)
+      return BadSlot(tensor + "nbytes", "is " + to_string(d.nbytes) + ": from offset " +
+                                            to_string(d.offset) + " it runs past the " +
+                                            to_string(geometry_.slot_size) + "-byte slot");
+    out.name.assign(d.name, strnlen(d.name, ring::kNameBytes));
+    out.dtype = static_cast<ring::DType>(d.dtype);
+    out.data = slot_bytes + d.offset;
+    out.nbytes = d.nbytes;
+    return out;
   }
 
   Result<RawBatch> Take(ring::SlotHeader* slot) {
-    // The slot header is written by another process: check it before trusting it.
-    if (slot->num_tensors > ring::kMaxTensors)
-      return DataLoss("ring slot claims " + std::to_string(slot->num_tensors) + " tensors");
+    // The slot header is written by another process: check it before trusting it, and
+    // read each field once.
+    const uint64_t sequence = slot->sequence;
+    if (sequence != next_sequence_)
+      return BadSlot("sequence", "is " + std::to_string(sequence) + ", expected " +
+                                     std::to_string(next_sequence_));
+    const uint32_t num_tensors = slot->num_tensors;
+    if (num_tensors > ring::kMaxTensors)
+      return BadSlot("num_tensors", "is " + std::to_string(num_tensors) + ", at most " +
+                                        std::to_string(ring::kMaxTensors) + " fit a slot");
     RawBatch batch;
     batch.epoch = slot->epoch;
     batch.index_in_epoch = slot->index_in_epoch;
     batch.last_in_epoch = slot->last_in_epoch != 0;
     batch.num_samples = slot->num_samples;
     auto* slot_bytes = reinterpret_cast<uint8_t*>(slot);
-    for (uint32_t t = 0; t < slot->num_tensors; ++t) {
-      const ring::TensorDesc& d = slot->tensors[t];
-      const size_t elem = ring::DTypeSize(static_cast<ring::DType>(d.dtype));
-      if (elem == 0 || d.ndim == 0 || d.ndim > ring::kMaxDims)
-        return DataLoss("ring slot tensor " + std::to_string(t) + " has a bad dtype or rank");
-      uint64_t n = elem;
-      RawTensor tensor;
-      for (uint32_t k = 0; k < d.ndim; ++k) {
-        if (d.shape[k] < 0) return DataLoss("ring slot tensor has a negative dimension");
-        n *= static_cast<uint64_t>(d.shape[k]);
-        tensor.shape.push_back(d.shape[k]);
-      }
-      if (n != d.nbytes || d.offset < header_->payload_offset ||
-          d.offset > header_->slot_size || d.nbytes > header_->slot_size - d.offset)
-        return DataLoss("ring slot tensor " + std::to_string(t) + " lies outside its slot");
-      tensor.name.assign(d.name, strnlen(d.name, ring::kNameBytes));
-      tensor.dtype = static_cast<ring::DType>(d.dtype);
-      tensor.data = slot_bytes + d.offset;
-      tensor.nbytes = d.nbytes;
+    for (uint32_t t = 0; t < num_tensors; ++t) {
+      const ring::TensorDesc desc = slot->tensors[t];
+      EMBER_ASSIGN_OR_RETURN(RawTensor tensor,
+                             CheckTensor(t, desc, batch.num_samples, slot_bytes));
       batch.tensors.push_back(std::move(tensor));
     }
     slot->state.store(ring::kReading, std::memory_order_relaxed);
-    batch.lease = std::make_shared<SlotLease>(mapping_, slot);
+    batch.slot = std::make_shared<SlotHandle>(mapping_, slot);
     header_->consumed.fetch_add(1, std::memory_order_relaxed);
     ++next_sequence_;
     ++batches_read_;
@@ -167,6 +314,7 @@ class RingReader final : public StreamReader {
 
   std::shared_ptr<RingMapping> mapping_;
   ring::RingHeader* header_;
+  const Geometry geometry_;
   StreamInfo info_;
   std::function<bool()> alive_;
   std::shared_ptr<void> stream_handle_;
@@ -192,24 +340,20 @@ Result<std::unique_ptr<StreamReader>> OpenRingReader(int fd, const StreamInfo& i
   const size_t size = static_cast<size_t>(st.st_size);
   if (size < sizeof(ring::RingHeader) || size != info.ring_bytes) {
     close(fd);
-    return DataLoss("ring has " + std::to_string(size) + " bytes, emberd announced " +
-                    std::to_string(info.ring_bytes));
+    return DataLoss("ring: the mapping has " + std::to_string(size) +
+                    " bytes, emberd announced ring_bytes " + std::to_string(info.ring_bytes));
   }
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;
   close(fd);
   if (base == MAP_FAILED) return ErrnoStatus("mmap of the ring", err);
   auto mapping = std::make_shared<RingMapping>(base, size);
-  auto* header = static_cast<ring::RingHeader*>(base);
-  if (header->magic != ring::kMagic || header->version != ring::kVersion)
-    return DataLoss("ring header has magic/version " + std::to_string(header->magic) + "/" +
-                    std::to_string(header->version) + ", expected version " +
-                    std::to_string(ring::kVersion) + " (emberd and SDK versions differ?)");
-  if (header->slot_count == 0 || header->slot_size < header->payload_offset ||
-      header->slots_offset + uint64_t{header->slot_count} * header->slot_size > size)
-    return DataLoss("ring header geometry does not fit its mapping");
-  return std::unique_ptr<StreamReader>(
-      new RingReader(std::move(mapping), info, std::move(alive), std::move(stream_handle)));
+  EMBER_ASSIGN_OR_RETURN(
+      Geometry geometry,
+      CheckHeader(ReadHeader(*static_cast<const ring::RingHeader*>(base)), size, info));
+  return std::unique_ptr<StreamReader>(new RingReader(std::move(mapping), geometry, info,
+                                                      std::move(alive),
+                                                      std::move(stream_handle)));
 }
 
 }  // namespace sdk

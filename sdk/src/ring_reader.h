@@ -11,9 +11,12 @@
 namespace ember::sdk {
 
 // Maps the ring in `fd` (the reader takes ownership of the fd and closes it once mapped)
-// and checks its header against `info`. `alive` reports whether the daemon connection is
-// still up; `stream_handle` keeps the daemon-side stream open and is dropped when the
-// reader is destroyed. kDataLoss if the header is not a ring of this version.
+// and checks its header against the layout, the mapping's size and `info`. `alive`
+// reports whether the daemon connection is still up; `stream_handle` keeps the
+// daemon-side stream open and is dropped when the reader is destroyed.
+// The ring is hostile input: a bad header is kDataLoss naming the field ("ring header:
+// slot_count ..."), and so is a bad slot in Next() ("ring slot 2 (batch 5):
+// tensors[0].offset ..."), which also ends the stream. Never reads outside the mapping.
 Result<std::unique_ptr<StreamReader>> OpenRingReader(int fd, const StreamInfo& info,
                                                      std::function<bool()> alive,
                                                      std::shared_ptr<void> stream_handle);

@@ -29,7 +29,7 @@ struct RawTensor {
   uint64_t nbytes = 0;
 };
 
-class SlotLease;  // returns a slot to the daemon when destroyed
+class SlotHandle;  // hands a ring slot back to the daemon when destroyed
 
 struct RawBatch {
   uint64_t epoch = 0;
@@ -37,7 +37,7 @@ struct RawBatch {
   bool last_in_epoch = false;
   uint32_t num_samples = 0;
   std::vector<RawTensor> tensors;
-  std::shared_ptr<SlotLease> lease;  // the slot is held while any copy lives
+  std::shared_ptr<SlotHandle> slot;  // the slot is held while any copy lives
 };
 
 struct StreamInfo {
