@@ -81,7 +81,7 @@ Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& p
   return Status::Ok();
 }
 
-Result<Lease> JobLedger::Next(const std::string& job, uint32_t rank, uint64_t epoch) {
+Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
@@ -127,7 +127,7 @@ Result<Lease> JobLedger::Next(const std::string& job, uint32_t rank, uint64_t ep
                     std::to_string(leased) + " leases");
   }
 
-  Lease lease;
+  BatchLease lease;
   lease.epoch = epoch;
   lease.batch = batch;
   lease.index_in_epoch = leased;

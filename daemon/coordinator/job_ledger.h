@@ -3,8 +3,11 @@
 // Glossary
 //   job     one training run: world_size ranks reading one dataset with one
 //           (batch_size, seed, shuffle). Ranks join by name; the first sets the params.
-//   lease   a batch handed to a rank's stream, not yet consumed.
-//   commit  the rank's trainer consumed the batch (the daemon saw its slot come back).
+//   lease   a batch handed to a rank's stream, not yet consumed (a BatchLease). Not a
+//           ring slot: the stream writes a leased batch into a slot, the trainer holds
+//           the slot while it reads and hands it back.
+//   commit  the rank's trainer consumed the batch: the stream calls Commit once it sees
+//           the batch's slot handed back.
 //
 // Batches of an epoch are leased on demand, in plan order, to whichever rank asks next,
 // so a slow rank never holds up loading; each rank gets exactly batches_per_rank of them
@@ -40,7 +43,7 @@ struct JobParams {
   bool shuffle = true;
 };
 
-struct Lease {
+struct BatchLease {
   uint64_t epoch = 0;
   uint64_t batch = 0;           // index into the epoch's plan
   uint64_t index_in_epoch = 0;  // this rank's count: 0 .. batches_per_rank-1
@@ -68,7 +71,7 @@ class JobLedger {
   // rank first). kFailedPrecondition if the rank already received all its batches of
   // that epoch ("rank 1 already received all 469 batches of epoch 0"); kNotFound if the
   // job does not exist or the rank is not joined.
-  Result<Lease> Next(const std::string& job, uint32_t rank, uint64_t epoch);
+  Result<BatchLease> Next(const std::string& job, uint32_t rank, uint64_t epoch);
 
   // Marks a lease consumed. Idempotent (also once the epoch is finished and dropped).
   // kNotFound if the job does not exist or `rank` holds no lease of that batch (e.g. it

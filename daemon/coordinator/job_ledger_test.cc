@@ -47,14 +47,14 @@ void MustJoin(JobLedger& ledger, const std::string& job, uint32_t rank, const Jo
   REQUIRE(s.ok());
 }
 
-Lease MustNext(JobLedger& ledger, const std::string& job, uint32_t rank, uint64_t epoch) {
-  Result<Lease> lease = ledger.Next(job, rank, epoch);
+BatchLease MustNext(JobLedger& ledger, const std::string& job, uint32_t rank, uint64_t epoch) {
+  Result<BatchLease> lease = ledger.Next(job, rank, epoch);
   INFO(lease.status().ToString());
   REQUIRE(lease.ok());
   return std::move(lease).value();
 }
 
-void MustCommit(JobLedger& ledger, const std::string& job, uint32_t rank, const Lease& lease) {
+void MustCommit(JobLedger& ledger, const std::string& job, uint32_t rank, const BatchLease& lease) {
   Status s = ledger.Commit(job, rank, lease.epoch, lease.batch);
   INFO(s.ToString());
   REQUIRE(s.ok());
@@ -137,7 +137,7 @@ TEST_CASE("Next: unknown job or rank, and the end of a rank's epoch") {
   REQUIRE(per_rank.ok());
   REQUIRE(*per_rank == 469);
   for (uint64_t i = 0; i < 469; ++i) MustNext(ledger, "j", 0, 0);
-  Result<Lease> extra = ledger.Next("j", 0, 0);
+  Result<BatchLease> extra = ledger.Next("j", 0, 0);
   CHECK(extra.status().code() == StatusCode::kFailedPrecondition);
   CHECK(extra.status().message() == "job 'j': rank 0 already received all 469 batches of epoch 0");
   // The other epoch is independent.
@@ -161,7 +161,7 @@ TEST_CASE("two ranks in any interleaving split each epoch exactly") {
       while (count[0] < per_rank || count[1] < per_rank) {
         uint32_t rank = rng() % 2;
         if (count[rank] == per_rank) rank = 1 - rank;
-        const Lease lease = MustNext(ledger, "j", rank, epoch);
+        const BatchLease lease = MustNext(ledger, "j", rank, epoch);
         CHECK(lease.epoch == epoch);
         CHECK(lease.index_in_epoch == count[rank]);
         CHECK(lease.last_in_epoch == (count[rank] + 1 == per_rank));
@@ -187,7 +187,7 @@ TEST_CASE("the sample ids of a lease are the plan's batch") {
   Result<EpochPlan> plan = MakeEpochPlan(100, 8, 2, 99, 3, true);
   REQUIRE(plan.ok());
   for (uint64_t i = 0; i < plan->batches_per_rank; ++i) {
-    const Lease lease = MustNext(ledger, "j", 0, 3);
+    const BatchLease lease = MustNext(ledger, "j", 0, 3);
     const uint64_t* ids = plan->batch_ids(lease.batch);
     CHECK(lease.sample_ids == std::vector<uint64_t>(ids, ids + plan->batch_size(lease.batch)));
   }
@@ -203,14 +203,14 @@ TEST_CASE("a rank that leaves gives its uncommitted leases back") {
   std::vector<uint64_t> ids;  // ids the trainers consumed
   std::vector<uint64_t> committed_by_1;
   for (int i = 0; i < 6; ++i) {
-    const Lease lease = MustNext(ledger, "j", 1, 0);
+    const BatchLease lease = MustNext(ledger, "j", 1, 0);
     if (i < 3) {
       MustCommit(ledger, "j", 1, lease);
       committed_by_1.push_back(lease.batch);
       ids.insert(ids.end(), lease.sample_ids.begin(), lease.sample_ids.end());
     }
   }
-  const Lease r0 = MustNext(ledger, "j", 0, 0);  // batch 6
+  const BatchLease r0 = MustNext(ledger, "j", 0, 0);  // batch 6
   CHECK(r0.batch == 6);
   MustCommit(ledger, "j", 0, r0);
   ids.insert(ids.end(), r0.sample_ids.begin(), r0.sample_ids.end());
@@ -225,7 +225,7 @@ TEST_CASE("a rank that leaves gives its uncommitted leases back") {
   // returned batches first, in plan order.
   std::vector<uint64_t> batches_1;
   for (uint64_t index = 3; index < 10; ++index) {
-    const Lease lease = MustNext(ledger, "j", 1, 0);
+    const BatchLease lease = MustNext(ledger, "j", 1, 0);
     CHECK(lease.index_in_epoch == index);
     CHECK(lease.last_in_epoch == (index == 9));
     batches_1.push_back(lease.batch);
@@ -238,7 +238,7 @@ TEST_CASE("a rank that leaves gives its uncommitted leases back") {
   CHECK(ledger.Next("j", 1, 0).status().code() == StatusCode::kFailedPrecondition);
 
   for (uint64_t index = 1; index < 10; ++index) {
-    const Lease lease = MustNext(ledger, "j", 0, 0);
+    const BatchLease lease = MustNext(ledger, "j", 0, 0);
     CHECK(lease.index_in_epoch == index);
     ids.insert(ids.end(), lease.sample_ids.begin(), lease.sample_ids.end());
   }
@@ -253,7 +253,7 @@ TEST_CASE("a rank that leaves mid-epoch in a random interleaving still yields ea
   for (int round = 0; round < 30; ++round) {
     JobLedger ledger;
     for (uint32_t r = 0; r < 3; ++r) MustJoin(ledger, "j", r, params);
-    std::vector<std::vector<Lease>> pending(3);  // leased, not yet consumed
+    std::vector<std::vector<BatchLease>> pending(3);  // leased, not yet consumed
     std::vector<uint64_t> consumed;
     std::vector<bool> done(3, false);
     bool crashed = false;
@@ -262,7 +262,7 @@ TEST_CASE("a rank that leaves mid-epoch in a random interleaving still yields ea
       if (done[rank]) continue;
       const int action = rng() % 10;
       if (action < 5) {
-        Result<Lease> lease = ledger.Next("j", rank, 0);
+        Result<BatchLease> lease = ledger.Next("j", rank, 0);
         if (lease.ok()) {
           pending[rank].push_back(std::move(lease).value());
         } else {
@@ -271,7 +271,7 @@ TEST_CASE("a rank that leaves mid-epoch in a random interleaving still yields ea
         }
       } else if (action < 9) {
         if (pending[rank].empty()) continue;
-        const Lease lease = pending[rank].front();
+        const BatchLease lease = pending[rank].front();
         pending[rank].erase(pending[rank].begin());
         MustCommit(ledger, "j", rank, lease);
         consumed.insert(consumed.end(), lease.sample_ids.begin(), lease.sample_ids.end());
@@ -297,14 +297,14 @@ TEST_CASE("one thread per rank hammering Next gets a consistent split") {
   REQUIRE(per_rank == 1250);
   const uint64_t kEpochs = 3;
 
-  std::vector<std::vector<Lease>> got(kWorld);
+  std::vector<std::vector<BatchLease>> got(kWorld);
   std::vector<int> errors(kWorld, 0);
   std::vector<std::thread> threads;
   for (uint32_t r = 0; r < kWorld; ++r) {
     threads.emplace_back([&, r] {
       for (uint64_t epoch = 0; epoch < kEpochs; ++epoch) {
         for (;;) {
-          Result<Lease> lease = ledger.Next("j", r, epoch);
+          Result<BatchLease> lease = ledger.Next("j", r, epoch);
           if (!lease.ok()) {
             if (lease.status().code() != StatusCode::kFailedPrecondition) ++errors[r];
             break;
@@ -323,7 +323,7 @@ TEST_CASE("one thread per rank hammering Next gets a consistent split") {
     for (uint32_t r = 0; r < kWorld; ++r) {
       CHECK(errors[r] == 0);
       uint64_t index = 0;
-      for (const Lease& lease : got[r]) {
+      for (const BatchLease& lease : got[r]) {
         if (lease.epoch != epoch) continue;
         CHECK(lease.index_in_epoch == index);
         CHECK(lease.last_in_epoch == (index + 1 == per_rank));
@@ -347,7 +347,7 @@ TEST_CASE("Commit is idempotent and checks the lease") {
   JobLedger ledger;
   MustJoin(ledger, "j", 0, Params(100, 10, 2));
   MustJoin(ledger, "j", 1, Params(100, 10, 2));
-  const Lease lease = MustNext(ledger, "j", 0, 0);
+  const BatchLease lease = MustNext(ledger, "j", 0, 0);
   MustCommit(ledger, "j", 0, lease);
   MustCommit(ledger, "j", 0, lease);
   const JobSummary* s = FindSummary(ledger.Summaries(), "j");
@@ -367,7 +367,7 @@ TEST_CASE("Summaries count epochs, leases and commits per job") {
   MustJoin(ledger, "b", 0, Params(50, 5, 2));
 
   for (int i = 0; i < 4; ++i) {
-    const Lease lease = MustNext(ledger, "a", 0, 0);
+    const BatchLease lease = MustNext(ledger, "a", 0, 0);
     if (i % 2 == 0) MustCommit(ledger, "a", 0, lease);
   }
   MustNext(ledger, "a", 0, 1);
@@ -413,7 +413,7 @@ TEST_CASE("a rank that finishes before the next one joins does not reset the job
   MustJoin(ledger, "j", 0, Params(100, 10, 2));
   std::set<uint64_t> seen;
   for (int i = 0; i < 5; ++i) {
-    Lease lease = MustNext(ledger, "j", 0, 0);
+    BatchLease lease = MustNext(ledger, "j", 0, 0);
     seen.insert(lease.sample_ids.begin(), lease.sample_ids.end());
     MustCommit(ledger, "j", 0, lease);
   }
@@ -422,7 +422,7 @@ TEST_CASE("a rank that finishes before the next one joins does not reset the job
   REQUIRE(ledger.BatchesPerRank("j").ok());
   MustJoin(ledger, "j", 1, Params(100, 10, 2));
   for (int i = 0; i < 5; ++i) {
-    Lease lease = MustNext(ledger, "j", 1, 0);
+    BatchLease lease = MustNext(ledger, "j", 1, 0);
     seen.insert(lease.sample_ids.begin(), lease.sample_ids.end());
     MustCommit(ledger, "j", 1, lease);
   }
@@ -448,7 +448,7 @@ TEST_CASE("a finished epoch's plan is dropped, and the epoch stays finished") {
   }
 
   // Leased but not fully committed: kept.
-  const Lease open = MustNext(ledger, "j", 0, 50);
+  const BatchLease open = MustNext(ledger, "j", 0, 50);
   CHECK(JobLedgerTestPeer::InFlightEpochs(ledger, "j") == 1);
   // An epoch out of order finishes and is dropped too.
   run_epoch(52);
@@ -458,7 +458,7 @@ TEST_CASE("a finished epoch's plan is dropped, and the epoch stays finished") {
   // Finished epochs refuse further leases and accept repeated commits.
   for (uint64_t epoch : {uint64_t{0}, uint64_t{49}, uint64_t{52}}) {
     INFO("epoch " << epoch);
-    Result<Lease> again = ledger.Next("j", 1, epoch);
+    Result<BatchLease> again = ledger.Next("j", 1, epoch);
     CHECK(again.status().code() == StatusCode::kFailedPrecondition);
     CHECK_THAT(again.status().message(), Catch::Contains("all 5 batches of epoch"));
     CHECK(ledger.Commit("j", 1, epoch, 0).ok());
@@ -466,9 +466,9 @@ TEST_CASE("a finished epoch's plan is dropped, and the epoch stays finished") {
 
   // Every rank must have committed everything before the plan goes.
   for (int i = 1; i < 5; ++i) MustCommit(ledger, "j", 0, MustNext(ledger, "j", 0, 50));
-  std::vector<Lease> rank1;
+  std::vector<BatchLease> rank1;
   for (int i = 0; i < 5; ++i) rank1.push_back(MustNext(ledger, "j", 1, 50));
-  for (const Lease& lease : rank1) MustCommit(ledger, "j", 1, lease);
+  for (const BatchLease& lease : rank1) MustCommit(ledger, "j", 1, lease);
   CHECK(JobLedgerTestPeer::InFlightEpochs(ledger, "j") == 1);  // `open` is not committed yet
   MustCommit(ledger, "j", 0, open);
   CHECK(JobLedgerTestPeer::InFlightEpochs(ledger, "j") == 0);

@@ -81,31 +81,45 @@ Stream::Stream(uint64_t id, Env& env, JobLedger& ledger, DatasetInfo info,
       in_slot_(ring_->slot_count()) {}
 
 Stream::~Stream() {
-  stop_.store(true, std::memory_order_release);
-  ring_->Wake();
+  Stop();
   if (producer_.joinable()) producer_.join();
-  CommitFreedSlots();
-  ledger_.Leave(params_.job, params_.rank);
-  // A reader still attached (the daemon is shutting down) learns why no more batches
-  // come. After a completed stream this lands behind the end marker and is never read.
+  // A reader still attached (the stream was closed, or the daemon is shutting down)
+  // learns why no more batches come. After a completed stream this lands behind the end
+  // marker and is never read.
   if (ring::SlotHeader* slot = ring_->TryAcquire())
     ring_->PublishEnd(slot, ring::kEndCancelled, "emberd closed the stream (shutting down?)");
 }
 
+void Stream::Stop() {
+  stop_.store(true, std::memory_order_release);
+  ring_->Wake();
+  std::lock_guard<std::mutex> lock(ledger_mu_);
+  if (left_job_) return;
+  left_job_ = true;
+  // Commit the batches whose slots the reader handed back; Leave returns the others.
+  for (uint32_t i = 0; i < in_slot_.size(); ++i) {
+    if (in_slot_[i] && ring_->SlotFree(i))
+      (void)ledger_.Commit(params_.job, params_.rank, in_slot_[i]->epoch, in_slot_[i]->batch);
+    in_slot_[i].reset();
+  }
+  ledger_.Leave(params_.job, params_.rank);
+}
+
 void Stream::Run() {
   Status status = Produce();
-  if (stop_.load()) return;
-  ring::SlotHeader* slot = AcquireSlot();
-  if (slot == nullptr) return;
-  if (status.ok()) {
-    ring_->PublishEnd(slot, ring::kEndComplete, "");
-    spdlog::info("stream {} (job '{}' rank {}): all epochs delivered", id_, params_.job,
-                 params_.rank);
-  } else {
-    ring_->PublishEnd(slot, ring::kEndError, status.message());
-    spdlog::error("stream {} (job '{}' rank {}): {}", id_, params_.job, params_.rank,
-                  status.ToString());
+  ring::SlotHeader* slot = stop_.load() ? nullptr : ring_->Acquire(stop_);
+  if (slot != nullptr && CommitConsumed(ring_->IndexOf(slot)).ok()) {
+    if (status.ok()) {
+      ring_->PublishEnd(slot, ring::kEndComplete, "");
+      spdlog::info("stream {} (job '{}' rank {}): all epochs delivered", id_, params_.job,
+                   params_.rank);
+    } else {
+      ring_->PublishEnd(slot, ring::kEndError, status.message());
+      spdlog::error("stream {} (job '{}' rank {}): {}", id_, params_.job, params_.rank,
+                    status.ToString());
+    }
   }
+  producer_done_.store(true, std::memory_order_release);
 }
 
 Status Stream::Produce() {
@@ -117,15 +131,15 @@ Status Stream::Produce() {
   std::shared_ptr<const Source> source = *loaded;
   source_future_ = DatasetCache::SourceFuture();  // keep only the shared_ptr
 
-  std::optional<Lease> ahead;  // the next batch, leased early for prefetching
+  std::optional<BatchLease> ahead;  // the next batch, leased early for prefetching
   for (uint64_t epoch = params_.start_epoch;
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
     epoch_.store(epoch, std::memory_order_relaxed);
     for (uint64_t i = 0; i < batches_per_epoch_; ++i) {
-      ring::SlotHeader* slot = AcquireSlot();
+      ring::SlotHeader* slot = ring_->Acquire(stop_);
       if (slot == nullptr) return Cancelled("stream closed");
-      std::optional<Lease>& previous = in_slot_[ring_->IndexOf(slot)];
-      Lease lease;
+      EMBER_RETURN_IF_ERROR(CommitConsumed(ring_->IndexOf(slot)));
+      BatchLease lease;
       if (ahead) {
         lease = std::move(*ahead);
         ahead.reset();
@@ -135,18 +149,18 @@ Status Stream::Produce() {
       if (source->ParallelDecode() && i + 1 < batches_per_epoch_) {
         // Lease the next batch now so the source can start reading its files while this
         // one decodes.
-        EMBER_ASSIGN_OR_RETURN(Lease next, NextLease(epoch));
+        EMBER_ASSIGN_OR_RETURN(BatchLease next, NextLease(epoch));
         source->Prefetch(next.sample_ids.data(), next.sample_ids.size());
         ahead = std::move(next);
       }
       EMBER_RETURN_IF_ERROR(Fill(slot, lease, *source));
-      previous = std::move(lease);
-      ring_->Publish(slot);
+      const uint64_t samples = lease.sample_ids.size();
+      EMBER_RETURN_IF_ERROR(Publish(slot, std::move(lease)));
 
       std::lock_guard<std::mutex> lock(rate_mu_);
       const uint64_t now = env_.NowMicros();
       if (rate_window_start_us_ == 0) rate_window_start_us_ = now;
-      rate_window_samples_ += previous->sample_ids.size();
+      rate_window_samples_ += samples;
       if (now - rate_window_start_us_ >= kRateWindowUs) {
         samples_per_second_ = rate_window_samples_ * 1e6 / (now - rate_window_start_us_);
         rate_window_start_us_ = now;
@@ -157,7 +171,7 @@ Status Stream::Produce() {
   return Status::Ok();
 }
 
-Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& source) {
+Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Source& source) {
   uint8_t* base = ring_->SlotBase(slot);
   const uint64_t rows = lease.sample_ids.size();
   uint64_t offset = ring_->payload_offset();
@@ -185,13 +199,14 @@ Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& so
   }
 
   // Rows [begin, end) of the batch, decoded straight into the slot. A failed row's
-  // error goes into `errors[r]`; under on_error: fail, the range stops at it.
+  // error goes into `errors[r]`; under on_error: fail, the range stops at it. A stop
+  // ends the range too, so that a slow source delays closing by one sample, not a batch.
   const SampleContext context{params_.seed, lease.epoch};
   const bool skip_bad = info_.spec.on_error == "skip";
   std::vector<Status> errors(rows);
   auto read_rows = [&](uint64_t begin, uint64_t end) {
     std::array<void*, ring::kMaxTensors> dsts{};
-    for (uint64_t r = begin; r < end; ++r) {
+    for (uint64_t r = begin; r < end && !stop_.load(std::memory_order_relaxed); ++r) {
       for (size_t t = 0; t < info_.tensors.size(); ++t) dsts[t] = columns[t] + r * sample_bytes[t];
       errors[r] = source.ReadSample(lease.sample_ids[r], context, dsts.data());
       if (!errors[r].ok() && !skip_bad) return;
@@ -216,6 +231,7 @@ Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& so
     std::unique_lock<std::mutex> lock(mu);
     done_cv.wait(lock, [&] { return pending == 0; });
   }
+  if (stop_.load()) return Cancelled("stream closed");
 
   uint64_t good = 0;
   for (uint64_t r = 0; r < rows; ++r) {
@@ -245,30 +261,31 @@ Status Stream::Fill(ring::SlotHeader* slot, const Lease& lease, const Source& so
   return Status::Ok();
 }
 
-Result<Lease> Stream::NextLease(uint64_t epoch) {
+Result<BatchLease> Stream::NextLease(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(ledger_mu_);
+  if (left_job_) return Cancelled("stream closed");
   auto lease = ledger_.Next(params_.job, params_.rank, epoch);
   if (!lease.ok()) return lease.status().WithContext("job '" + params_.job + "'");
   return lease;
 }
 
-ring::SlotHeader* Stream::AcquireSlot() {
-  ring::SlotHeader* slot = ring_->Acquire(stop_);
-  if (slot == nullptr) return nullptr;
-  std::optional<Lease>& previous = in_slot_[ring_->IndexOf(slot)];
-  if (previous) {
-    // The reader handed this slot back: its batch was consumed.
-    (void)ledger_.Commit(params_.job, params_.rank, previous->epoch, previous->batch);
-    previous.reset();
+Status Stream::CommitConsumed(uint32_t index) {
+  std::lock_guard<std::mutex> lock(ledger_mu_);
+  if (left_job_) return Cancelled("stream closed");
+  std::optional<BatchLease>& consumed = in_slot_[index];
+  if (consumed) {
+    (void)ledger_.Commit(params_.job, params_.rank, consumed->epoch, consumed->batch);
+    consumed.reset();
   }
-  return slot;
+  return Status::Ok();
 }
 
-void Stream::CommitFreedSlots() {
-  for (uint32_t i = 0; i < in_slot_.size(); ++i) {
-    if (in_slot_[i] && ring_->SlotFree(i))
-      (void)ledger_.Commit(params_.job, params_.rank, in_slot_[i]->epoch, in_slot_[i]->batch);
-    in_slot_[i].reset();
-  }
+Status Stream::Publish(ring::SlotHeader* slot, BatchLease lease) {
+  std::lock_guard<std::mutex> lock(ledger_mu_);
+  if (left_job_) return Cancelled("stream closed");
+  in_slot_[ring_->IndexOf(slot)] = std::move(lease);
+  ring_->Publish(slot);
+  return Status::Ok();
 }
 
 StreamStats Stream::Stats() const {

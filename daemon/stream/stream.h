@@ -1,12 +1,14 @@
 // Stream: what one rank of a job reads. A producer thread leases the rank's batches from
 // the JobLedger, gathers their samples from the dataset's Source and writes them in
-// place into the stream's ring; the trainer reads them from the same memory.
+// place into the stream's ring; the trainer reads them from the same memory. When the
+// producer gets a slot back from the trainer, it commits the batch that slot held.
 //
-// Lifetime: the RPC layer holds a Stream for as long as the trainer holds its Stream
-// capability (or its connection lives). Destroying the Stream stops the producer, commits
-// what the trainer consumed, returns the rest of its leases to the job, and unmaps the
-// ring (the memfd itself dies with the trainer's mapping).
-// Thread-safety: Stats() and the accessors may be called from any thread.
+// Lifetime: the StreamManager holds a Stream for as long as the trainer holds its Stream
+// capability (or its connection lives). Stop() ends the rank's part in the job at once
+// (commits what the trainer consumed, returns the rest of its leases) and tells the
+// producer to stop without waiting for it; destroying the Stream waits for the producer
+// and unmaps the ring (the memfd itself dies with the trainer's mapping).
+// Thread-safety: Stop(), Stats() and the accessors may be called from any thread.
 #ifndef EMBER_DAEMON_STREAM_STREAM_H_
 #define EMBER_DAEMON_STREAM_STREAM_H_
 
@@ -77,7 +79,19 @@ class Stream {
                                                DatasetCache::SourceFuture source,
                                                DecodePool* decode_pool,
                                                const StreamParams& params);
+  // Stop()s, then waits for the producer, which may take as long as the Source call it
+  // is in. A reader still attached learns that the stream was cancelled.
   ~Stream();
+
+  // Tells the producer to stop and leaves the job: the batches whose slots the reader has
+  // handed back are committed, the rest of this rank's leases return to the job, so the
+  // rank may join again at once. Returns without waiting for the producer; from then on
+  // it neither leases nor publishes another batch. Idempotent.
+  void Stop();
+
+  // True once the producer thread has returned (destroying the Stream then waits for
+  // nothing).
+  bool producer_done() const { return producer_done_.load(std::memory_order_acquire); }
 
   uint64_t id() const { return id_; }
   int ring_fd() const { return ring_->fd(); }
@@ -98,14 +112,15 @@ class Stream {
   Status Produce();
   // Decodes the lease's samples into the slot. A corrupt sample fails the batch, or under
   // on_error: skip is logged, counted and left out (the batch gets fewer rows).
-  Status Fill(ring::SlotHeader* slot, const Lease& lease, const Source& source);
-  // This rank's next batch of `epoch` from the ledger.
-  Result<Lease> NextLease(uint64_t epoch);
-  // The next free slot (nullptr once stopped), committing the batch it held before.
-  ring::SlotHeader* AcquireSlot();
-  // At close: commits batches whose slots the reader has handed back.
-  void CommitFreedSlots();
-
+  Status Fill(ring::SlotHeader* slot, const BatchLease& lease, const Source& source);
+  // This rank's next batch of `epoch` from the ledger; kCancelled once stopped.
+  Result<BatchLease> NextLease(uint64_t epoch);
+  // The producer got slot `index` back from the reader: commits the batch it held, if
+  // any. kCancelled once stopped.
+  Status CommitConsumed(uint32_t index);
+  // Publishes the filled slot and records that it holds `lease`; kCancelled once stopped
+  // (the batch is not published).
+  Status Publish(ring::SlotHeader* slot, BatchLease lease);
   const uint64_t id_;
   Env& env_;
   JobLedger& ledger_;
@@ -119,8 +134,14 @@ class Stream {
   std::atomic<uint64_t> epoch_{0};
   std::atomic<uint64_t> samples_skipped_{0};
 
-  // Producer thread only: the lease whose batch sits in each slot, until committed.
-  std::vector<std::optional<Lease>> in_slot_;
+  std::atomic<bool> producer_done_{false};
+
+  // Orders the producer's ledger calls and publishing against Stop(): once Stop() has
+  // left the job, no batch is leased, committed or published by this stream.
+  std::mutex ledger_mu_;
+  bool left_job_ = false;  // guarded by ledger_mu_
+  // The lease whose batch sits in each slot, until committed; guarded by ledger_mu_.
+  std::vector<std::optional<BatchLease>> in_slot_;
 
   mutable std::mutex rate_mu_;
   uint64_t rate_window_start_us_ = 0;      // guarded by rate_mu_

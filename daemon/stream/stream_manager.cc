@@ -2,16 +2,33 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 namespace ember::daemon {
+
+namespace {
+
+// How often the reaper looks for closed streams whose producers have stopped.
+constexpr auto kReapInterval = std::chrono::milliseconds(20);
+
+}  // namespace
 
 StreamManager::StreamManager(Env* env, Catalog* catalog, JobLedger* ledger, DatasetCache* cache,
                              DecodePool* decode_pool, StreamLimits limits)
+    : StreamManager(env, catalog, ledger,
+                    [cache](const DatasetInfo& info) { return cache->Get(info); }, decode_pool,
+                    limits) {}
+
+StreamManager::StreamManager(Env* env, Catalog* catalog, JobLedger* ledger,
+                             SourceLoader load_source, DecodePool* decode_pool,
+                             StreamLimits limits)
     : env_(env),
       catalog_(catalog),
       ledger_(ledger),
-      cache_(cache),
+      load_source_(std::move(load_source)),
       decode_pool_(decode_pool),
-      limits_(limits) {}
+      limits_(limits),
+      reaper_([this] { Reap(); }) {}
 
 StreamManager::~StreamManager() {
   std::map<uint64_t, std::shared_ptr<Stream>> streams;
@@ -19,7 +36,45 @@ StreamManager::~StreamManager() {
     std::lock_guard<std::mutex> lock(mu_);
     streams.swap(streams_);
   }
-  streams.clear();
+  // Stop them all first, so that their producers wind down side by side.
+  for (auto& [id, stream] : streams) stream->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, stream] : streams) closing_.push_back(std::move(stream));
+    shutting_down_ = true;
+  }
+  closing_cv_.notify_all();
+  reaper_.join();
+}
+
+void StreamManager::Reap() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    closing_cv_.wait(lock, [&] { return !closing_.empty() || shutting_down_; });
+    if (closing_.empty()) return;
+    std::vector<std::shared_ptr<Stream>> done;
+    for (auto it = closing_.begin(); it != closing_.end();) {
+      if ((*it)->producer_done()) {
+        done.push_back(std::move(*it));
+        it = closing_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();
+    for (std::shared_ptr<Stream>& stream : done) {
+      const uint64_t id = stream->id(), bytes = stream->ring_bytes();
+      stream.reset();  // joins the finished producer and unmaps the ring
+      {
+        std::lock_guard<std::mutex> relock(mu_);
+        reserved_bytes_ -= bytes;
+      }
+      spdlog::info("stream {} closed", id);
+    }
+    lock.lock();
+    if (done.empty() && !closing_.empty())
+      closing_cv_.wait_for(lock, kReapInterval);
+  }
 }
 
 Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
@@ -55,7 +110,8 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
     reserved_bytes_ += ring_bytes;
     id = next_id_++;
   }
-  auto stream = Stream::Start(id, *env_, *ledger_, *info, cache_->Get(*info), decode_pool_, params);
+  auto stream =
+      Stream::Start(id, *env_, *ledger_, *info, load_source_(*info), decode_pool_, params);
   std::lock_guard<std::mutex> lock(mu_);
   if (!stream.ok()) {
     reserved_bytes_ -= ring_bytes;
@@ -78,11 +134,13 @@ void StreamManager::Close(uint64_t id) {
     stream = std::move(it->second);
     streams_.erase(it);
   }
-  const uint64_t bytes = stream->ring_bytes();
-  stream.reset();  // joins the producer, outside the lock
-  std::lock_guard<std::mutex> lock(mu_);
-  reserved_bytes_ -= bytes;
-  spdlog::info("stream {} closed", id);
+  stream->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_.push_back(std::move(stream));
+  }
+  closing_cv_.notify_all();
+  spdlog::info("stream {} closing", id);
 }
 
 std::vector<StreamStats> StreamManager::Stats() const {

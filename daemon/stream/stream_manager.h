@@ -1,13 +1,20 @@
 // StreamManager: opens and closes streams, enforcing the shared-memory budget, and
 // reports on them. The RPC layer is a thin shell around it.
+//
+// Closing never waits for a producer (which may be inside a slow Source call): a reaper
+// thread owned by the manager destroys closed streams once their producers have stopped,
+// and only then returns their ring memory to the budget.
 // Thread-safety: all methods are safe to call concurrently.
 #ifndef EMBER_DAEMON_STREAM_STREAM_MANAGER_H_
 #define EMBER_DAEMON_STREAM_STREAM_MANAGER_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "daemon/catalog/catalog.h"
@@ -28,33 +35,53 @@ struct StreamLimits {
 
 class StreamManager {
  public:
+  // Where a stream's samples come from: DatasetCache::Get in the daemon.
+  using SourceLoader = std::function<DatasetCache::SourceFuture(const DatasetInfo&)>;
+
+  // Everything must outlive the manager. Streams read datasets from `cache`.
   StreamManager(Env* env, Catalog* catalog, JobLedger* ledger, DatasetCache* cache,
                 DecodePool* decode_pool, StreamLimits limits);
-  ~StreamManager();  // closes every stream
+  // As above, with streams reading from what `load_source` returns (tests: fake sources).
+  StreamManager(Env* env, Catalog* catalog, JobLedger* ledger, SourceLoader load_source,
+                DecodePool* decode_pool, StreamLimits limits);
+  // Closes every stream and waits for all their producers.
+  ~StreamManager();
 
   // Validates the request (naming the bad field), looks the dataset up in the catalog,
   // reserves ring memory from the budget (kResourceExhausted with the numbers if it does
   // not fit) and starts the stream. `params.slots == 0` means the default depth.
   Result<std::shared_ptr<Stream>> Open(StreamParams params);
 
-  // Stops and frees a stream; its budget returns. No-op for unknown ids.
+  // Stops a stream and returns at once, never waiting for its producer: the stream
+  // leaves Stats() and its rank leaves the job now (so it may open again at once); its
+  // ring memory returns to the budget once the producer has stopped. No-op for unknown
+  // ids.
   void Close(uint64_t id);
 
   std::vector<StreamStats> Stats() const;
+  // Ring bytes reserved by open streams and by closed ones whose producers still run.
   uint64_t shm_bytes_in_use() const;
   uint64_t shm_bytes_budget() const { return limits_.shm_budget_bytes; }
 
  private:
+  // The reaper thread: destroys closed streams as their producers finish, returning
+  // their bytes to the budget; exits once shutting down with none left.
+  void Reap();
+
   Env* env_;
   Catalog* catalog_;
   JobLedger* ledger_;
-  DatasetCache* cache_;
+  const SourceLoader load_source_;
   DecodePool* decode_pool_;
   const StreamLimits limits_;
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;                                  // guarded by mu_
   uint64_t reserved_bytes_ = 0;                           // guarded by mu_
   std::map<uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by mu_
+  std::vector<std::shared_ptr<Stream>> closing_;  // stopped, not yet reaped; guarded by mu_
+  bool shutting_down_ = false;                    // guarded by mu_
+  std::condition_variable closing_cv_;            // closing_ or shutting_down_ changed
+  std::thread reaper_;
 };
 
 }  // namespace ember::daemon

@@ -1,0 +1,118 @@
+// StreamManager without RPC: opening and closing streams over a fake source.
+#include "daemon/stream/stream_manager.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/env.h"
+#include "daemon/stream/stream_testing.h"
+
+namespace ember::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How long a blocked read lasts unless the test lets it go: a Close that waits for the
+// producer takes this long.
+constexpr milliseconds kBlockLimit{5000};
+
+// A manager over a catalog that holds one dataset, "fake", whose samples come from
+// `source`.
+struct Harness {
+  explicit Harness(const std::string& name) {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    REQUIRE(tmp != nullptr);
+    const std::string dir = std::string(tmp) + "/stream_manager_test/" + name;
+    REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+    auto catalog_or = Catalog::Open(env.get(), dir, [info = source->info()](const DatasetSpec& spec) {
+      DatasetInfo probed = info;
+      probed.spec = spec;
+      return Result<DatasetInfo>(probed);
+    });
+    REQUIRE(catalog_or.ok());
+    catalog = std::move(catalog_or).value();
+    REQUIRE(catalog->Add(DatasetSpec{"fake", "idx", "/data/fake", "train"}).ok());
+    streams = std::make_unique<StreamManager>(
+        env.get(), catalog.get(), &ledger,
+        [source = source](const DatasetInfo&) { return Ready(source); }, &pool, StreamLimits{});
+  }
+
+  // Opens rank `rank` of job "j" and returns the stream's id.
+  uint64_t Open(uint32_t rank = 0) {
+    StreamParams params;
+    params.job = "j";
+    params.dataset = "fake";
+    params.batch_size = 8;
+    params.world_size = 2;
+    params.rank = rank;
+    params.slots = 2;
+    auto stream = streams->Open(params);
+    REQUIRE(stream.ok());
+    return (*stream)->id();
+  }
+
+  std::unique_ptr<Env> env = NewPosixEnv();
+  std::shared_ptr<FakeSource> source = std::make_shared<FakeSource>(64, /*parallel=*/false);
+  std::unique_ptr<Catalog> catalog;
+  JobLedger ledger;
+  DecodePool pool{2};
+  std::unique_ptr<StreamManager> streams;
+};
+
+TEST_CASE("closing a stream does not wait for a producer blocked in its source") {
+  Harness h("close");
+  h.source->Block(kBlockLimit);
+  const uint64_t id = h.Open();
+  const uint64_t ring_bytes = h.streams->shm_bytes_in_use();
+  CHECK(ring_bytes > 0);
+  REQUIRE(h.source->WaitUntilBlocked(milliseconds(5000)));
+
+  const auto start = Clock::now();
+  h.streams->Close(id);
+  CHECK(Clock::now() - start < milliseconds(1000));
+  CHECK(h.streams->Stats().empty());
+  // The producer is still reading into the ring: its memory is still in use.
+  CHECK(h.streams->shm_bytes_in_use() == ring_bytes);
+
+  // The rank left the job at once, so it can open again while the old producer runs.
+  const uint64_t again = h.Open();
+  CHECK(again != id);
+  CHECK(h.streams->shm_bytes_in_use() == 2 * ring_bytes);
+  h.streams->Close(again);
+
+  // Once the producers stop, the memory returns.
+  h.source->Unblock();
+  const auto deadline = Clock::now() + milliseconds(5000);
+  while (h.streams->shm_bytes_in_use() != 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(5));
+  CHECK(h.streams->shm_bytes_in_use() == 0);
+  CHECK(h.ledger.Summaries().size() == 1);  // rank 1 never came: the job stays
+}
+
+TEST_CASE("destroying the manager stops and waits for every producer") {
+  Harness h("destroy");
+  h.source->Block(milliseconds(300));
+  h.Open(0);
+  h.Open(1);
+  REQUIRE(h.source->WaitUntilBlocked(milliseconds(5000)));
+  h.streams.reset();
+  // No producer holds the source any more, and both ranks left: the job is forgotten.
+  CHECK(h.source.use_count() == 1);
+  CHECK(h.ledger.Summaries().empty());
+}
+
+TEST_CASE("closing an unknown stream is a no-op") {
+  Harness h("unknown");
+  const uint64_t id = h.Open();
+  h.streams->Close(id + 1);
+  CHECK(h.streams->Stats().size() == 1);
+}
+
+}  // namespace
+}  // namespace ember::daemon
