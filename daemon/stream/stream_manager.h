@@ -50,6 +50,8 @@ class StreamManager {
   // Validates the request (naming the bad field), looks the dataset up in the catalog,
   // reserves ring memory from the budget (kResourceExhausted with the numbers if it does
   // not fit) and starts the stream. `params.slots == 0` means the default depth.
+  // Callers use the returned stream (its ring fd and geometry) until they Close it, and
+  // drop it then: the manager destroys it off the caller's thread.
   Result<std::shared_ptr<Stream>> Open(StreamParams params);
 
   // Stops a stream and returns at once, never waiting for its producer: the stream
