@@ -55,6 +55,7 @@ PeerCredentials PeerOf(kj::AsyncIoStream& stream) {
   peer.pid = cred.pid;
   peer.uid = cred.uid;
   peer.gid = cred.gid;
+  spdlog::debug("connection from pid {} (uid {}, gid {})", peer.pid, peer.uid, peer.gid);
   return peer;
 }
 
