@@ -31,6 +31,8 @@
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/rpc/daemon_server.h"
+#include "daemon/service/daemon_service.h"
+#include "daemon/service/session.h"
 #include "daemon/stream/stream_manager.h"
 
 namespace ember::daemon {
@@ -39,12 +41,32 @@ namespace {
 constexpr const char* kVersion = "0.1.0";
 constexpr unsigned kMaxFdsPerMessage = 4;
 
-// One client connection: its RPC system and the DaemonServer it bootstraps.
+// The peer of an accepted unix-socket connection (SO_PEERCRED), or unknown (-1) if the
+// kernel does not say.
+PeerCredentials PeerOf(kj::AsyncIoStream& stream) {
+  PeerCredentials peer;
+  struct ucred cred {};
+  uint length = sizeof(cred);
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions(
+                     [&] { stream.getsockopt(SOL_SOCKET, SO_PEERCRED, &cred, &length); })) {
+    spdlog::warn("connection without peer credentials: {}", e->getDescription().cStr());
+    return peer;
+  }
+  peer.pid = cred.pid;
+  peer.uid = cred.uid;
+  peer.gid = cred.gid;
+  spdlog::debug("connection from pid {} (uid {}, gid {})", peer.pid, peer.uid, peer.gid);
+  return peer;
+}
+
+// One client connection: its session, its RPC system and the DaemonServer it bootstraps.
 struct Connection {
-  Connection(ServerContext& ctx, kj::Own<kj::AsyncCapabilityStream> s)
+  Connection(DaemonService& service, kj::Timer& timer, kj::Own<kj::AsyncCapabilityStream> s)
       : stream(kj::mv(s)),
         network(*stream, kMaxFdsPerMessage, capnp::rpc::twoparty::Side::SERVER),
-        rpc(capnp::makeRpcServer(network, kj::heap<DaemonServer>(ctx))) {}
+        rpc(capnp::makeRpcServer(
+            network, kj::heap<DaemonServer>(
+                         service, std::make_shared<Session>(service, PeerOf(*stream)), timer))) {}
   kj::Own<kj::AsyncCapabilityStream> stream;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
@@ -57,13 +79,14 @@ class LogErrors final : public kj::TaskSet::ErrorHandler {
   }
 };
 
-kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, ServerContext& ctx,
-                             kj::TaskSet& connections) {
+kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, DaemonService& service,
+                             kj::Timer& timer, kj::TaskSet& connections) {
   return listener.accept().then([&](kj::Own<kj::AsyncIoStream>&& io) {
-    auto connection = kj::heap<Connection>(ctx, io.downcast<kj::AsyncCapabilityStream>());
+    auto connection =
+        kj::heap<Connection>(service, timer, io.downcast<kj::AsyncCapabilityStream>());
     auto disconnected = connection->network.onDisconnect();
     connections.add(disconnected.attach(kj::mv(connection)));
-    return AcceptLoop(listener, ctx, connections);
+    return AcceptLoop(listener, service, timer, connections);
   });
 }
 
@@ -149,17 +172,17 @@ int Serve(const std::string& config_path) {
   StreamManager streams(env.get(), catalog->get(), &ledger, &cache, &decode_pool, limits);
 
   auto io = kj::setupAsyncIo();
-  ServerContext ctx;
-  ctx.catalog = catalog->get();
-  ctx.streams = &streams;
-  ctx.ledger = &ledger;
-  ctx.kv = &kv;
-  ctx.segments = &segments;
-  ctx.timer = &io.provider->getTimer();
-  ctx.blocking = &blocking;
-  ctx.env = env.get();
-  ctx.start_micros = env->NowMicros();
-  ctx.version = kVersion;
+  ServiceDeps deps;
+  deps.env = env.get();
+  deps.catalog = catalog->get();
+  deps.streams = &streams;
+  deps.ledger = &ledger;
+  deps.kv = &kv;
+  deps.segments = &segments;
+  deps.blocking = &blocking;
+  deps.version = kVersion;
+  deps.pid = static_cast<uint32_t>(getpid());
+  DaemonService service(std::move(deps));
 
   int exit_code = 0;
   {
@@ -178,10 +201,10 @@ int Serve(const std::string& config_path) {
     spdlog::info("emberd {} serving on {} (state {}, {} decode threads, shm budget {} bytes, "
                  "{} datasets)",
                  kVersion, config->socket_path, config->state_dir, decode_threads,
-                 config->shm_budget_bytes, ctx.catalog->List().size());
+                 config->shm_budget_bytes, service.ListDatasets().size());
     sd_notify(0, ("READY=1\nSTATUS=serving on " + config->socket_path).c_str());
 
-    auto accepting = AcceptLoop(*listener, ctx, connections)
+    auto accepting = AcceptLoop(*listener, service, io.provider->getTimer(), connections)
                          .eagerlyEvaluate([&](kj::Exception&& e) {
                            spdlog::error("accept failed: {}", e.getDescription().cStr());
                            exit_code = 1;

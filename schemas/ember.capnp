@@ -10,12 +10,16 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("ember::rpc");
 
+# Limits: `name` is 1..64 characters of letters, digits, '_', '.' and '-', not starting with
+# '.'. The other fields have no length limit yet beyond the message size (see Daemon).
 struct DatasetSpec {
   name @0 :Text;
-  format @1 :Text;      # "idx"
-  path @2 :Text;        # a directory, or for idx an images file
-  split @3 :Text;       # "train" or "test"
-  pipeline @4 :Text;    # YAML text of the decode/transform pipeline; empty: format default
+  format @1 :Text;      # "idx", "imagefolder", "packed", "tokens" or a plugin's format
+  path @2 :Text;        # idx, imagefolder, packed: a directory; tokens: a file;
+                        # a plugin format: whatever the plugin reads
+  split @3 :Text;       # idx: "train" or "test"; the other formats record it only
+  pipeline @4 :Text;    # YAML text of the decode/transform pipeline (tokens: its options);
+                        # empty: the format's default
   onError @5 :Text;     # "fail" (default when empty) or "skip"
 }
 
@@ -32,17 +36,21 @@ struct DatasetInfo {
   files @3 :List(Text); # the files the dataset reads
 }
 
+# What one rank reads (Daemon.openStream). The ring (slots x slot size, the slot size
+# following from batchSize and the dataset's tensors) must fit in what is left of the
+# daemon's shared-memory budget (config shm_budget, 4 GiB by default): resource_exhausted
+# otherwise, with the numbers.
 struct StreamRequest {
-  job @0 :Text;         # shared by all ranks of one training run
+  job @0 :Text;         # shared by all ranks of one training run; not empty, no length limit yet
   dataset @1 :Text;
-  batchSize @2 :UInt32;
+  batchSize @2 :UInt32;   # 1..1048576 samples
   seed @3 :UInt64;
-  rank @4 :UInt32;
-  worldSize @5 :UInt32;
+  rank @4 :UInt32;        # below worldSize
+  worldSize @5 :UInt32;   # at least 1; no upper limit yet
   epochs @6 :UInt32;    # 0: until the stream is closed
   shuffle @7 :Bool = true;
-  slots @8 :UInt32;     # ring depth; 0: the daemon's default
-  startEpoch @9 :UInt32;  # resume from this epoch
+  slots @8 :UInt32;     # ring depth, 2..1024; 0: the daemon's default (config ring_slots, 8)
+  startEpoch @9 :UInt32;  # resume from this epoch; below epochs unless epochs is 0
 }
 
 struct StreamInfo {
@@ -58,7 +66,7 @@ struct StreamInfo {
 # the server overrides Capability::Server::getFd(); the client calls getFd().
 interface Ring {}
 
-# The same for a shared-memory segment (see Daemon.openSharedMemory): getFd() yields its
+# The same for a shared-memory segment (see Job.openSharedMemory): getFd() yields its
 # memfd, which the client duplicates and maps read-write, MAP_SHARED.
 interface SharedMemory {}
 
@@ -96,7 +104,7 @@ struct JobStatus {
 # A shared-memory segment that not all of its ranks have opened yet.
 struct PendingSegment {
   job @0 :Text;
-  name @1 :Text;
+  name @1 :Text;        # the segment's name (Job.openSharedMemory's `segment`)
   worldSize @2 :UInt32;
   bytes @3 :UInt64;
   missingRanks @4 :List(UInt32);
@@ -115,36 +123,74 @@ struct DaemonStatus {
   pendingSegments @8 :List(PendingSegment);
 }
 
+# The bootstrap capability of a connection to emberd's unix socket.
+#
+# Limits of the connection: one message (a call or its results) holds at most 64 MiB
+# (Cap'n Proto's default traversal limit of 8 Mi words, which emberd keeps) and at most 4
+# file descriptors. Key-value values, key lists and dataset lists have no limit of their
+# own yet beyond that.
+#
+# What a connection holds (its streams, its jobs) is released when the client drops the
+# capability or the connection ends, also when the client process dies.
 interface Daemon {
-  # Catalog
+  # Catalog. addDataset reads the dataset's files (on a separate thread: other calls are
+  # not held up); already_exists if the name is taken. inspectDataset and removeDataset:
+  # not_found if no dataset has that name.
   addDataset @0 (spec :DatasetSpec) -> (info :DatasetInfo);
   listDatasets @1 () -> (datasets :List(DatasetInfo));
-  inspectDataset @2 (name :Text) -> (info :DatasetInfo);
-  removeDataset @3 (name :Text) -> ();
+  inspectDataset @2 (dataset :Text) -> (info :DatasetInfo);
+  removeDataset @3 (dataset :Text) -> ();
 
-  # Jobs and streams
+  # A rank's stream (see StreamRequest for the limits). invalid_argument naming the field,
+  # not_found for an unknown dataset, resource_exhausted when the ring does not fit.
   openStream @4 (request :StreamRequest) -> (stream :Stream, ring :Ring, info :StreamInfo);
 
-  # Coordinator: a key-value store per job, used to bootstrap Gloo / NCCL, and barriers.
-  kvSet @5 (job :Text, key :Text, value :Data) -> ();
-  kvGet @6 (job :Text, key :Text, timeoutMs :UInt32) -> (value :Data);  # waits for the key
-  kvAdd @7 (job :Text, key :Text, delta :Int64) -> (value :Int64);
-  kvCheck @8 (job :Text, keys :List(Text)) -> (present :Bool);
-  kvDelete @9 (job :Text, key :Text) -> (deleted :Bool);
-  barrier @10 (job :Text, name :Text, worldSize :UInt32, timeoutMs :UInt32) -> ();
+  status @5 () -> (status :DaemonStatus);
 
-  # Status
-  status @11 () -> (status :DaemonStatus);
+  # Joins `job` (not empty; no length limit yet) on this node: the returned capability is
+  # the job's key-value store, barriers and shared-memory segments. A job's keys and
+  # barriers live as long as some client holds a Job capability for it: when the last one
+  # is released (or its connection ends), they are dropped, so a later run can reuse the
+  # job's name. invalid_argument: empty job.
+  joinJob @6 (job :Text) -> (job :Job);
+}
 
-  # Coordinator: a zero-filled shared-memory segment (a memfd, sealed against resizing
-  # only) that the worldSize ranks of `job` on this node share, e.g. for an all-reduce in
-  # shared memory. Each rank calls once: the first call for (job, name) creates a segment
-  # of `bytes`, the next worldSize - 1 calls get the same one; then the daemon forgets it
-  # (the memory lives as long as the ranks' descriptors and mappings) and a later call
-  # creates a new one. A segment that fewer than worldSize ranks opened is dropped 10
-  # minutes after its creation. invalid_argument: empty job or name, worldSize 0, bytes 0
-  # or over 1 GiB, or worldSize / bytes unlike the first call's (the message names both);
-  # resource_exhausted: too many segments are waiting for their ranks.
-  openSharedMemory @12 (job :Text, name :Text, worldSize :UInt32, bytes :UInt64,
-                        rank :UInt32) -> (memory :SharedMemory);
+# Membership in a job, from Daemon.joinJob; used to bootstrap Gloo / NCCL through the daemon
+# and to synchronize the job's ranks on this node.
+#
+# Waits (kvGet, barrier) take timeoutMs: how long to wait, at most 2^32 - 1 ms (about 49
+# days); deadline_exceeded naming the key or barrier and the timeout when it passes.
+# timeoutMs = 0 does not wait: kvGet returns a key that is already there and fails
+# otherwise; a barrier arrival completes only if it is the round's last.
+interface Job {
+  # The key-value store: no limit yet on the number of keys nor on their sizes (beyond the
+  # message size).
+  kvSet @0 (key :Text, value :Data) -> ();
+  # Waits for the key to be set (kvSet or kvAdd).
+  kvGet @1 (key :Text, timeoutMs :UInt32) -> (value :Data);
+  # The value as a decimal int64 (missing: 0) plus delta, stored and returned.
+  # invalid_argument if the value is not an integer or the sum overflows.
+  kvAdd @2 (key :Text, delta :Int64) -> (value :Int64);
+  # Whether all of `keys` exist.
+  kvCheck @3 (keys :List(Text)) -> (present :Bool);
+  kvDelete @4 (key :Text) -> (deleted :Bool);
+
+  # Returns once worldSize callers have reached `barrier` (the round then resets, so a
+  # barrier can be reused). invalid_argument: worldSize 0 or unlike the current round's.
+  # No limit yet on worldSize nor on the number of barriers.
+  barrier @5 (barrier :Text, worldSize :UInt32, timeoutMs :UInt32) -> ();
+
+  # A zero-filled shared-memory segment (a memfd, sealed against resizing only) that the
+  # worldSize ranks of the job on this node share, e.g. for an all-reduce in shared
+  # memory. Each rank calls once: the first call for `segment` creates a segment of
+  # `bytes`, the next worldSize - 1 calls get the same one; then the daemon forgets it (the
+  # memory lives as long as the ranks' descriptors and mappings) and a later call creates
+  # a new one. A segment that fewer than worldSize ranks opened is dropped 10 minutes after
+  # its creation. Does not wait for the other ranks.
+  # invalid_argument: empty segment, worldSize 0, rank not below worldSize, bytes 0 or
+  # over 1 GiB, or worldSize / bytes unlike the first call's (the message names both);
+  # resource_exhausted: 1024 segments are already waiting for their ranks.
+  # No length limit yet on `segment`.
+  openSharedMemory @6 (segment :Text, worldSize :UInt32, bytes :UInt64, rank :UInt32)
+      -> (memory :SharedMemory);
 }

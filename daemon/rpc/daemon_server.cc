@@ -2,11 +2,12 @@
 
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
 #include <kj/async.h>
 #include <kj/debug.h>
 
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include "common/rpc_status.h"
 
@@ -60,21 +61,32 @@ void ToRpc(const DatasetInfo& info, rpc::DatasetInfo::Builder b) {
   for (size_t i = 0; i < info.files.size(); ++i) files.set(i, info.files[i]);
 }
 
-// Runs `fn` on the blocking pool and resumes on the event loop with its result, so file
-// reads never stall RPC.
+// A promise and the callback that resolves it, for the service's completion callbacks.
+// `Paf` is kj's PromiseFulfillerPair or its cross-thread kind (for callbacks that run on
+// the blocking pool).
 template <typename T>
-kj::Promise<T> OffLoop(boost::asio::thread_pool& pool, std::function<T()> fn) {
-  auto paf = kj::newPromiseAndCrossThreadFulfiller<T>();
-  boost::asio::post(pool, [fn = std::move(fn), fulfiller = kj::mv(paf.fulfiller)]() mutable {
-    fulfiller->fulfill(fn());
-  });
-  return kj::mv(paf.promise);
+struct Completion {
+  kj::Promise<T> promise;
+  std::function<void(T)> done;
+};
+
+template <typename T, typename Paf>
+Completion<T> CompletionOf(Paf paf) {
+  auto fulfiller = std::make_shared<decltype(paf.fulfiller)>(kj::mv(paf.fulfiller));
+  return {kj::mv(paf.promise), [fulfiller](T value) { (*fulfiller)->fulfill(kj::mv(value)); }};
 }
 
-kj::Promise<void> Timeout(kj::Timer& timer, uint32_t timeout_ms, const std::string& what) {
-  return timer.afterDelay(timeout_ms * kj::MILLISECONDS).then([what, timeout_ms]() -> void {
-    Throw(DeadlineExceeded(what + ": timed out after " + std::to_string(timeout_ms) + " ms"));
-  });
+// `result` of a call that may wait: expires `wait` (if any) after timeout_ms and cancels it
+// when the caller goes away.
+template <typename T>
+kj::Promise<T> WithTimeout(kj::Timer& timer, kj::Promise<T> result, std::unique_ptr<Wait> wait,
+                           uint32_t timeout_ms) {
+  if (!wait) return result;
+  Wait* pending = wait.get();
+  kj::Promise<void> expire = timer.afterDelay(timeout_ms * kj::MILLISECONDS)
+                                 .then([pending] { pending->Expire(); })
+                                 .eagerlyEvaluate(nullptr);
+  return result.attach(kj::mv(expire), kj::mv(wait));
 }
 
 // Carries the ring's memfd to the trainer: the peer calls getFd() on this capability.
@@ -107,70 +119,22 @@ class SharedMemoryServer final : public rpc::SharedMemory::Server {
 // The trainer's handle on its stream: dropping it (or the connection) closes the stream.
 class StreamServer final : public rpc::Stream::Server {
  public:
-  StreamServer(StreamManager& streams, uint64_t id) : streams_(streams), id_(id) {}
-  ~StreamServer() { streams_.Close(id_); }
+  StreamServer(std::shared_ptr<Session> session, uint64_t id)
+      : session_(std::move(session)), id_(id) {}
+  ~StreamServer() { session_->CloseStream(id_); }
 
  protected:
   kj::Promise<void> close(CloseContext) override {
-    streams_.Close(id_);
+    session_->CloseStream(id_);
     return kj::READY_NOW;
   }
 
  private:
-  StreamManager& streams_;
+  std::shared_ptr<Session> session_;
   uint64_t id_;
 };
 
-}  // namespace
-
-DaemonServer::~DaemonServer() {
-  for (const std::string& job : kv_jobs_) {
-    auto it = ctx_.kv_job_refs.find(job);
-    if (it == ctx_.kv_job_refs.end()) continue;
-    if (--it->second <= 0) {
-      ctx_.kv->DropJob(job);
-      ctx_.kv_job_refs.erase(it);
-    }
-  }
-}
-
-void DaemonServer::UseJob(const std::string& job) {
-  if (kv_jobs_.insert(job).second) ++ctx_.kv_job_refs[job];
-}
-
-kj::Promise<void> DaemonServer::addDataset(AddDatasetContext context) {
-  DatasetSpec spec = FromRpc(context.getParams().getSpec());
-  Catalog* catalog = ctx_.catalog;
-  return OffLoop<Result<DatasetInfo>>(*ctx_.blocking, [catalog, spec] { return catalog->Add(spec); })
-      .then([context](Result<DatasetInfo> info) mutable {
-        ToRpc(ValueOrThrow(std::move(info)), context.getResults().initInfo());
-      });
-}
-
-kj::Promise<void> DaemonServer::listDatasets(ListDatasetsContext context) {
-  std::vector<DatasetInfo> all = ctx_.catalog->List();
-  auto list = context.getResults().initDatasets(all.size());
-  for (size_t i = 0; i < all.size(); ++i) ToRpc(all[i], list[i]);
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> DaemonServer::inspectDataset(InspectDatasetContext context) {
-  ToRpc(ValueOrThrow(ctx_.catalog->Get(ToStd(context.getParams().getName()))),
-        context.getResults().initInfo());
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> DaemonServer::removeDataset(RemoveDatasetContext context) {
-  std::string name = ToStd(context.getParams().getName());
-  Catalog* catalog = ctx_.catalog;
-  return OffLoop<Status>(*ctx_.blocking, [catalog, name] { return catalog->Remove(name); })
-      .then([](Status s) {
-        if (!s.ok()) Throw(s);
-      });
-}
-
-kj::Promise<void> DaemonServer::openStream(OpenStreamContext context) {
-  auto r = context.getParams().getRequest();
+StreamParams FromRpc(rpc::StreamRequest::Reader r) {
   StreamParams params;
   params.job = ToStd(r.getJob());
   params.dataset = ToStd(r.getDataset());
@@ -182,163 +146,176 @@ kj::Promise<void> DaemonServer::openStream(OpenStreamContext context) {
   params.shuffle = r.getShuffle();
   params.slots = r.getSlots();
   params.start_epoch = r.getStartEpoch();
-  auto stream = ctx_.streams->Open(params);
-  if (!stream.ok())
-    Throw(stream.status().WithContext("stream for job '" + params.job + "' rank " +
-                                      std::to_string(params.rank)));
+  return params;
+}
+
+void ToRpc(const OpenedStream& s, rpc::StreamInfo::Builder info) {
+  info.setStreamId(s.id);
+  info.setSlotCount(s.slot_count);
+  info.setSlotSize(s.slot_size);
+  info.setRingBytes(s.ring_bytes);
+  info.setBatchesPerEpoch(s.batches_per_epoch);
+  info.setSamplesPerEpoch(s.samples_per_epoch);
+}
+
+void ToRpc(const JobSummary& job, rpc::JobStatus::Builder b) {
+  b.setJob(job.job);
+  b.setWorldSize(job.params.world_size);
+  b.setDataset(job.params.dataset);
+  b.setEpochsStarted(job.epochs_started);
+  b.setBatchesLeased(job.batches_leased);
+  b.setBatchesCommitted(job.batches_committed);
+}
+
+void ToRpc(const StreamStats& st, rpc::StreamStatus::Builder b) {
+  b.setStreamId(st.id);
+  b.setJob(st.params.job);
+  b.setRank(st.params.rank);
+  b.setWorldSize(st.params.world_size);
+  b.setDataset(st.params.dataset);
+  b.setEpoch(st.epoch);
+  b.setBatchesPublished(st.batches_published);
+  b.setBatchesConsumed(st.batches_consumed);
+  b.setSamplesPerSecond(st.samples_per_second);
+  b.setRingFill(st.ring_fill);
+  b.setSlotCount(st.slot_count);
+  b.setSamplesSkipped(st.samples_skipped);
+}
+
+void ToRpc(const PendingSegment& segment, rpc::PendingSegment::Builder b) {
+  b.setJob(segment.job);
+  b.setName(segment.name);
+  b.setWorldSize(segment.world_size);
+  b.setBytes(segment.bytes);
+  auto missing = b.initMissingRanks(segment.missing_ranks.size());
+  for (size_t r = 0; r < segment.missing_ranks.size(); ++r) {
+    missing.set(r, segment.missing_ranks[r]);
+  }
+  b.setAgeSeconds(segment.age_micros / 1e6);
+}
+
+template <typename T, typename ListBuilder>
+void ToRpcList(const std::vector<T>& items, ListBuilder list) {
+  for (size_t i = 0; i < items.size(); ++i) ToRpc(items[i], list[i]);
+}
+
+void ToRpc(const DaemonStatus& status, rpc::DaemonStatus::Builder s) {
+  s.setVersion(status.version);
+  s.setPid(status.pid);
+  s.setUptimeSeconds(status.uptime_seconds);
+  ToRpcList(status.datasets, s.initDatasets(status.datasets.size()));
+  ToRpcList(status.jobs, s.initJobs(status.jobs.size()));
+  ToRpcList(status.streams, s.initStreams(status.streams.size()));
+  s.setShmBytesInUse(status.shm_bytes_in_use);
+  s.setShmBytesBudget(status.shm_bytes_budget);
+  ToRpcList(status.pending_segments, s.initPendingSegments(status.pending_segments.size()));
+}
+
+}  // namespace
+
+kj::Promise<void> DaemonServer::addDataset(AddDatasetContext context) {
+  auto added = CompletionOf<Result<DatasetInfo>>(
+      kj::newPromiseAndCrossThreadFulfiller<Result<DatasetInfo>>());
+  service_.AddDataset(FromRpc(context.getParams().getSpec()), kj::mv(added.done));
+  return added.promise.then([context](Result<DatasetInfo> info) mutable {
+    ToRpc(ValueOrThrow(std::move(info)), context.getResults().initInfo());
+  });
+}
+
+kj::Promise<void> DaemonServer::listDatasets(ListDatasetsContext context) {
+  std::vector<DatasetInfo> all = service_.ListDatasets();
+  ToRpcList(all, context.getResults().initDatasets(all.size()));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DaemonServer::inspectDataset(InspectDatasetContext context) {
+  ToRpc(ValueOrThrow(service_.InspectDataset(ToStd(context.getParams().getDataset()))),
+        context.getResults().initInfo());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DaemonServer::removeDataset(RemoveDatasetContext context) {
+  auto removed = CompletionOf<Status>(kj::newPromiseAndCrossThreadFulfiller<Status>());
+  service_.RemoveDataset(ToStd(context.getParams().getDataset()), kj::mv(removed.done));
+  return removed.promise.then([](Status s) {
+    if (!s.ok()) Throw(s);
+  });
+}
+
+kj::Promise<void> DaemonServer::openStream(OpenStreamContext context) {
+  OpenedStream opened = ValueOrThrow(session_->OpenStream(FromRpc(context.getParams().getRequest())));
   auto results = context.getResults();
-  const std::shared_ptr<Stream>& s = *stream;
-  results.setStream(kj::heap<StreamServer>(*ctx_.streams, s->id()));
-  results.setRing(kj::heap<RingServer>(s->ring_fd()));
-  auto info = results.initInfo();
-  info.setStreamId(s->id());
-  info.setSlotCount(s->slot_count());
-  info.setSlotSize(s->slot_size());
-  info.setRingBytes(s->ring_bytes());
-  info.setBatchesPerEpoch(s->batches_per_epoch());
-  info.setSamplesPerEpoch(s->samples_per_epoch());
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> DaemonServer::kvSet(KvSetContext context) {
-  auto p = context.getParams();
-  std::string job = ToStd(p.getJob());
-  UseJob(job);
-  ctx_.kv->Set(job, ToStd(p.getKey()), ToStd(p.getValue()));
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> DaemonServer::kvGet(KvGetContext context) {
-  auto p = context.getParams();
-  std::string job = ToStd(p.getJob());
-  std::string key = ToStd(p.getKey());
-  UseJob(job);
-  auto paf = kj::newPromiseAndFulfiller<std::string>();
-  auto fulfiller =
-      std::make_shared<kj::Own<kj::PromiseFulfiller<std::string>>>(kj::mv(paf.fulfiller));
-  auto waiter = ctx_.kv->Get(job, key, [fulfiller](const std::string& value) {
-    (*fulfiller)->fulfill(std::string(value));
-  });
-  KvStore* kv = ctx_.kv;
-  kj::Promise<std::string> value = kj::mv(paf.promise);
-  if (waiter) {
-    value = value
-                .exclusiveJoin(Timeout(*ctx_.timer, p.getTimeoutMs(),
-                                       "waiting for key '" + key + "' of job '" + job + "'")
-                                   .then([]() -> std::string { return {}; }))
-                .attach(kj::defer([kv, id = *waiter] { kv->CancelWaiter(id); }));
-  }
-  return value.then([context](std::string v) mutable {
-    context.getResults().setValue(
-        capnp::Data::Reader(reinterpret_cast<const kj::byte*>(v.data()), v.size()));
-  });
-}
-
-kj::Promise<void> DaemonServer::kvAdd(KvAddContext context) {
-  auto p = context.getParams();
-  std::string job = ToStd(p.getJob());
-  UseJob(job);
-  context.getResults().setValue(ValueOrThrow(ctx_.kv->Add(job, ToStd(p.getKey()), p.getDelta())));
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> DaemonServer::kvCheck(KvCheckContext context) {
-  auto p = context.getParams();
-  std::string job = ToStd(p.getJob());
-  UseJob(job);
-  std::vector<std::string> keys;
-  for (auto k : p.getKeys()) keys.push_back(ToStd(k));
-  context.getResults().setPresent(ctx_.kv->Check(job, keys));
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> DaemonServer::kvDelete(KvDeleteContext context) {
-  auto p = context.getParams();
-  std::string job = ToStd(p.getJob());
-  UseJob(job);
-  context.getResults().setDeleted(ctx_.kv->Delete(job, ToStd(p.getKey())));
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> DaemonServer::barrier(BarrierContext context) {
-  auto p = context.getParams();
-  std::string job = ToStd(p.getJob());
-  std::string name = ToStd(p.getName());
-  UseJob(job);
-  auto paf = kj::newPromiseAndFulfiller<void>();
-  auto fulfiller = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
-  auto waiter = ValueOrThrow(
-      ctx_.kv->Arrive(job, name, p.getWorldSize(), [fulfiller] { (*fulfiller)->fulfill(); }));
-  kj::Promise<void> done = kj::mv(paf.promise);
-  if (waiter) {
-    KvStore* kv = ctx_.kv;
-    done = done
-               .exclusiveJoin(Timeout(*ctx_.timer, p.getTimeoutMs(),
-                                      "barrier '" + name + "' of job '" + job + "' (" +
-                                          std::to_string(p.getWorldSize()) + " ranks)"))
-               .attach(kj::defer([kv, id = *waiter] { kv->CancelWaiter(id); }));
-  }
-  return done;
-}
-
-kj::Promise<void> DaemonServer::openSharedMemory(OpenSharedMemoryContext context) {
-  auto p = context.getParams();
-  std::shared_ptr<SharedMemory> memory = ValueOrThrow(ctx_.segments->Open(
-      ToStd(p.getJob()), ToStd(p.getName()), p.getRank(), p.getWorldSize(), p.getBytes()));
-  context.getResults().setMemory(kj::heap<SharedMemoryServer>(std::move(memory)));
+  results.setStream(kj::heap<StreamServer>(session_, opened.id));
+  results.setRing(kj::heap<RingServer>(opened.ring_fd));
+  ToRpc(opened, results.initInfo());
   return kj::READY_NOW;
 }
 
 kj::Promise<void> DaemonServer::status(StatusContext context) {
-  auto s = context.getResults().initStatus();
-  s.setVersion(ctx_.version);
-  s.setPid(static_cast<uint32_t>(getpid()));
-  s.setUptimeSeconds((ctx_.env->NowMicros() - ctx_.start_micros) / 1e6);
-  std::vector<DatasetInfo> datasets = ctx_.catalog->List();
-  auto ds = s.initDatasets(datasets.size());
-  for (size_t i = 0; i < datasets.size(); ++i) ToRpc(datasets[i], ds[i]);
-  std::vector<JobSummary> jobs = ctx_.ledger->Summaries();
-  auto js = s.initJobs(jobs.size());
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    js[i].setJob(jobs[i].job);
-    js[i].setWorldSize(jobs[i].params.world_size);
-    js[i].setDataset(jobs[i].params.dataset);
-    js[i].setEpochsStarted(jobs[i].epochs_started);
-    js[i].setBatchesLeased(jobs[i].batches_leased);
-    js[i].setBatchesCommitted(jobs[i].batches_committed);
-  }
-  std::vector<StreamStats> streams = ctx_.streams->Stats();
-  auto ss = s.initStreams(streams.size());
-  for (size_t i = 0; i < streams.size(); ++i) {
-    const StreamStats& st = streams[i];
-    ss[i].setStreamId(st.id);
-    ss[i].setJob(st.params.job);
-    ss[i].setRank(st.params.rank);
-    ss[i].setWorldSize(st.params.world_size);
-    ss[i].setDataset(st.params.dataset);
-    ss[i].setEpoch(st.epoch);
-    ss[i].setBatchesPublished(st.batches_published);
-    ss[i].setBatchesConsumed(st.batches_consumed);
-    ss[i].setSamplesPerSecond(st.samples_per_second);
-    ss[i].setRingFill(st.ring_fill);
-    ss[i].setSlotCount(st.slot_count);
-    ss[i].setSamplesSkipped(st.samples_skipped);
-  }
-  s.setShmBytesInUse(ctx_.streams->shm_bytes_in_use());
-  s.setShmBytesBudget(ctx_.streams->shm_bytes_budget());
-  std::vector<PendingSegment> pending = ctx_.segments->Pending();
-  auto ps = s.initPendingSegments(pending.size());
-  for (size_t i = 0; i < pending.size(); ++i) {
-    ps[i].setJob(pending[i].job);
-    ps[i].setName(pending[i].name);
-    ps[i].setWorldSize(pending[i].world_size);
-    ps[i].setBytes(pending[i].bytes);
-    auto missing = ps[i].initMissingRanks(pending[i].missing_ranks.size());
-    for (size_t r = 0; r < pending[i].missing_ranks.size(); ++r) {
-      missing.set(r, pending[i].missing_ranks[r]);
-    }
-    ps[i].setAgeSeconds(pending[i].age_micros / 1e6);
-  }
+  ToRpc(service_.GetStatus(), context.getResults().initStatus());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DaemonServer::joinJob(JoinJobContext context) {
+  JobMembership* membership = ValueOrThrow(session_->JoinJob(ToStd(context.getParams().getJob())));
+  context.getResults().setJob(kj::heap<JobServer>(session_, membership, timer_));
+  return kj::READY_NOW;
+}
+
+JobServer::~JobServer() { session_->LeaveJob(&membership_); }
+
+kj::Promise<void> JobServer::kvSet(KvSetContext context) {
+  auto p = context.getParams();
+  membership_.KvSet(ToStd(p.getKey()), ToStd(p.getValue()));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobServer::kvGet(KvGetContext context) {
+  auto p = context.getParams();
+  auto got = CompletionOf<Result<std::string>>(kj::newPromiseAndFulfiller<Result<std::string>>());
+  std::unique_ptr<Wait> wait = membership_.KvGet(ToStd(p.getKey()), p.getTimeoutMs(), got.done);
+  return WithTimeout(timer_, kj::mv(got.promise), std::move(wait), p.getTimeoutMs())
+      .then([context](Result<std::string> value) mutable {
+        std::string v = ValueOrThrow(std::move(value));
+        context.getResults().setValue(
+            capnp::Data::Reader(reinterpret_cast<const kj::byte*>(v.data()), v.size()));
+      });
+}
+
+kj::Promise<void> JobServer::kvAdd(KvAddContext context) {
+  auto p = context.getParams();
+  context.getResults().setValue(ValueOrThrow(membership_.KvAdd(ToStd(p.getKey()), p.getDelta())));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobServer::kvCheck(KvCheckContext context) {
+  std::vector<std::string> keys;
+  for (auto k : context.getParams().getKeys()) keys.push_back(ToStd(k));
+  context.getResults().setPresent(membership_.KvCheck(keys));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobServer::kvDelete(KvDeleteContext context) {
+  context.getResults().setDeleted(membership_.KvDelete(ToStd(context.getParams().getKey())));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobServer::barrier(BarrierContext context) {
+  auto p = context.getParams();
+  auto arrived = CompletionOf<Status>(kj::newPromiseAndFulfiller<Status>());
+  std::unique_ptr<Wait> wait = membership_.Barrier(ToStd(p.getBarrier()), p.getWorldSize(),
+                                                   p.getTimeoutMs(), arrived.done);
+  return WithTimeout(timer_, kj::mv(arrived.promise), std::move(wait), p.getTimeoutMs())
+      .then([](Status s) {
+        if (!s.ok()) Throw(s);
+      });
+}
+
+kj::Promise<void> JobServer::openSharedMemory(OpenSharedMemoryContext context) {
+  auto p = context.getParams();
+  std::shared_ptr<SharedMemory> memory = ValueOrThrow(membership_.OpenSharedMemory(
+      ToStd(p.getSegment()), p.getRank(), p.getWorldSize(), p.getBytes()));
+  context.getResults().setMemory(kj::heap<SharedMemoryServer>(std::move(memory)));
   return kj::READY_NOW;
 }
 

@@ -1,51 +1,30 @@
-// DaemonServer: the Cap'n Proto shell around the daemon's core (schemas/ember.capnp).
-// It only translates params <-> core structs and Status <-> kj exceptions; the logic
-// lives in daemon/catalog, daemon/coordinator and daemon/stream.
+// DaemonServer and JobServer: the Cap'n Proto shell around DaemonService
+// (schemas/ember.capnp). They only translate params <-> the service's structs, Status <->
+// kj exceptions and timeouts into the service's Wait::Expire; the logic lives in
+// daemon/service.
 //
-// One DaemonServer per client connection, so that what a connection holds (its streams,
-// its claim on a job's key-value store) is released when the connection drops, also
-// when the trainer died without a word.
+// One DaemonServer per client connection, with that connection's Session: the Stream and
+// Job capabilities it hands out share the session, which ends (closing its streams and
+// memberships) when the connection drops and the last of them is gone.
 // Thread-safety: lives on the RPC event-loop thread, like everything it touches there.
 #ifndef EMBER_DAEMON_RPC_DAEMON_SERVER_H_
 #define EMBER_DAEMON_RPC_DAEMON_SERVER_H_
 
-#include <map>
-#include <set>
-#include <string>
+#include <memory>
 
-#include <boost/asio/thread_pool.hpp>
 #include <kj/timer.h>
 
-#include "daemon/catalog/catalog.h"
-#include "daemon/coordinator/job_ledger.h"
-#include "daemon/coordinator/kv_store.h"
-#include "daemon/coordinator/shared_segments.h"
-#include "daemon/stream/stream_manager.h"
+#include "daemon/service/daemon_service.h"
+#include "daemon/service/session.h"
 #include "schemas/ember.capnp.h"
 
 namespace ember::daemon {
 
-// What every connection's server shares. Owned by main(); outlives all servers.
-struct ServerContext {
-  Catalog* catalog = nullptr;
-  StreamManager* streams = nullptr;
-  JobLedger* ledger = nullptr;
-  KvStore* kv = nullptr;
-  SharedSegments* segments = nullptr;
-  kj::Timer* timer = nullptr;
-  boost::asio::thread_pool* blocking = nullptr;  // for calls that read files
-  Env* env = nullptr;
-  uint64_t start_micros = 0;
-  std::string version;
-  // Number of live connections that used each job's key-value store; the job's keys are
-  // dropped when it falls to zero, so a job name can be reused by a later run.
-  std::map<std::string, int> kv_job_refs;
-};
-
 class DaemonServer final : public rpc::Daemon::Server {
  public:
-  explicit DaemonServer(ServerContext& context) : ctx_(context) {}
-  ~DaemonServer();
+  // `service` and `timer` (not owned) must outlive the server and what it hands out.
+  DaemonServer(DaemonService& service, std::shared_ptr<Session> session, kj::Timer& timer)
+      : service_(service), session_(std::move(session)), timer_(timer) {}
 
  protected:
   kj::Promise<void> addDataset(AddDatasetContext context) override;
@@ -53,20 +32,35 @@ class DaemonServer final : public rpc::Daemon::Server {
   kj::Promise<void> inspectDataset(InspectDatasetContext context) override;
   kj::Promise<void> removeDataset(RemoveDatasetContext context) override;
   kj::Promise<void> openStream(OpenStreamContext context) override;
+  kj::Promise<void> status(StatusContext context) override;
+  kj::Promise<void> joinJob(JoinJobContext context) override;
+
+ private:
+  DaemonService& service_;
+  std::shared_ptr<Session> session_;
+  kj::Timer& timer_;
+};
+
+// A Job capability: one membership of the session. Releasing it ends the membership.
+class JobServer final : public rpc::Job::Server {
+ public:
+  JobServer(std::shared_ptr<Session> session, JobMembership* membership, kj::Timer& timer)
+      : session_(std::move(session)), membership_(*membership), timer_(timer) {}
+  ~JobServer();
+
+ protected:
   kj::Promise<void> kvSet(KvSetContext context) override;
   kj::Promise<void> kvGet(KvGetContext context) override;
   kj::Promise<void> kvAdd(KvAddContext context) override;
   kj::Promise<void> kvCheck(KvCheckContext context) override;
   kj::Promise<void> kvDelete(KvDeleteContext context) override;
   kj::Promise<void> barrier(BarrierContext context) override;
-  kj::Promise<void> status(StatusContext context) override;
   kj::Promise<void> openSharedMemory(OpenSharedMemoryContext context) override;
 
  private:
-  void UseJob(const std::string& job);
-
-  ServerContext& ctx_;
-  std::set<std::string> kv_jobs_;  // jobs this connection counted in ctx_.kv_job_refs
+  std::shared_ptr<Session> session_;
+  JobMembership& membership_;  // owned by session_ until ~JobServer
+  kj::Timer& timer_;
 };
 
 }  // namespace ember::daemon

@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -58,6 +60,14 @@ kj::Promise<Status> CatchVoid(kj::Promise<void> promise) {
                       [](kj::Exception&& e) { return rpc_status::FromException(e); });
 }
 
+// A wait's timeoutMs: negative waits are 0 (do not wait), longer ones are capped at the
+// schema's 2^32 - 1 ms.
+uint32_t TimeoutMs(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return 0;
+  return static_cast<uint32_t>(
+      std::min<int64_t>(timeout.count(), std::numeric_limits<uint32_t>::max()));
+}
+
 }  // namespace
 
 // State that only the RPC thread touches.
@@ -65,7 +75,23 @@ struct RpcState {
   kj::AsyncIoContext* io = nullptr;
   rpc::Daemon::Client daemon = nullptr;
   std::map<uint64_t, rpc::Stream::Client> streams;  // held open by live readers
+  std::map<std::string, rpc::Job::Client> jobs;      // joined on first use, held until the end
 };
+
+namespace {
+
+// The client's membership of `job`: one joinJob per job, on its first use.
+kj::Promise<rpc::Job::Client> JobOf(RpcState& s, const std::string& job) {
+  auto it = s.jobs.find(job);
+  if (it != s.jobs.end()) return rpc::Job::Client(it->second);
+  auto req = s.daemon.joinJobRequest();
+  req.setJob(job);
+  return req.send().then([&s, job](auto response) {
+    return rpc::Job::Client(s.jobs.emplace(job, response.getJob()).first->second);
+  });
+}
+
+}  // namespace
 
 class Client::Impl {
  public:
@@ -147,6 +173,7 @@ class Client::Impl {
     shutdown.promise.wait(io.waitScope);
     connected_->store(false);
     state.streams.clear();
+    state.jobs.clear();
   }
 
   std::string socket_path_;
@@ -205,7 +232,7 @@ Result<std::vector<DatasetInfo>> Client::ListDatasets() {
 Result<DatasetInfo> Client::InspectDataset(const std::string& name) {
   return impl_->Call<Result<DatasetInfo>>([&](RpcState& s) {
     auto req = s.daemon.inspectDatasetRequest();
-    req.setName(name);
+    req.setDataset(name);
     return Catch(req.send().then([](auto r) { return FromRpc(r.getInfo()); }));
   });
 }
@@ -213,7 +240,7 @@ Result<DatasetInfo> Client::InspectDataset(const std::string& name) {
 Status Client::RemoveDataset(const std::string& name) {
   return impl_->Call<Status>([&](RpcState& s) {
     auto req = s.daemon.removeDatasetRequest();
-    req.setName(name);
+    req.setDataset(name);
     return CatchVoid(req.send().ignoreResult());
   });
 }
@@ -346,93 +373,101 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
 
 Status Client::KvSet(const std::string& job, const std::string& key, const std::string& value) {
   return impl_->Call<Status>([&](RpcState& s) {
-    auto req = s.daemon.kvSetRequest();
-    req.setJob(job);
-    req.setKey(key);
-    req.setValue(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(value.data()), value.size()));
-    return CatchVoid(req.send().ignoreResult());
+    return CatchVoid(JobOf(s, job).then([&](rpc::Job::Client j) {
+      auto req = j.kvSetRequest();
+      req.setKey(key);
+      req.setValue(
+          capnp::Data::Reader(reinterpret_cast<const kj::byte*>(value.data()), value.size()));
+      return req.send().ignoreResult();
+    }));
   });
 }
 
 Result<std::string> Client::KvGet(const std::string& job, const std::string& key,
                                   std::chrono::milliseconds timeout) {
   return impl_->Call<Result<std::string>>([&](RpcState& s) {
-    auto req = s.daemon.kvGetRequest();
-    req.setJob(job);
-    req.setKey(key);
-    req.setTimeoutMs(static_cast<uint32_t>(timeout.count()));
-    return Catch(req.send().then([](auto r) {
-      auto v = r.getValue();
-      return std::string(reinterpret_cast<const char*>(v.begin()), v.size());
+    return Catch(JobOf(s, job).then([&](rpc::Job::Client j) {
+      auto req = j.kvGetRequest();
+      req.setKey(key);
+      req.setTimeoutMs(TimeoutMs(timeout));
+      return req.send().then([](auto r) {
+        auto v = r.getValue();
+        return std::string(reinterpret_cast<const char*>(v.begin()), v.size());
+      });
     }));
   });
 }
 
 Result<int64_t> Client::KvAdd(const std::string& job, const std::string& key, int64_t delta) {
   return impl_->Call<Result<int64_t>>([&](RpcState& s) {
-    auto req = s.daemon.kvAddRequest();
-    req.setJob(job);
-    req.setKey(key);
-    req.setDelta(delta);
-    return Catch(req.send().then([](auto r) { return r.getValue(); }));
+    return Catch(JobOf(s, job).then([&](rpc::Job::Client j) {
+      auto req = j.kvAddRequest();
+      req.setKey(key);
+      req.setDelta(delta);
+      return req.send().then([](auto r) { return r.getValue(); });
+    }));
   });
 }
 
 Result<bool> Client::KvCheck(const std::string& job, const std::vector<std::string>& keys) {
   return impl_->Call<Result<bool>>([&](RpcState& s) {
-    auto req = s.daemon.kvCheckRequest();
-    req.setJob(job);
-    auto list = req.initKeys(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) list.set(i, keys[i]);
-    return Catch(req.send().then([](auto r) { return r.getPresent(); }));
+    return Catch(JobOf(s, job).then([&](rpc::Job::Client j) {
+      auto req = j.kvCheckRequest();
+      auto list = req.initKeys(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) list.set(i, keys[i]);
+      return req.send().then([](auto r) { return r.getPresent(); });
+    }));
   });
 }
 
 Result<bool> Client::KvDelete(const std::string& job, const std::string& key) {
   return impl_->Call<Result<bool>>([&](RpcState& s) {
-    auto req = s.daemon.kvDeleteRequest();
-    req.setJob(job);
-    req.setKey(key);
-    return Catch(req.send().then([](auto r) { return r.getDeleted(); }));
+    return Catch(JobOf(s, job).then([&](rpc::Job::Client j) {
+      auto req = j.kvDeleteRequest();
+      req.setKey(key);
+      return req.send().then([](auto r) { return r.getDeleted(); });
+    }));
   });
 }
 
 Status Client::Barrier(const std::string& job, const std::string& name, uint32_t world_size,
                        std::chrono::milliseconds timeout) {
   return impl_->Call<Status>([&](RpcState& s) {
-    auto req = s.daemon.barrierRequest();
-    req.setJob(job);
-    req.setName(name);
-    req.setWorldSize(world_size);
-    req.setTimeoutMs(static_cast<uint32_t>(timeout.count()));
-    return CatchVoid(req.send().ignoreResult());
+    return CatchVoid(JobOf(s, job).then([&](rpc::Job::Client j) {
+      auto req = j.barrierRequest();
+      req.setBarrier(name);
+      req.setWorldSize(world_size);
+      req.setTimeoutMs(TimeoutMs(timeout));
+      return req.send().ignoreResult();
+    }));
   });
 }
 
 Result<int> Client::OpenSharedMemory(const std::string& job, const std::string& name,
                                      uint32_t rank, uint32_t world_size, uint64_t bytes) {
   return impl_->Call<Result<int>>([&](RpcState& s) {
-    auto req = s.daemon.openSharedMemoryRequest();
-    req.setJob(job);
-    req.setName(name);
-    req.setRank(rank);
-    req.setWorldSize(world_size);
-    req.setBytes(bytes);
-    return Catch(req.send().then([](auto response) {
-      // The fd belongs to the imported capability: keep it alive until we have a copy.
-      rpc::SharedMemory::Client memory = response.getMemory();
-      auto fd_promise = memory.getFd();
-      return fd_promise.then([memory = kj::mv(memory)](kj::Maybe<int> maybe_fd) -> int {
-        KJ_IF_MAYBE(fd, maybe_fd) {
-          const int copy = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
-          if (copy < 0) {
-            kj::throwFatalException(rpc_status::ToException(
-                ErrnoStatus("duplicating the shared memory fd", errno)));
+    return Catch(JobOf(s, job).then([&](rpc::Job::Client j) {
+      auto req = j.openSharedMemoryRequest();
+      req.setSegment(name);
+      req.setRank(rank);
+      req.setWorldSize(world_size);
+      req.setBytes(bytes);
+      return req.send().then([](auto response) {
+        // The fd belongs to the imported capability: keep it alive until we have a copy.
+        rpc::SharedMemory::Client memory = response.getMemory();
+        auto fd_promise = memory.getFd();
+        return fd_promise.then([memory = kj::mv(memory)](kj::Maybe<int> maybe_fd) -> int {
+          KJ_IF_MAYBE(fd, maybe_fd) {
+            const int copy = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+            if (copy < 0) {
+              kj::throwFatalException(rpc_status::ToException(
+                  ErrnoStatus("duplicating the shared memory fd", errno)));
+            }
+            return copy;
           }
-          return copy;
-        }
-        kj::throwFatalException(rpc_status::ToException(
-            Internal("emberd sent no shared memory descriptor (is the socket a unix socket?)")));
+          kj::throwFatalException(rpc_status::ToException(
+              Internal("emberd sent no shared memory descriptor (is the socket a unix socket?)")));
+        });
       });
     }));
   });

@@ -135,8 +135,11 @@ class Client {
   // reader (and at most as long as this client).
   Result<std::unique_ptr<StreamReader>> OpenStream(const StreamOptions& options);
 
-  // Coordinator store, scoped by job. KvGet waits up to `timeout` for the key to appear
-  // (kDeadlineExceeded naming the key after that).
+  // Coordinator store, scoped by job. The client joins each job once, on its first use
+  // here, and holds that membership until it is destroyed; the daemon drops a job's keys and
+  // barriers when no client holds a membership of it any more.
+  // KvGet waits up to `timeout` for the key to appear (kDeadlineExceeded naming the key
+  // after that); a timeout of 0 (or less) does not wait, one over 2^32 - 1 ms is capped.
   Status KvSet(const std::string& job, const std::string& key, const std::string& value);
   Result<std::string> KvGet(const std::string& job, const std::string& key,
                             std::chrono::milliseconds timeout);
@@ -144,7 +147,7 @@ class Client {
   Result<bool> KvCheck(const std::string& job, const std::vector<std::string>& keys);
   Result<bool> KvDelete(const std::string& job, const std::string& key);
 
-  // Returns once `world_size` callers have reached barrier `name` of `job`.
+  // Returns once `world_size` callers have reached barrier `name` of `job`; waits as KvGet.
   Status Barrier(const std::string& job, const std::string& name, uint32_t world_size,
                  std::chrono::milliseconds timeout);
 

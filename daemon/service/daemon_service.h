@@ -1,0 +1,187 @@
+// DaemonService: the daemon's operations, free of any transport (in the manner of tf.data
+// service's DataServiceDispatcherImpl behind its gRPC shell). daemon/rpc translates Cap'n
+// Proto calls into these and the results back; a test calls them directly.
+//
+// Glossary
+//   membership  a JobMembership: a claim on one job's key-value store, barriers and
+//               shared-memory segments. A job's keys and barriers live while it has
+//               members; the last one leaving drops them, so the name can be reused.
+//   wait        a Wait: a KvGet or barrier arrival that has not completed yet.
+//   session     what one connection owns (daemon/service/session.h).
+//
+// Timeouts: a wait takes timeout_ms. 0 does not wait (the call completes at once, with
+// kDeadlineExceeded unless the key exists or the arrival completes the barrier); otherwise
+// the caller arms its own timer and calls Wait::Expire when timeout_ms have passed, which
+// completes the wait with kDeadlineExceeded naming the key or barrier and the timeout.
+//
+// Thread-safety: NOT thread-safe. Every method, and JobMembership's and Wait's, runs on the
+// daemon's event-loop thread (the key-value store is single-threaded). AddDataset and
+// RemoveDataset do their file work on the blocking pool and call `done` there.
+#ifndef EMBER_DAEMON_SERVICE_DAEMON_SERVICE_H_
+#define EMBER_DAEMON_SERVICE_DAEMON_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include "common/env.h"
+#include "daemon/catalog/catalog.h"
+#include "daemon/coordinator/job_ledger.h"
+#include "daemon/coordinator/kv_store.h"
+#include "daemon/coordinator/shared_segments.h"
+#include "daemon/stream/stream_manager.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+// The subsystems the service drives; none owned, all must outlive the service.
+struct ServiceDeps {
+  Env* env = nullptr;  // the clock for uptime
+  Catalog* catalog = nullptr;
+  StreamManager* streams = nullptr;
+  JobLedger* ledger = nullptr;
+  KvStore* kv = nullptr;
+  SharedSegments* segments = nullptr;
+  boost::asio::thread_pool* blocking = nullptr;  // runs the calls that read files
+  std::string version;
+  uint32_t pid = 0;  // reported by Status
+};
+
+// What the transport needs of a freshly opened stream.
+struct OpenedStream {
+  uint64_t id = 0;
+  int ring_fd = -1;  // the stream's memfd, owned by the stream: dup it to pass it on
+  uint32_t slot_count = 0;
+  uint64_t slot_size = 0;
+  uint64_t ring_bytes = 0;
+  uint64_t batches_per_epoch = 0;  // per rank
+  uint64_t samples_per_epoch = 0;  // whole dataset
+};
+
+struct DaemonStatus {
+  std::string version;
+  uint32_t pid = 0;
+  double uptime_seconds = 0;
+  std::vector<DatasetInfo> datasets;  // sorted by name
+  std::vector<JobSummary> jobs;
+  std::vector<StreamStats> streams;
+  uint64_t shm_bytes_in_use = 0;
+  uint64_t shm_bytes_budget = 0;
+  std::vector<PendingSegment> pending_segments;
+};
+
+// A pending KvGet or barrier arrival. Destroying it cancels the wait if it has not
+// completed (its callback then never runs; a cancelled barrier arrival no longer counts).
+class Wait {
+ public:
+  Wait(KvStore& kv, KvStore::WaiterId id, std::shared_ptr<bool> completed,
+       std::function<void()> on_timeout);
+  ~Wait();
+  Wait(const Wait&) = delete;
+  Wait& operator=(const Wait&) = delete;
+
+  // The timeout passed: unless the wait completed, cancels it and runs its callback with
+  // kDeadlineExceeded.
+  void Expire();
+
+ private:
+  KvStore& kv_;
+  const KvStore::WaiterId id_;
+  std::shared_ptr<bool> completed_;  // shared with the callback the store holds
+  std::function<void()> on_timeout_;
+};
+
+class DaemonService;
+
+// One member of a job (DaemonService::JoinJob). Its methods act on that job only. The job's
+// keys and barriers are dropped when its last membership is destroyed.
+class JobMembership {
+ public:
+  ~JobMembership();
+  JobMembership(const JobMembership&) = delete;
+  JobMembership& operator=(const JobMembership&) = delete;
+
+  const std::string& job() const { return job_; }
+
+  void KvSet(const std::string& key, std::string value);
+
+  // Runs `done` with the key's value now if it exists (returns null), else when a KvSet or
+  // KvAdd of this job creates it (returns the Wait, which the caller expires after
+  // timeout_ms). timeout_ms 0: a missing key fails at once with kDeadlineExceeded.
+  std::unique_ptr<Wait> KvGet(const std::string& key, uint32_t timeout_ms,
+                              std::function<void(Result<std::string>)> done);
+
+  // See KvStore::Add.
+  Result<int64_t> KvAdd(const std::string& key, int64_t delta);
+  bool KvCheck(const std::vector<std::string>& keys) const;
+  bool KvDelete(const std::string& key);
+
+  // Arrives at `barrier` for `world_size` participants. `done` runs with Ok once
+  // world_size have arrived (now if this is the last arrival: returns null), or at once
+  // with kInvalidArgument (see KvStore::Arrive). Otherwise returns the Wait, as KvGet.
+  // timeout_ms 0: an arrival that does not complete the round fails at once.
+  std::unique_ptr<Wait> Barrier(const std::string& barrier, uint32_t world_size,
+                                uint32_t timeout_ms, std::function<void(Status)> done);
+
+  // See SharedSegments::Open (errors name the job and segment).
+  Result<std::shared_ptr<SharedMemory>> OpenSharedMemory(const std::string& segment,
+                                                         uint32_t rank, uint32_t world_size,
+                                                         uint64_t bytes);
+
+ private:
+  friend class DaemonService;
+  JobMembership(DaemonService& service, std::string job);
+
+  // The Wait for a registered waiter (null if `id` is empty: the callback already ran),
+  // expired at once when timeout_ms is 0.
+  std::unique_ptr<Wait> MakeWait(std::optional<KvStore::WaiterId> id,
+                                 std::shared_ptr<bool> completed, uint32_t timeout_ms,
+                                 std::function<void()> on_timeout);
+
+  DaemonService& service_;
+  const std::string job_;
+};
+
+class DaemonService {
+ public:
+  explicit DaemonService(ServiceDeps deps);
+  DaemonService(const DaemonService&) = delete;
+  DaemonService& operator=(const DaemonService&) = delete;
+
+  // Datasets. Add probes the files and Remove rewrites the catalog on the blocking pool;
+  // `done` runs there with the result (see Catalog::Add / Remove for the errors).
+  void AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done);
+  std::vector<DatasetInfo> ListDatasets() const;
+  Result<DatasetInfo> InspectDataset(const std::string& dataset) const;
+  void RemoveDataset(std::string dataset, std::function<void(Status)> done);
+
+  // Starts a stream (see StreamManager::Open; errors name the job and rank). It runs until
+  // CloseStream; Session does that for a connection.
+  Result<OpenedStream> OpenStream(const StreamParams& params);
+  void CloseStream(uint64_t id);  // no-op for unknown ids
+
+  // A new member of `job`. kInvalidArgument for an empty job.
+  Result<std::unique_ptr<JobMembership>> JoinJob(const std::string& job);
+
+  // Members of `job` now (0 if none).
+  int JobMembers(const std::string& job) const;
+
+  DaemonStatus GetStatus() const;
+
+ private:
+  friend class JobMembership;
+  void Leave(const std::string& job);
+
+  const ServiceDeps deps_;
+  const uint64_t start_micros_;
+  std::map<std::string, int> members_;  // job -> live memberships
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_SERVICE_DAEMON_SERVICE_H_

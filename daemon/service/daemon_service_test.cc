@@ -1,0 +1,245 @@
+// DaemonService without RPC: datasets, key-value waits and their timeouts, barriers, job
+// membership lifetime, shared-memory segments and status.
+#include "daemon/service/daemon_service.h"
+
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "daemon/service/service_testing.h"
+
+namespace ember::daemon {
+namespace {
+
+// Records what a wait's callback received (and how often).
+template <typename T>
+struct Outcome {
+  int calls = 0;
+  std::optional<T> value;
+  std::function<void(T)> Callback() {
+    return [this](T v) {
+      ++calls;
+      value.emplace(std::move(v));
+    };
+  }
+};
+
+std::unique_ptr<JobMembership> Join(DaemonService& service, const std::string& job) {
+  auto membership = service.JoinJob(job);
+  REQUIRE(membership.ok());
+  return std::move(*membership);
+}
+
+TEST_CASE("datasets are added and removed on the blocking pool") {
+  ServiceFixture f("datasets");
+  DaemonService& service = f.service();
+  const std::thread::id caller = std::this_thread::get_id();
+  std::promise<std::thread::id> ran_on;
+  service.AddDataset(f.TokensSpec("toks"), [&](Result<DatasetInfo> info) {
+    REQUIRE(info.ok());
+    ran_on.set_value(std::this_thread::get_id());
+  });
+  CHECK(ran_on.get_future().get() != caller);
+
+  Result<DatasetInfo> info = service.InspectDataset("toks");
+  REQUIRE(info.ok());
+  CHECK(info->count == ServiceFixture::kTokensSamples);
+  CHECK(info->spec.format == "tokens");
+  REQUIRE(service.ListDatasets().size() == 1);
+  CHECK(service.ListDatasets()[0].spec.name == "toks");
+
+  Result<DatasetInfo> again = f.AddDataset(f.TokensSpec("toks"));
+  CHECK(again.status().code() == StatusCode::kAlreadyExists);
+  DatasetSpec bad = f.TokensSpec("bad");
+  bad.path += ".missing";
+  CHECK_FALSE(f.AddDataset(bad).ok());
+  CHECK(service.ListDatasets().size() == 1);
+
+  REQUIRE(f.RemoveDataset("toks").ok());
+  CHECK(service.InspectDataset("toks").status().code() == StatusCode::kNotFound);
+  CHECK(f.RemoveDataset("toks").code() == StatusCode::kNotFound);
+  CHECK(service.ListDatasets().empty());
+}
+
+TEST_CASE("KvGet returns a present key at once and waits for a missing one") {
+  ServiceFixture f("kv_get");
+  auto job = Join(f.service(), "job");
+  job->KvSet("a", "1");
+  Outcome<Result<std::string>> present;
+  CHECK(job->KvGet("a", 1000, present.Callback()) == nullptr);
+  REQUIRE(present.calls == 1);
+  CHECK(present.value->value() == "1");
+
+  Outcome<Result<std::string>> later;
+  std::unique_ptr<Wait> wait = job->KvGet("b", 1000, later.Callback());
+  REQUIRE(wait != nullptr);
+  CHECK(later.calls == 0);
+  job->KvSet("b", "2");
+  REQUIRE(later.calls == 1);
+  CHECK(later.value->value() == "2");
+  wait->Expire();  // too late: already completed
+  CHECK(later.calls == 1);
+  CHECK(later.value->ok());
+}
+
+TEST_CASE("KvGet timeouts: 0 does not wait, Expire fails the wait, dropping it cancels") {
+  ServiceFixture f("kv_timeout");
+  auto job = Join(f.service(), "job");
+
+  Outcome<Result<std::string>> now;
+  CHECK(job->KvGet("k", 0, now.Callback()) == nullptr);
+  REQUIRE(now.calls == 1);
+  CHECK(now.value->status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(now.value->status().message() ==
+        "waiting for key 'k' of job 'job': timed out after 0 ms");
+
+  Outcome<Result<std::string>> expired;
+  std::unique_ptr<Wait> wait = job->KvGet("k", 50, expired.Callback());
+  REQUIRE(wait != nullptr);
+  wait->Expire();
+  REQUIRE(expired.calls == 1);
+  CHECK(expired.value->status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(expired.value->status().message() ==
+        "waiting for key 'k' of job 'job': timed out after 50 ms");
+  job->KvSet("k", "late");
+  CHECK(expired.calls == 1);
+
+  Outcome<Result<std::string>> dropped;
+  wait = job->KvGet("other", 50, dropped.Callback());
+  wait.reset();
+  job->KvSet("other", "v");
+  CHECK(dropped.calls == 0);
+}
+
+TEST_CASE("a barrier completes every arrival once world_size have arrived") {
+  ServiceFixture f("barrier");
+  auto job = Join(f.service(), "job");
+  Outcome<Status> first, second;
+  std::unique_ptr<Wait> wait = job->Barrier("b", 2, 1000, first.Callback());
+  REQUIRE(wait != nullptr);
+  CHECK(first.calls == 0);
+  CHECK(job->Barrier("b", 2, 1000, second.Callback()) == nullptr);
+  REQUIRE(first.calls == 1);
+  REQUIRE(second.calls == 1);
+  CHECK(first.value->ok());
+  CHECK(second.value->ok());
+
+  Outcome<Status> mismatched, opener;
+  std::unique_ptr<Wait> open = job->Barrier("b", 2, 1000, opener.Callback());
+  CHECK(job->Barrier("b", 3, 1000, mismatched.Callback()) == nullptr);
+  REQUIRE(mismatched.calls == 1);
+  CHECK(mismatched.value->code() == StatusCode::kInvalidArgument);
+  CHECK(opener.calls == 0);
+}
+
+TEST_CASE("a barrier arrival that times out no longer counts") {
+  ServiceFixture f("barrier_timeout");
+  auto job = Join(f.service(), "job");
+  Outcome<Status> now;
+  CHECK(job->Barrier("b", 2, 0, now.Callback()) == nullptr);
+  REQUIRE(now.calls == 1);
+  CHECK(now.value->code() == StatusCode::kDeadlineExceeded);
+  CHECK(now.value->message() == "barrier 'b' of job 'job' (2 ranks): timed out after 0 ms");
+
+  Outcome<Status> expired;
+  std::unique_ptr<Wait> wait = job->Barrier("b", 2, 30, expired.Callback());
+  wait->Expire();
+  REQUIRE(expired.calls == 1);
+  CHECK(expired.value->code() == StatusCode::kDeadlineExceeded);
+
+  // Neither earlier arrival counts: this one waits for a partner.
+  Outcome<Status> alone;
+  std::unique_ptr<Wait> waiting = job->Barrier("b", 2, 30, alone.Callback());
+  CHECK(waiting != nullptr);
+  CHECK(alone.calls == 0);
+}
+
+TEST_CASE("a job's keys live while it has members, then its name can be reused") {
+  ServiceFixture f("membership");
+  DaemonService& service = f.service();
+  CHECK(service.JoinJob("").status().code() == StatusCode::kInvalidArgument);
+
+  auto first = Join(service, "job");
+  auto second = Join(service, "job");
+  auto other = Join(service, "other");
+  CHECK(service.JobMembers("job") == 2);
+  first->KvSet("addr", "10.0.0.1");
+  other->KvSet("addr", "10.0.0.2");
+  first.reset();
+  CHECK(service.JobMembers("job") == 1);
+  CHECK(second->KvCheck({"addr"}));
+
+  Outcome<Result<std::string>> pending;
+  std::unique_ptr<Wait> wait = second->KvGet("never", 1000, pending.Callback());
+  second.reset();
+  CHECK(service.JobMembers("job") == 0);
+  CHECK(f.kv().NumKeys("job") == 0);
+  wait.reset();  // after its job was dropped: harmless
+  CHECK(pending.calls == 0);
+
+  auto reused = Join(service, "job");
+  CHECK_FALSE(reused->KvCheck({"addr"}));
+  CHECK(other->KvCheck({"addr"}));
+}
+
+TEST_CASE("shared-memory segments are the job's") {
+  ServiceFixture f("segments");
+  auto job = Join(f.service(), "job");
+  auto rank0 = job->OpenSharedMemory("grads", 0, 2, 4096);
+  REQUIRE(rank0.ok());
+  auto rank1 = job->OpenSharedMemory("grads", 1, 2, 4096);
+  REQUIRE(rank1.ok());
+  CHECK((*rank0)->fd() == (*rank1)->fd());
+  auto bad = job->OpenSharedMemory("", 0, 2, 4096);
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK(bad.status().message().find("job 'job'") != std::string::npos);
+}
+
+TEST_CASE("status gathers datasets, jobs, streams, memory and pending segments") {
+  ServiceFixture f("status");
+  DaemonService& service = f.service();
+  REQUIRE(f.AddDataset(f.TokensSpec("toks")).ok());
+  Result<OpenedStream> stream = service.OpenStream(ServiceFixture::StreamOf("train", "toks", 1));
+  REQUIRE(stream.ok());
+  CHECK(stream->ring_fd >= 0);
+  CHECK(stream->samples_per_epoch == ServiceFixture::kTokensSamples);
+  CHECK(stream->batches_per_epoch == 4);  // 15 samples in steps of 2 ranks x 2: 4 steps
+  auto job = Join(service, "train");
+  REQUIRE(job->OpenSharedMemory("grads", 0, 2, 4096).ok());
+
+  DaemonStatus status = service.GetStatus();
+  CHECK(status.version == ServiceFixture::kVersion);
+  CHECK(status.pid == ServiceFixture::kPid);
+  CHECK(status.uptime_seconds >= 0);
+  REQUIRE(status.datasets.size() == 1);
+  CHECK(status.datasets[0].spec.name == "toks");
+  REQUIRE(status.jobs.size() == 1);
+  CHECK(status.jobs[0].job == "train");
+  CHECK(status.jobs[0].params.world_size == 2);
+  REQUIRE(status.streams.size() == 1);
+  CHECK(status.streams[0].id == stream->id);
+  CHECK(status.streams[0].params.rank == 1);
+  CHECK(status.shm_bytes_in_use == stream->ring_bytes);
+  CHECK(status.shm_bytes_budget == StreamLimits{}.shm_budget_bytes);
+  REQUIRE(status.pending_segments.size() == 1);
+  CHECK(status.pending_segments[0].name == "grads");
+  CHECK(status.pending_segments[0].missing_ranks == std::vector<uint32_t>{1});
+
+  service.CloseStream(stream->id);
+  status = service.GetStatus();
+  CHECK(status.streams.empty());
+  CHECK(status.shm_bytes_in_use == 0);
+}
+
+TEST_CASE("stream errors name the job and rank") {
+  ServiceFixture f("stream_errors");
+  Result<OpenedStream> missing =
+      f.service().OpenStream(ServiceFixture::StreamOf("train", "nothing", 0));
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(missing.status().message().find("stream for job 'train' rank 0") == 0);
+}
+
+}  // namespace
+}  // namespace ember::daemon

@@ -1,0 +1,90 @@
+#include "daemon/service/service_testing.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <future>
+#include <vector>
+
+#include "daemon/data/dataset_cache.h"
+#include "daemon/data/formats.h"
+
+namespace ember::daemon {
+
+ServiceFixture::ServiceFixture(const std::string& name) : env_(NewPosixEnv()) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  dir_ = std::string(tmp) + "/service/" + name;
+  REQUIRE(std::system(("rm -rf '" + dir_ + "'").c_str()) == 0);
+  REQUIRE(env_->CreateDirs(dir_ + "/state").ok());
+  std::vector<uint16_t> tokens(64);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i);
+  REQUIRE(env_->WriteFileAtomic(dir_ + "/tokens.bin",
+                                std::string(reinterpret_cast<const char*>(tokens.data()),
+                                            tokens.size() * sizeof(uint16_t)))
+              .ok());
+  Env* env = env_.get();
+  auto catalog = Catalog::Open(env, dir_ + "/state",
+                               [env](const DatasetSpec& spec) { return ProbeDataset(*env, spec); });
+  REQUIRE(catalog.ok());
+  catalog_ = std::move(*catalog);
+  segments_ = std::make_unique<SharedSegments>(env);
+  cache_ = std::make_unique<DatasetCache>(env, 1);
+  decode_pool_ = std::make_unique<DecodePool>(1);
+  streams_ = std::make_unique<StreamManager>(env, catalog_.get(), &ledger_, cache_.get(),
+                                             decode_pool_.get(), StreamLimits{});
+  ServiceDeps deps;
+  deps.env = env;
+  deps.catalog = catalog_.get();
+  deps.streams = streams_.get();
+  deps.ledger = &ledger_;
+  deps.kv = &kv_;
+  deps.segments = segments_.get();
+  deps.blocking = &blocking_;
+  deps.version = kVersion;
+  deps.pid = kPid;
+  service_ = std::make_unique<DaemonService>(std::move(deps));
+}
+
+ServiceFixture::~ServiceFixture() {
+  service_.reset();
+  streams_.reset();
+  blocking_.join();
+}
+
+DatasetSpec ServiceFixture::TokensSpec(const std::string& dataset) const {
+  DatasetSpec spec;
+  spec.name = dataset;
+  spec.format = "tokens";
+  spec.path = dir_ + "/tokens.bin";
+  spec.split = "train";
+  spec.pipeline = "tokens: {seq_len: 4}";
+  return spec;
+}
+
+Result<DatasetInfo> ServiceFixture::AddDataset(const DatasetSpec& spec) {
+  std::promise<Result<DatasetInfo>> added;
+  service_->AddDataset(spec, [&added](Result<DatasetInfo> info) { added.set_value(std::move(info)); });
+  return added.get_future().get();
+}
+
+Status ServiceFixture::RemoveDataset(const std::string& dataset) {
+  std::promise<Status> removed;
+  service_->RemoveDataset(dataset, [&removed](Status s) { removed.set_value(std::move(s)); });
+  return removed.get_future().get();
+}
+
+StreamParams ServiceFixture::StreamOf(const std::string& job, const std::string& dataset,
+                                      uint32_t rank) {
+  StreamParams params;
+  params.job = job;
+  params.dataset = dataset;
+  params.batch_size = 2;
+  params.rank = rank;
+  params.world_size = 2;
+  params.epochs = 1;
+  return params;
+}
+
+}  // namespace ember::daemon

@@ -1,0 +1,64 @@
+// Session: what one client connection owns: its streams, its job memberships and who the
+// peer is. Destroying the session closes its streams and ends its memberships, so a
+// connection that drops (also a trainer that died without a word) leaves nothing behind.
+//
+// Thread-safety: NOT thread-safe; lives on the daemon's event-loop thread, as the
+// DaemonService it uses (which must outlive it).
+#ifndef EMBER_DAEMON_SERVICE_SESSION_H_
+#define EMBER_DAEMON_SERVICE_SESSION_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "daemon/service/daemon_service.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+// The peer process of a unix-socket connection, as the kernel reported it when it
+// connected (SO_PEERCRED). -1 where unknown.
+struct PeerCredentials {
+  pid_t pid = -1;
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+};
+
+class Session {
+ public:
+  Session(DaemonService& service, PeerCredentials peer);
+  ~Session();  // closes the session's streams, then ends its memberships
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const PeerCredentials& peer() const { return peer_; }
+
+  // A stream owned by this session until CloseStream or the session's end (see
+  // DaemonService::OpenStream for the errors).
+  Result<OpenedStream> OpenStream(const StreamParams& params);
+  // No-op for ids this session does not own (or no longer: closing twice is fine).
+  void CloseStream(uint64_t id);
+  const std::set<uint64_t>& streams() const { return streams_; }
+
+  // A membership in `job`, owned by this session until LeaveJob or the session's end; the
+  // pointer stays valid until then. Joining a job twice gives two memberships.
+  // kInvalidArgument for an empty job.
+  Result<JobMembership*> JoinJob(const std::string& job);
+  // No-op for a membership this session does not own.
+  void LeaveJob(JobMembership* membership);
+  size_t num_memberships() const { return memberships_.size(); }
+
+ private:
+  DaemonService& service_;
+  const PeerCredentials peer_;
+  std::set<uint64_t> streams_;
+  std::map<JobMembership*, std::unique_ptr<JobMembership>> memberships_;
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_SERVICE_SESSION_H_
