@@ -2,6 +2,7 @@
 
 #include "daemon/config/yaml_values.h"
 #include "common/paths.h"
+#include "common/random.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -293,14 +294,10 @@ uint64_t TokenWindowCount(uint64_t num_tokens, uint64_t seq_len) {
 }
 
 uint64_t TokenEpochOffset(uint64_t seed, uint64_t epoch, uint64_t seq_len) {
-  const auto mix = [](uint64_t z) {  // SplitMix64's output function
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  };
-  // Its own constant, so the offset is unrelated to the epoch plan's permutation stream.
-  const uint64_t z = mix(seed ^ mix(epoch + 0xD1B54A32D192ED03ULL));
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(z) * seq_len) >> 64);
+  // Its own salt, so the offset is unrelated to the epoch plan's permutation stream.
+  const uint64_t z = StreamSeed(seed, epoch, 0xD1B54A32D192ED03ULL);
+  SplitMix64 more(z);
+  return more.Below(z, seq_len);
 }
 
 Result<DatasetInfo> ProbeTokens(Env& env, const DatasetSpec& spec) {

@@ -60,9 +60,9 @@ Result<TokensOptions> ParseTokensOptions(const std::string& pipeline);
 // num_tokens < 2 * seq_len. seq_len > 0.
 uint64_t TokenWindowCount(uint64_t num_tokens, uint64_t seq_len);
 
-// The shift in [0, seq_len) of every window start in epoch (seed, epoch): SplitMix64's
-// mixer over seed and epoch, scaled to [0, seq_len). Deterministic, the same on every
-// host. seq_len > 0.
+// The shift in [0, seq_len) of every window start in epoch (seed, epoch): a stream seed
+// of (seed, epoch) (common/random.h) drawn without bias into [0, seq_len).
+// Deterministic, the same on every host. seq_len > 0.
 uint64_t TokenEpochOffset(uint64_t seed, uint64_t epoch, uint64_t seq_len);
 
 // Maps the file and checks it: it is a regular file, its size is a multiple of the
