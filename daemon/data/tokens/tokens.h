@@ -52,8 +52,9 @@ struct TokensOptions {
   std::optional<uint64_t> vocab_size;
 };
 
-// Parses the pipeline YAML above. kInvalidArgument, e.g.
-//   "pipeline: tokens.seq_len: expected an integer in 1..16777216, got 'abc'".
+// Parses the pipeline YAML above. kInvalidArgument naming the place (common/strict_yaml.h),
+// e.g. "pipeline: line 2, column 12: tokens.seq_len must be a whole number in
+// 1..16777216, got 'abc'".
 Result<TokensOptions> ParseTokensOptions(const std::string& pipeline);
 
 // Samples in a file of `num_tokens` tokens: (num_tokens - seq_len) / seq_len, or 0 if
