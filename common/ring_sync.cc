@@ -1,22 +1,6 @@
 #include "ember/ring_sync.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-
 namespace ember::ring {
-
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::milliseconds timeout) {
-  struct timespec ts;
-  ts.tv_sec = timeout.count() / 1000;
-  ts.tv_nsec = (timeout.count() % 1000) * 1000000;
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
 
 void SetSlotState(SlotHeader* slot, SlotState state) {
   slot->state.store(state, std::memory_order_seq_cst);

@@ -2,8 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <cctype>
 #include <utility>
+
+#include "common/strict_yaml.h"
 
 namespace ember::daemon {
 
@@ -51,41 +52,40 @@ std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
   return std::string(out.c_str()) + "\n";
 }
 
-// Reads the catalog file's YAML; every error is kDataLoss and names `where` (the file
-// plus the entry), since the daemon wrote the file and anything unexpected is damage.
+// Reads the catalog file's YAML; every error is kDataLoss and names the file, the line
+// and column, and `where` (the entry), since the daemon wrote the file and anything
+// unexpected is damage.
 class Reader {
  public:
-  explicit Reader(const std::string& file) : file_(file) {}
+  explicit Reader(const std::string& file) : yaml_(file, StatusCode::kDataLoss) {}
 
-  Status Corrupt(const std::string& where, const std::string& what) const {
-    return DataLoss(file_ + ": " + (where.empty() ? "" : where + ": ") + what);
+  Result<std::map<std::string, DatasetInfo>> Parse(const std::string& text) const {
+    return yaml_.Parse(text, [this](const YAML::Node& root) { return Catalog(root); });
+  }
+
+ private:
+  Status Corrupt(const YAML::Node& at, const std::string& where, const std::string& what) const {
+    return yaml_.Error(at, (where.empty() ? "" : where + ": ") + what);
   }
 
   Result<YAML::Node> Field(const YAML::Node& map, const char* key, const std::string& where) const {
     const YAML::Node node = map[key];
-    if (!node.IsDefined()) return Corrupt(where, std::string("missing '") + key + "'");
+    if (!node.IsDefined()) return Corrupt(map, where, std::string("missing '") + key + "'");
     return node;
   }
 
   Result<std::string> String(const YAML::Node& map, const char* key,
                              const std::string& where) const {
     EMBER_ASSIGN_OR_RETURN(YAML::Node node, Field(map, key, where));
-    if (!node.IsScalar()) return Corrupt(where, std::string("'") + key + "' is not a string");
+    if (!node.IsScalar()) return Corrupt(node, where, std::string("'") + key + "' is not a string");
     return node.Scalar();
   }
 
   Result<uint64_t> Unsigned(const YAML::Node& node, const std::string& what,
                             const std::string& where) const {
-    const std::string bad = what + " is not a non-negative integer";
-    if (!node.IsScalar() || node.Scalar().empty() || node.Scalar().size() > 19) {
-      return Corrupt(where, bad);
-    }
     uint64_t value = 0;
-    for (char c : node.Scalar()) {
-      if (!std::isdigit(static_cast<unsigned char>(c))) {
-        return Corrupt(where, bad + ": '" + node.Scalar() + "'");
-      }
-      value = value * 10 + static_cast<uint64_t>(c - '0');
+    if (!node.IsScalar() || !ParseDecimal(node.Scalar(), &value)) {
+      return Corrupt(node, where, what + " is not a non-negative integer: " + DescribeYaml(node));
     }
     return value;
   }
@@ -93,17 +93,17 @@ class Reader {
   Result<YAML::Node> Sequence(const YAML::Node& map, const char* key,
                               const std::string& where) const {
     EMBER_ASSIGN_OR_RETURN(YAML::Node node, Field(map, key, where));
-    if (!node.IsSequence()) return Corrupt(where, std::string("'") + key + "' is not a list");
+    if (!node.IsSequence()) return Corrupt(node, where, std::string("'") + key + "' is not a list");
     return node;
   }
 
   Result<TensorSpec> Tensor(const YAML::Node& node, const std::string& where) const {
-    if (!node.IsMap()) return Corrupt(where, "not a map");
+    if (!node.IsMap()) return Corrupt(node, where, "not a map");
     TensorSpec tensor;
     EMBER_ASSIGN_OR_RETURN(tensor.name, String(node, "name", where));
     EMBER_ASSIGN_OR_RETURN(std::string dtype_name, String(node, "dtype", where));
     Result<ring::DType> dtype = ParseDType(dtype_name);
-    if (!dtype.ok()) return Corrupt(where, dtype.status().message());
+    if (!dtype.ok()) return Corrupt(node["dtype"], where, dtype.status().message());
     tensor.dtype = *dtype;
     EMBER_ASSIGN_OR_RETURN(YAML::Node shape, Sequence(node, "shape", where));
     for (const YAML::Node& dim : shape) {
@@ -115,11 +115,11 @@ class Reader {
 
   Result<DatasetInfo> Entry(const YAML::Node& node, size_t index) const {
     std::string where = "entry " + std::to_string(index);
-    if (!node.IsMap()) return Corrupt(where, "not a map");
+    if (!node.IsMap()) return Corrupt(node, where, "not a map");
     DatasetInfo info;
     EMBER_ASSIGN_OR_RETURN(info.spec.name, String(node, "name", where));
     Status name_ok = ValidateDatasetName(info.spec.name);
-    if (!name_ok.ok()) return Corrupt(where, name_ok.message());
+    if (!name_ok.ok()) return Corrupt(node["name"], where, name_ok.message());
     where = Quoted(info.spec.name);
     EMBER_ASSIGN_OR_RETURN(info.spec.format, String(node, "format", where));
     EMBER_ASSIGN_OR_RETURN(info.spec.path, String(node, "path", where));
@@ -128,11 +128,13 @@ class Reader {
     for (auto [key, field] : {std::pair{"pipeline", &info.spec.pipeline},
                               std::pair{"on_error", &info.spec.on_error}}) {
       if (!node[key]) continue;
-      if (!node[key].IsScalar()) return Corrupt(where, std::string("'") + key + "' is not a string");
+      if (!node[key].IsScalar()) {
+        return Corrupt(node[key], where, std::string("'") + key + "' is not a string");
+      }
       *field = node[key].Scalar();
     }
     Status on_error_ok = ValidateOnError(info.spec.on_error);
-    if (!on_error_ok.ok()) return Corrupt(where, on_error_ok.message());
+    if (!on_error_ok.ok()) return Corrupt(node, where, on_error_ok.message());
     EMBER_ASSIGN_OR_RETURN(YAML::Node count, Field(node, "count", where));
     EMBER_ASSIGN_OR_RETURN(info.count, Unsigned(count, "'count'", where));
     EMBER_ASSIGN_OR_RETURN(YAML::Node tensors, Sequence(node, "tensors", where));
@@ -144,20 +146,20 @@ class Reader {
     }
     EMBER_ASSIGN_OR_RETURN(YAML::Node files, Sequence(node, "files", where));
     for (const YAML::Node& file : files) {
-      if (!file.IsScalar()) return Corrupt(where, "an entry of 'files' is not a string");
+      if (!file.IsScalar()) return Corrupt(file, where, "an entry of 'files' is not a string");
       info.files.push_back(file.Scalar());
     }
     return info;
   }
 
-  Result<std::map<std::string, DatasetInfo>> Catalog(const std::string& text) const {
-    const YAML::Node root = YAML::Load(text);
-    if (!root.IsMap()) return Corrupt("", "expected a map with 'version' and 'datasets'");
+  Result<std::map<std::string, DatasetInfo>> Catalog(const YAML::Node& root) const {
+    if (!root.IsMap()) return Corrupt(root, "", "expected a map with 'version' and 'datasets'");
     EMBER_ASSIGN_OR_RETURN(YAML::Node version_node, Field(root, "version", ""));
     EMBER_ASSIGN_OR_RETURN(uint64_t version, Unsigned(version_node, "'version'", ""));
     if (version != kCatalogVersion) {
-      return Corrupt("", "unsupported version " + std::to_string(version) + " (this emberd reads " +
-                             std::to_string(kCatalogVersion) + ")");
+      return Corrupt(version_node, "",
+                     "unsupported version " + std::to_string(version) + " (this emberd reads " +
+                         std::to_string(kCatalogVersion) + ")");
     }
     EMBER_ASSIGN_OR_RETURN(YAML::Node datasets, Sequence(root, "datasets", ""));
     std::map<std::string, DatasetInfo> entries;
@@ -166,31 +168,18 @@ class Reader {
       EMBER_ASSIGN_OR_RETURN(DatasetInfo info, Entry(node, index++));
       std::string name = info.spec.name;
       if (!entries.emplace(name, std::move(info)).second) {
-        return Corrupt(Quoted(name), "listed more than once");
+        return Corrupt(node, Quoted(name), "listed more than once");
       }
     }
     return entries;
   }
 
- private:
-  const std::string& file_;
+  const StrictYaml yaml_;
 };
 
 Result<std::map<std::string, DatasetInfo>> ParseCatalog(const std::string& text,
                                                         const std::string& file) {
-  Reader reader(file);
-  try {
-    return reader.Catalog(text);
-  } catch (const YAML::Exception& e) {
-    std::string where;
-    if (!e.mark.is_null()) {
-      where = "line " + std::to_string(e.mark.line + 1) + ", column " +
-              std::to_string(e.mark.column + 1);
-    }
-    return reader.Corrupt(where, e.msg);
-  } catch (const std::exception& e) {
-    return reader.Corrupt("", e.what());
-  }
+  return Reader(file).Parse(text);
 }
 
 }  // namespace

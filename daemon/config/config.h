@@ -24,9 +24,11 @@ struct DaemonConfig {
   std::vector<std::string> plugin_paths;
 };
 
-// Parses YAML text; `source` names it in errors ("emberd.yaml: key 'decode_threads':
-// expected a non-negative integer, got 'many'"). An empty document gives the defaults.
-// kInvalidArgument on any unknown key, wrong type or out-of-range value.
+// Parses YAML text; `source` names it in errors, with the place (common/strict_yaml.h):
+//   "emberd.yaml: line 3, column 17: key 'decode_threads' must be a whole number in
+//    0..1024, got 'many'"
+// An empty document gives the defaults. kInvalidArgument on any unknown or repeated key,
+// wrong type or out-of-range value.
 Result<DaemonConfig> ParseConfig(const std::string& yaml_text, const std::string& source);
 
 // Reads `path` through env and parses it.

@@ -91,7 +91,8 @@ TEST_CASE("an unknown key is an error naming the key and the file") {
 
 TEST_CASE("a wrong type or value is an error naming the key and the value") {
   CHECK(ErrorOf("decode_threads: many\n") ==
-        "test.yaml: key 'decode_threads': expected a non-negative integer, got 'many'");
+        "test.yaml: line 1, column 17: key 'decode_threads' must be a whole number in 0..1024, "
+        "got 'many'");
   CHECK_THAT(ErrorOf("decode_threads: -1\n"),
              Catch::Contains("'decode_threads'") && Catch::Contains("'-1'"));
   CHECK_THAT(ErrorOf("decode_threads: 1.5\n"), Catch::Contains("'1.5'"));
@@ -161,11 +162,11 @@ TEST_CASE("plugins is a list of absolute paths") {
   Result<DaemonConfig> relative = ParseConfig("plugins: [libcsv.so]\n", "emberd.yaml");
   REQUIRE_FALSE(relative.ok());
   CHECK(relative.status().message() ==
-        "emberd.yaml: key 'plugins': expected an absolute path, got 'libcsv.so'");
+        "emberd.yaml: line 1, column 11: key 'plugins' must be an absolute path, got 'libcsv.so'");
   Result<DaemonConfig> scalar = ParseConfig("plugins: /opt/ember/libcsv.so\n", "emberd.yaml");
   REQUIRE_FALSE(scalar.ok());
   CHECK_THAT(scalar.status().message(),
-             Catch::Contains("key 'plugins': expected a list of absolute paths"));
+             Catch::Contains("key 'plugins' must be a list of absolute paths"));
 }
 
 TEST_CASE("LoadConfig names the missing file") {
@@ -189,7 +190,8 @@ TEST_CASE("LoadConfig names the file in value errors") {
   REQUIRE_FALSE(config.ok());
   CHECK(config.status().message() ==
         path +
-            ": key 'log_level': expected one of trace, debug, info, warn, error, off, got 'loud'");
+            ": line 1, column 12: key 'log_level' must be one of trace, debug, info, warn, error, "
+            "off, got 'loud'");
 }
 
 }  // namespace

@@ -4,50 +4,13 @@
 #include <string>
 #include <utility>
 
+#include "common/random.h"
+
 namespace ember::daemon {
 namespace {
 
-// SplitMix64 (Steele, Lea, Flood 2014): a tiny PRNG whose output is fully specified, so
-// every daemon computes the same permutation whatever its standard library.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t state) : state_(state) {}
-
-  uint64_t Next() {
-    state_ += 0x9E3779B97F4A7C15ULL;
-    return Mix(state_);
-  }
-
-  // Uniform in [0, bound), bound > 0, without modulo bias (Lemire 2019: multiply, then
-  // reject the few low products that would over-represent some outputs).
-  uint64_t Below(uint64_t bound) {
-    unsigned __int128 m = static_cast<unsigned __int128>(Next()) * bound;
-    uint64_t low = static_cast<uint64_t>(m);
-    if (low < bound) {
-      const uint64_t threshold = (0 - bound) % bound;
-      while (low < threshold) {
-        m = static_cast<unsigned __int128>(Next()) * bound;
-        low = static_cast<uint64_t>(m);
-      }
-    }
-    return static_cast<uint64_t>(m >> 64);
-  }
-
-  static uint64_t Mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-
- private:
-  uint64_t state_;
-};
-
-// Distinct (seed, epoch) pairs give unrelated streams: the epoch is mixed before it is
-// combined, so seed s epoch e+1 is not seed s+1 epoch e.
-uint64_t StreamSeed(uint64_t seed, uint64_t epoch) {
-  return SplitMix64::Mix(seed ^ SplitMix64::Mix(epoch + 0x632BE59BD9B4E019ULL));
-}
+// The salt of the permutation's stream (common/random.h's StreamSeed).
+constexpr uint64_t kOrderSalt = 0x632BE59BD9B4E019ULL;
 
 std::string Numbers(uint64_t num_samples, uint32_t batch_size, uint32_t world_size) {
   return "num_samples " + std::to_string(num_samples) + ", batch_size " +
@@ -93,7 +56,7 @@ Result<EpochPlan> MakeEpochPlan(uint64_t num_samples, uint32_t batch_size, uint3
   plan.order.resize(num_samples);
   std::iota(plan.order.begin(), plan.order.end(), uint64_t{0});
   if (shuffle) {
-    SplitMix64 rng(StreamSeed(seed, epoch));
+    SplitMix64 rng(StreamSeed(seed, epoch, kOrderSalt));
     for (uint64_t i = num_samples - 1; i > 0; --i) {
       std::swap(plan.order[i], plan.order[rng.Below(i + 1)]);
     }

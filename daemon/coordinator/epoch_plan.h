@@ -3,8 +3,9 @@
 // The plan is a pure function of (num_samples, batch_size, world_size, seed, epoch,
 // shuffle): every daemon and every run computes the same one.
 //   - The sample order is a Fisher-Yates permutation of 0..num_samples-1 driven by a
-//     SplitMix64 stream seeded from (seed, epoch) (implemented here, not std::shuffle,
-//     whose output differs between standard libraries). Without shuffle: identity.
+//     SplitMix64 stream seeded from (seed, epoch) with unbiased bounded draws
+//     (common/random.h; not std::shuffle, whose output differs between standard
+//     libraries). Without shuffle: identity.
 //   - total batches T = world_size * ceil(num_samples / (batch_size * world_size)), so
 //     every rank gets exactly T / world_size batches.
 //   - Batches are consecutive runs of the order. All are full (batch_size samples) except

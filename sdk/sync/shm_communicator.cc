@@ -1,12 +1,10 @@
 #include "sdk/sync/shm_communicator.h"
 
-#include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/futex.h"
 #include "sdk/sync/error_message.h"
 
 namespace ember::sdk {
@@ -60,18 +59,6 @@ void Pause() {
 #if defined(__x86_64__)
   _mm_pause();
 #endif
-}
-
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr,
-          nullptr, 0);
-}
-
-// Sleeps while *word == expected, at most `duration` (spurious wake-ups are fine).
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds duration) {
-  const auto ns = std::max<int64_t>(duration.count(), 1000);
-  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
 // The mapped segment and the barrier protocol over it; one per rank.

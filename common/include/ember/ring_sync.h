@@ -8,16 +8,14 @@
 #include <chrono>
 #include <cstdint>
 
+#include "common/futex.h"
 #include "ember/ring_layout.h"
 
 namespace ember::ring {
 
-// Sleeps while *word == expected, at most `timeout`. Returns on a wake, a timeout, a
-// spurious wake or if the value already differs; the caller re-checks.
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::milliseconds timeout);
-
-// Wakes every sleeper on `word`.
-void FutexWakeAll(std::atomic<uint32_t>* word);
+// The futex helper (common/futex.h), under the names the ring's users call.
+using ::ember::FutexWait;
+using ::ember::FutexWakeAll;
 
 // Stores `state` into the slot (release) and wakes the other side if it sleeps.
 void SetSlotState(SlotHeader* slot, SlotState state);

@@ -31,7 +31,7 @@
 namespace ember::daemon {
 
 // Parses the pipeline and lists the folder. kInvalidArgument for a bad pipeline ("dataset
-// 'NAME': pipeline line L, column C: ..." naming the key or step and the value) or a bad
+// 'NAME': pipeline: line L, column C: ..." naming the key or step and the value) or a bad
 // folder, and kNotFound for a missing one (as pack::ListImageFolder). Pipeline steps that are
 // not built in come from `plugins` (transform plugins; none if null).
 Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec,

@@ -278,7 +278,7 @@ TEST_CASE("folder errors") {
   auto pipeline = ProbeImageFolder(*env, Spec(root + "/ok", "steps:\n  - blur: {}\n"));
   CHECK(pipeline.status().code() == StatusCode::kInvalidArgument);
   CHECK(Contains(pipeline.status().message(),
-                 "dataset 'pets': pipeline line 2, column 5: unknown step 'blur'"));
+                 "dataset 'pets': pipeline: line 2, column 5: unknown step 'blur'"));
   CHECK(!LoadImageFolder(*env, Spec(root + "/ok", "steps:\n  - blur: {}\n")).ok());
 }
 

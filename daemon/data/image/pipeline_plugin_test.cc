@@ -122,7 +122,7 @@ TEST_CASE("plugin steps are checked when the pipeline is parsed") {
   SECTION("the plugin refuses a setting: line, column, step, plugin file, key and value") {
     const std::string error = ParseError(
         "steps:\n  - center_crop: {size: 8}\n  - solarize: {threshold: 300}\n", registry.get());
-    CHECK_THAT(error, Catch::Contains("pipeline line 3, column 5"));
+    CHECK_THAT(error, Catch::Contains("pipeline: line 3, column 5"));
     CHECK_THAT(error, Catch::Contains("step 'solarize' (plugin /"));
     CHECK_THAT(error, Catch::Contains("/libember_color_plugin.so): "));
     CHECK_THAT(error, Catch::Contains("threshold"));

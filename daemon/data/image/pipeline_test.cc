@@ -128,24 +128,23 @@ decode: {max_pixels: 1000}
 
 TEST_CASE("pipeline errors name the place, the key or step, and the value") {
   std::string e = ParseError("steps:\n  - rotate: {degrees: 3}\n");
-  CHECK(Contains(e, "pipeline line 2, column 5: unknown step 'rotate' (known: "));
+  CHECK(Contains(e, "pipeline: line 2, column 5: unknown step 'rotate' (known: "));
 
   e = ParseError("steps:\n  - resize: {sise: 3}\n");
-  CHECK(Contains(e, "pipeline line 2, column 14: step 'resize': unknown key 'sise' (known: size)"));
+  CHECK(Contains(e, "pipeline: line 2, column 14: step 'resize': unknown key 'sise' (known: size)"));
 
   e = ParseError("steps:\n  - center_crop: {size: -3}\n");
   CHECK(Contains(e, "line 2"));
-  CHECK(Contains(e, "step 'center_crop': size must be a whole number of pixels in 1..65535, "
-                    "got '-3'"));
+  CHECK(Contains(e, "step 'center_crop': size must be a whole number in 1..65535, got '-3'"));
   CHECK(Contains(ParseError("steps: [{center_crop: {size: 22.5}}]"), "got '22.5'"));
   CHECK(Contains(ParseError("steps: [{center_crop: {size: [1, 2, 3]}}]"),
-                 "size must be N or [height, width], got [1, 2, 3]"));
+                 "size must be N or [height, width], got a list [1, 2, 3]"));
   CHECK(Contains(ParseError("steps: [{center_crop: {}}]"),
                  "step 'center_crop': missing required key 'size'"));
   CHECK(Contains(ParseError("steps: [{random_resized_crop: {size: 8, scale: [0.5, 2]}}]"),
                  "step 'random_resized_crop': scale values must be in (0, 1], got '2'"));
   CHECK(Contains(ParseError("steps: [{random_resized_crop: {size: 8, scale: [0.9, 0.5]}}]"),
-                 "scale must have low <= high, got [0.9, 0.5]"));
+                 "scale must have low <= high, got a list [0.9, 0.5]"));
   CHECK(Contains(ParseError("steps: [{random_resized_crop: {size: 8, ratio: [0, 1]}}]"),
                  "ratio values must be above 0, got '0'"));
   CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}, {horizontal_flip: {p: 1.5}}]"),
@@ -161,7 +160,12 @@ TEST_CASE("pipeline errors name the place, the key or step, and the value") {
   CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}]\ndecode: {max_pixels: -1}"),
                  "decode: max_pixels must be a whole number above 0, got '-1'"));
   CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}]\ntransforms: []"),
-                 "pipeline: unknown key 'transforms' (known: steps, output, decode)"));
+                 "pipeline: line 2, column 1: unknown key 'transforms' (known: steps, output, decode)"));
+  CHECK(Contains(ParseError("steps: [{resize: {size: 3, size: 4}}]"),
+                 "step 'resize': key 'size' is given more than once"));
+  CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}]\nsteps: [{center_crop: {size: 8}}]"),
+                 "pipeline: line 2, column 1: key 'steps' is given more than once"));
+  CHECK(Contains(ParseError("steps: [{center_crop: {size: 0x10}}]"), "got '0x10'"));
   CHECK(Contains(ParseError("output: {dtype: uint8}"), "missing required key 'steps'"));
   CHECK(Contains(ParseError("steps: []"), "'steps' must be a non-empty list of steps"));
   CHECK(Contains(ParseError("- resize: 3"), "a pipeline is a map with 'steps'"));
@@ -173,7 +177,7 @@ TEST_CASE("pipeline errors name the place, the key or step, and the value") {
 
 TEST_CASE("a YAML syntax error reports its line and column") {
   const std::string e = ParseError("steps:\n  - resize: {size: [1, 2}\n");
-  CHECK(Contains(e, "pipeline line 2, column "));
+  CHECK(Contains(e, "pipeline: line 2, column "));
   CHECK(Contains(e, "not valid YAML"));
 }
 

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/random.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/plugin/plugin_testing.h"
 
@@ -51,11 +52,8 @@ std::vector<uint8_t> Ramp(int width) {
 // Random bytes for a w x h image, from `seed`.
 std::vector<uint8_t> Noise(int width, int height, uint64_t seed) {
   std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * 3);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (uint8_t& p : pixels) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    p = static_cast<uint8_t>(x >> 56);
-  }
+  SplitMix64 random(seed);
+  for (uint8_t& p : pixels) p = static_cast<uint8_t>(random.Next() >> 56);
   return pixels;
 }
 
@@ -112,8 +110,9 @@ TEST_CASE("p decides from the random value alone") {
     CHECK(apply(half, 1ull << 62) != original);  // uniform 0.25
     CHECK(apply(half, 3ull << 62) == original);  // uniform 0.75
     int applied = 0;
-    for (uint64_t i = 1; i <= 200; ++i) {
-      const uint64_t random = i * 0x9E3779B97F4A7C15ull;
+    SplitMix64 values(7);
+    for (int i = 0; i < 200; ++i) {
+      const uint64_t random = values.Next();
       const std::vector<uint8_t> once = apply(half, random);
       CHECK(apply(half, random) == once);  // the same value, the same bytes
       applied += once != original;
@@ -227,7 +226,7 @@ TEST_CASE("Apply from several threads on one step gives the bytes of a serial ru
   constexpr int kImages = 64;
   auto width = [](int i) { return 7 + i % 13; };
   auto height = [](int i) { return 5 + i % 11; };
-  auto random = [](int i, size_t step) { return (i * 2 + step + 1) * 0x9E3779B97F4A7C15ull; };
+  auto random = [](int i, size_t step) { return ChainSeed({uint64_t(i), step}); };
   auto run = [&](int i) {
     std::vector<uint8_t> pixels = Noise(width(i), height(i), i);
     for (size_t s = 0; s < steps.size(); ++s) {

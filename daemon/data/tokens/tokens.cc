@@ -1,26 +1,21 @@
 #include "daemon/data/tokens/tokens.h"
 
-#include "daemon/config/yaml_values.h"
-#include "common/paths.h"
-
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <system_error>
 #include <utility>
 #include <vector>
 
+#include "common/paths.h"
+#include "common/random.h"
+#include "common/strict_yaml.h"
 #include "ember/ring_layout.h"
 
 namespace ember::daemon {
 
 namespace {
 
-constexpr const char* kKnownTopKeys = "tokens";
 constexpr const char* kKnownKeys = "seq_len, dtype, vocab_size";
 constexpr const char* kExample = "tokens: {seq_len: 1024, dtype: uint16}";
 constexpr uint64_t kMaxVocabSize = uint64_t{1} << 32;
@@ -28,96 +23,55 @@ constexpr uint64_t kMaxVocabSize = uint64_t{1} << 32;
 // bad id is searched again for the first one.
 constexpr uint64_t kScanChunk = uint64_t{1} << 16;
 
-Status KeyError(const std::string& key, const std::string& what) {
-  return InvalidArgument("pipeline: " + key + ": " + what);
-}
-
-Result<uint64_t> Integer(const std::string& key, const YAML::Node& node, uint64_t min,
-                         uint64_t max) {
-  const std::string range = std::to_string(min) + ".." + std::to_string(max);
-  uint64_t v = 0;
-  if (!node.IsScalar() || !ParseDecimal(node.Scalar(), &v) || v < min || v > max) {
-    return KeyError(key, "expected an integer in " + range + ", got " + DescribeNode(node));
-  }
-  return v;
-}
-
 const char* WidthName(TokenWidth width) {
   return width == TokenWidth::kUInt16 ? "uint16" : "uint32";
 }
 
 uint64_t WidthBytes(TokenWidth width) { return static_cast<uint64_t>(width); }
 
-Result<TokensOptions> ParseTokensMap(const YAML::Node& map) {
+Result<TokensOptions> ParseTokensMap(const StrictYaml& yaml, const YAML::Node& map) {
   TokensOptions options;
-  bool have_seq_len = false;
   if (!map.IsNull()) {
     if (!map.IsMap()) {
-      return KeyError("tokens", "expected a map of options (" + std::string(kKnownKeys) +
-                                    "), got " + DescribeNode(map));
+      return yaml.Error(map, "tokens must be a map of options (" + std::string(kKnownKeys) +
+                                 "), got " + DescribeYaml(map));
     }
-    std::set<std::string> seen;
-    for (const auto& entry : map) {
-      if (!entry.first.IsScalar()) {
-        return KeyError("tokens", "expected option names, got " + DescribeNode(entry.first));
-      }
-      const std::string name = entry.first.Scalar();
-      const std::string key = "tokens." + name;
-      const YAML::Node& value = entry.second;
-      if (!seen.insert(name).second) return KeyError(key, "given more than once");
-      if (name == "seq_len") {
-        EMBER_ASSIGN_OR_RETURN(options.seq_len, Integer(key, value, 1, kMaxTokensSeqLen));
-        have_seq_len = true;
-      } else if (name == "dtype") {
-        const std::string text = value.IsScalar() ? value.Scalar() : "";
-        if (text == "uint16") {
-          options.width = TokenWidth::kUInt16;
-        } else if (text == "uint32") {
-          options.width = TokenWidth::kUInt32;
-        } else {
-          return KeyError(key, "expected uint16 or uint32, got " + DescribeNode(value));
-        }
-      } else if (name == "vocab_size") {
-        EMBER_ASSIGN_OR_RETURN(options.vocab_size, Integer(key, value, 1, kMaxVocabSize));
-      } else {
-        return KeyError(key, "unknown option '" + name + "' (known: " + kKnownKeys + ")");
-      }
+    EMBER_RETURN_IF_ERROR(yaml.CheckKeys(map, "tokens", {"seq_len", "dtype", "vocab_size"}));
+    if (const YAML::Node seq_len = map["seq_len"]) {
+      EMBER_ASSIGN_OR_RETURN(options.seq_len,
+                             yaml.Unsigned(seq_len, "tokens.seq_len", 1, kMaxTokensSeqLen));
+    }
+    if (const YAML::Node dtype = map["dtype"]) {
+      EMBER_ASSIGN_OR_RETURN(const size_t index,
+                             yaml.OneOf(dtype, "tokens.dtype", {"uint16", "uint32"}));
+      options.width = index == 0 ? TokenWidth::kUInt16 : TokenWidth::kUInt32;
+    }
+    if (const YAML::Node vocab_size = map["vocab_size"]) {
+      EMBER_ASSIGN_OR_RETURN(options.vocab_size,
+                             yaml.Unsigned(vocab_size, "tokens.vocab_size", 1, kMaxVocabSize));
     }
   }
-  if (!have_seq_len) {
-    return KeyError("tokens.seq_len", std::string("required, e.g. ") + kExample);
+  if (options.seq_len == 0) {
+    return yaml.Error(map, std::string("tokens.seq_len is required, e.g. ") + kExample);
   }
   if (options.width == TokenWidth::kUInt16 && options.vocab_size &&
       *options.vocab_size > uint64_t{1} << 16) {
-    return KeyError("tokens.vocab_size",
-                    "vocab_size " + std::to_string(*options.vocab_size) +
-                        " has ids that do not fit dtype uint16 (at most 65536 ids); use "
-                        "dtype: uint32");
+    return yaml.Error(map["vocab_size"],
+                      "tokens.vocab_size " + std::to_string(*options.vocab_size) +
+                          " has ids that do not fit dtype uint16 (at most 65536 ids); use "
+                          "dtype: uint32");
   }
   return options;
 }
 
-Result<TokensOptions> ParseRoot(const YAML::Node& root) {
-  if (root.IsNull()) return ParseTokensMap(YAML::Node(YAML::NodeType::Null));
+Result<TokensOptions> ParseRoot(const StrictYaml& yaml, const YAML::Node& root) {
+  if (root.IsNull()) return ParseTokensMap(yaml, root);
   if (!root.IsMap()) {
-    return InvalidArgument("pipeline: expected a map with the key 'tokens' (e.g. " +
-                           std::string(kExample) + "), got " + DescribeNode(root));
+    return yaml.Error(root, "expected a map with the key 'tokens' (e.g. " + std::string(kExample) +
+                                "), got " + DescribeYaml(root));
   }
-  YAML::Node tokens(YAML::NodeType::Null);
-  bool seen = false;
-  for (const auto& entry : root) {
-    if (!entry.first.IsScalar()) {
-      return InvalidArgument("pipeline: expected key names, got " + DescribeNode(entry.first));
-    }
-    const std::string key = entry.first.Scalar();
-    if (key != "tokens") {
-      return KeyError(key, "unknown key '" + key + "' (known: " + kKnownTopKeys + ")");
-    }
-    if (seen) return KeyError(key, "given more than once");
-    seen = true;
-    tokens = entry.second;
-  }
-  return ParseTokensMap(tokens);
+  EMBER_RETURN_IF_ERROR(yaml.CheckKeys(root, "", {"tokens"}));
+  return ParseTokensMap(yaml, root["tokens"]);
 }
 
 // Reads token `i` (little-endian in the file) as a host integer.
@@ -273,18 +227,8 @@ class TokensSource : public Source {
 }  // namespace
 
 Result<TokensOptions> ParseTokensOptions(const std::string& pipeline) {
-  try {
-    return ParseRoot(YAML::Load(pipeline));
-  } catch (const YAML::Exception& e) {
-    std::string where;
-    if (!e.mark.is_null()) {
-      where = "line " + std::to_string(e.mark.line + 1) + ", column " +
-              std::to_string(e.mark.column + 1) + ": ";
-    }
-    return InvalidArgument("pipeline: " + where + e.msg);
-  } catch (const std::exception& e) {
-    return InvalidArgument(std::string("pipeline: ") + e.what());
-  }
+  const StrictYaml yaml("pipeline");
+  return yaml.Parse(pipeline, [&yaml](const YAML::Node& root) { return ParseRoot(yaml, root); });
 }
 
 uint64_t TokenWindowCount(uint64_t num_tokens, uint64_t seq_len) {
@@ -293,14 +237,10 @@ uint64_t TokenWindowCount(uint64_t num_tokens, uint64_t seq_len) {
 }
 
 uint64_t TokenEpochOffset(uint64_t seed, uint64_t epoch, uint64_t seq_len) {
-  const auto mix = [](uint64_t z) {  // SplitMix64's output function
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  };
-  // Its own constant, so the offset is unrelated to the epoch plan's permutation stream.
-  const uint64_t z = mix(seed ^ mix(epoch + 0xD1B54A32D192ED03ULL));
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(z) * seq_len) >> 64);
+  // Its own salt, so the offset is unrelated to the epoch plan's permutation stream.
+  const uint64_t z = StreamSeed(seed, epoch, 0xD1B54A32D192ED03ULL);
+  SplitMix64 more(z);
+  return more.Below(z, seq_len);
 }
 
 Result<DatasetInfo> ProbeTokens(Env& env, const DatasetSpec& spec) {

@@ -52,17 +52,18 @@ struct TokensOptions {
   std::optional<uint64_t> vocab_size;
 };
 
-// Parses the pipeline YAML above. kInvalidArgument, e.g.
-//   "pipeline: tokens.seq_len: expected an integer in 1..16777216, got 'abc'".
+// Parses the pipeline YAML above. kInvalidArgument naming the place (common/strict_yaml.h),
+// e.g. "pipeline: line 2, column 12: tokens.seq_len must be a whole number in
+// 1..16777216, got 'abc'".
 Result<TokensOptions> ParseTokensOptions(const std::string& pipeline);
 
 // Samples in a file of `num_tokens` tokens: (num_tokens - seq_len) / seq_len, or 0 if
 // num_tokens < 2 * seq_len. seq_len > 0.
 uint64_t TokenWindowCount(uint64_t num_tokens, uint64_t seq_len);
 
-// The shift in [0, seq_len) of every window start in epoch (seed, epoch): SplitMix64's
-// mixer over seed and epoch, scaled to [0, seq_len). Deterministic, the same on every
-// host. seq_len > 0.
+// The shift in [0, seq_len) of every window start in epoch (seed, epoch): a stream seed
+// of (seed, epoch) (common/random.h) drawn without bias into [0, seq_len).
+// Deterministic, the same on every host. seq_len > 0.
 uint64_t TokenEpochOffset(uint64_t seed, uint64_t epoch, uint64_t seq_len);
 
 // Maps the file and checks it: it is a regular file, its size is a multiple of the
