@@ -2,9 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <future>
+#include <thread>
 #include <vector>
 
 #include "daemon/data/dataset_cache.h"
@@ -67,6 +69,15 @@ Result<DatasetInfo> ServiceFixture::AddDataset(const DatasetSpec& spec) {
   std::promise<Result<DatasetInfo>> added;
   service_->AddDataset(spec, [&added](Result<DatasetInfo> info) { added.set_value(std::move(info)); });
   return added.get_future().get();
+}
+
+bool ServiceFixture::RingMemoryReleased() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (streams_->shm_bytes_in_use() != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
 }
 
 Status ServiceFixture::RemoveDataset(const std::string& dataset) {

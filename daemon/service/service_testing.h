@@ -34,6 +34,10 @@ class ServiceFixture {
   Result<DatasetInfo> AddDataset(const DatasetSpec& spec);
   Status RemoveDataset(const std::string& dataset);
 
+  // Waits up to 5 s for the ring memory in use to fall to 0 (closed streams return theirs
+  // once their producers have stopped); false if it did not.
+  bool RingMemoryReleased();
+
   // Stream params for `rank` of 2 ranks of `job` reading `dataset` in batches of 2.
   static StreamParams StreamOf(const std::string& job, const std::string& dataset,
                                uint32_t rank);

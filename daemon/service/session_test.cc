@@ -58,7 +58,7 @@ TEST_CASE("dropping a session closes its streams and ends its memberships") {
   session.reset();
   DaemonStatus status = service.GetStatus();
   CHECK(status.streams.empty());
-  CHECK(status.shm_bytes_in_use == 0);
+  CHECK(f.RingMemoryReleased());
   CHECK(status.jobs.empty());  // every rank left the ledger's job
   CHECK(service.JobMembers("job") == 0);
   CHECK(f.kv().NumKeys("job") == 0);
