@@ -157,7 +157,7 @@ TEST_CASE("a reader plugin allowed in emberd's config serves its format") {
   const std::string& dir = tmp.path();
   const std::string plugin = Runfile("daemon/data/plugin/examples/libember_csv_plugin.so");
   std::ofstream(dir + "/points.csv") << "0.5,1.5,3\n2.5,3.5,4\n-1,0,5\n";
-  Daemon daemon(dir, 4, "plugins: [" + plugin + "]\n");
+  Daemon daemon(dir, WriteDaemonConfig(dir, "plugins: [" + plugin + "]\n"));
   daemon.Start();
   std::string err;
   REQUIRE(Emberctl(daemon, {"dataset", "add", "points", "--format", "csv", "--path",
@@ -205,7 +205,7 @@ TEST_CASE("a transform plugin's step runs inside the image pipeline of a folder 
   std::ofstream(dir + "/inverted.yaml") << crop << "  - solarize: {threshold: 0}\n";
   std::ofstream(dir + "/bad.yaml") << crop << "  - solarize: {threshold: 999}\n";
 
-  Daemon daemon(dir, 4, "plugins: [" + plugin + "]\n");
+  Daemon daemon(dir, WriteDaemonConfig(dir, "plugins: [" + plugin + "]\n"));
   daemon.Start();
   std::string err;
   REQUIRE(Emberctl(daemon, {"dataset", "add", "plain", "--format", "imagefolder", "--path", root,
