@@ -1,7 +1,5 @@
 // Every dataset format through the whole stack: registered with emberctl (as a user
 // would, with --pipeline), read through the SDK from a real emberd.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -15,11 +13,10 @@ namespace ember::testing {
 namespace {
 
 int Emberctl(const Daemon& daemon, std::vector<std::string> args, std::string* err = nullptr) {
-  const std::string err_path = daemon.dir() + "/emberctl.err";
   args.insert(args.begin(), {Runfile("tools/emberctl/emberctl"), "--socket", daemon.socket()});
-  const int status = WaitFor(Spawn(args, {}, "", err_path), std::chrono::seconds(60));
-  if (err != nullptr) *err = ReadFileOrEmpty(err_path);
-  return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  ProcessOutput run = RunToExit(args, daemon.dir());
+  if (err != nullptr) *err = run.err;
+  return run.exit_code;
 }
 
 TEST_CASE("tokens: windows of seq_len+1 tokens, inputs and targets shifted by one") {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +77,22 @@ int WaitOrKill(pid_t pid, std::chrono::milliseconds timeout, bool* killed) {
       Die("waitpid " + std::to_string(pid) + ": " + std::strerror(errno));
   }
   return status;
+}
+
+ProcessOutput RunToExit(const std::vector<std::string>& argv, const std::string& dir,
+                        std::chrono::milliseconds timeout) {
+  static std::atomic<int> runs{0};
+  const std::string prefix = dir + "/run" + std::to_string(runs++);
+  const std::string out_path = prefix + ".out", err_path = prefix + ".err";
+  unlink(out_path.c_str());
+  unlink(err_path.c_str());
+  bool killed = false;
+  const int status = WaitOrKill(Spawn(argv, {}, out_path, err_path), timeout, &killed);
+  ProcessOutput output;
+  output.exit_code = !killed && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  output.out = ReadFileOrEmpty(out_path);
+  output.err = ReadFileOrEmpty(err_path);
+  return output;
 }
 
 std::string ReadFileOrEmpty(const std::string& path) {

@@ -31,6 +31,19 @@ int WaitFor(pid_t pid, std::chrono::milliseconds timeout);
 // its wait status and sets *killed to whether it had to be killed.
 int WaitOrKill(pid_t pid, std::chrono::milliseconds timeout, bool* killed);
 
+// How a process that RunToExit ran ended: its exit code (-1: killed by a signal, or by
+// RunToExit at the timeout) and everything it wrote to stdout and stderr.
+struct ProcessOutput {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `argv` until it exits, SIGKILLing it after `timeout`; its stdout and stderr go to
+// fresh files in `dir`. Thread-safe.
+ProcessOutput RunToExit(const std::vector<std::string>& argv, const std::string& dir,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 // The whole file, or "" if it cannot be read.
 std::string ReadFileOrEmpty(const std::string& path);
 
