@@ -105,6 +105,8 @@ struct CommandLine {
   std::optional<std::string> log_level;
 };
 
+// The file's settings (if any) with the flags' over them; the file's errors name it and
+// the key. Flag values were checked while parsing.
 Result<DaemonConfig> ResolveConfig(Env& env, const CommandLine& cli) {
   DaemonConfig config;
   if (!cli.config_path.empty()) {

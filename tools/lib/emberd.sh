@@ -25,7 +25,9 @@
 #   emberd_leftovers DIR SHM_BEFORE [PID...]
 #       After emberd_stop: prints one line per thing the run left behind (the PIDs given,
 #       if they still exist; emberd_run_pids DIR; names in /dev/shm that SHM_BEFORE did not
-#       have; memfd rings, memfd:ember*, that any process holds). Returns 1 if any.
+#       have; memfd rings, memfd:ember*, that those processes hold). Returns 1 if any.
+#       Other runs on the machine (their daemons and ranks hold rings of their own) are
+#       not looked at, except through /dev/shm.
 
 emberd_pid=""
 emberd_socket=""
@@ -104,8 +106,9 @@ emberd_run_pids() {
 }
 
 emberd_leftovers() {
-  local dir="$1" shm_before="$2" pid fd target new_shm found=0
+  local dir="$1" shm_before="$2" pid target new_shm found=0
   shift 2
+  local run_pids=("$@")
   for pid in "$@"; do
     if [[ -d "/proc/${pid}" ]]; then
       echo "started process ${pid} still exists"
@@ -114,6 +117,7 @@ emberd_leftovers() {
   done
   for pid in $(emberd_run_pids "${dir}" | sort -un); do
     echo "process ${pid} from this run remains: $(tr '\0' ' ' 2>/dev/null <"/proc/${pid}/cmdline")"
+    run_pids+=("${pid}")
     found=1
   done
   new_shm="$(LC_ALL=C comm -13 <(echo "${shm_before}") <(emberd_shm_names) | sed '/^$/d')"
@@ -121,11 +125,11 @@ emberd_leftovers() {
     echo "new objects in /dev/shm: $(tr '\n' ' ' <<<"${new_shm}")"
     found=1
   fi
-  while IFS=' ' read -r fd target; do
-    pid="${fd#/proc/}"
-    pid="${pid%%/*}"
-    echo "process ${pid} still holds ${target}: $(tr '\0' ' ' 2>/dev/null <"/proc/${pid}/cmdline")"
-    found=1
-  done < <(find /proc/[0-9]*/fd -maxdepth 1 -lname '*memfd:ember*' -printf '%p %l\n' 2>/dev/null || true)
+  for pid in "${run_pids[@]}"; do
+    while read -r target; do
+      echo "process ${pid} still holds ${target}: $(tr '\0' ' ' 2>/dev/null <"/proc/${pid}/cmdline")"
+      found=1
+    done < <(find "/proc/${pid}/fd" -maxdepth 1 -lname '*memfd:ember*' -printf '%l\n' 2>/dev/null || true)
+  done
   return "${found}"
 }
