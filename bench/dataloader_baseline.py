@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""PyTorch DataLoader baseline for `emberctl bench`, on the same Fashion-MNIST data.
+"""PyTorch DataLoader baseline for `bench/loader_bench`, on the same Fashion-MNIST data.
 
 Starts R rank processes (spawn). Each builds a DataLoader over the training split with a
 DistributedSampler(num_replicas=R, rank=r, shuffle=True), num_workers W and persistent
 workers, and pulls batches as fast as it can (with --touch reading every byte of each
-batch once, as `emberctl bench --touch` does): 1 s of warm-up, then all ranks start
+batch once, as `loader_bench --touch` does): 1 s of warm-up, then all ranks start
 measuring together and pull for S seconds, moving to the next epoch when one ends.
 Prints per-rank figures and, last:
 
@@ -97,7 +97,7 @@ def make_dataset(args):
 
 def touch(batch):
     """Reads every byte of `batch` once (a wrapping sum of its 8-byte words, as
-    `emberctl bench` does); returns the low byte so that it is not optimized away."""
+    `bench/loader_bench` does); returns the low byte so that it is not optimized away."""
     flat = batch.contiguous().view(-1)
     whole = flat.numel() * flat.element_size() // 8 * 8 // flat.element_size()
     return int(flat[:whole].view(torch.int64).sum()) & 0xFF
@@ -177,7 +177,7 @@ def parse_args(argv):
                         help="read JPEG/PNG class folders from DIR with torchvision's "
                              "ImageFolder, RandomResizedCrop(224), flip and ToTensor instead")
     parser.add_argument("--touch", action="store_true",
-                        help="read every byte of every batch (as emberctl bench --touch)")
+                        help="read every byte of every batch (as loader_bench --touch)")
     parser.add_argument("--json", metavar="FILE",
                         help="also append the result as one JSON line to FILE "
                              "(e.g. bench/results/dataloader_baseline.jsonl)")

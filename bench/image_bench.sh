@@ -2,7 +2,7 @@
 # The image pipeline at the decode limit, side by side in one run (issue 3's benchmark):
 #   - decode limit: bench/decode_limit, one process per core decoding + cropping the same
 #     files with emberd's own code, files in memory, no loader;
-#   - Ember: `emberctl bench` (emberd + R readers) on the folder, and on its packed copy;
+#   - Ember: bench/loader_bench (emberd + R readers) on the folder, and on its packed copy;
 #   - PyTorch DataLoader: torchvision ImageFolder + RandomResizedCrop(224) + flip +
 #     ToTensor, R ranks x 2 workers;
 #   - data stall: Ember readers that spend 50 ms per batch (sleeping, as a GPU step;
@@ -44,7 +44,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-bazel build //daemon:emberd //tools/emberctl:emberctl //bench:decode_limit >/dev/null
+bazel build //daemon:emberd //tools/emberctl:emberctl //bench:decode_limit //bench:loader_bench \
+  >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 make_bench_tmp
@@ -85,7 +86,7 @@ for ((round = 1; round <= rounds; ++round)); do
   extra_pids="${daemon_pid}"
   for name in images images-packed; do
     echo "== round ${round}/${rounds}: Ember ${name}"
-    out="$(peak_pss_of "${ctl[@]}" bench "${name}" --ranks "${ranks}" --batch-size "${batch}" \
+    out="$(peak_pss_of "${loader_bench[@]}" "${name}" --ranks "${ranks}" --batch-size "${batch}" \
       --seconds "${seconds}" "${touch[@]}" 3>"${tmp}/pss")"
     echo "${out}" | tail -n 1
     record "${round}" "${name}" "$(sed -n 's/^bench: samples_per_s=\([0-9.]*\).*/\1/p' <<<"${out}")" \
@@ -114,7 +115,7 @@ declare -A stall
 for kind in sleep busy; do
   flag=()
   [[ "${kind}" == busy ]] && flag=(--busy-compute)
-  out="$("${ctl[@]}" bench images --ranks "${ranks}" --batch-size "${batch}" --seconds "${seconds}" \
+  out="$("${loader_bench[@]}" images --ranks "${ranks}" --batch-size "${batch}" --seconds "${seconds}" \
     --compute-ms 50 --touch "${flag[@]}")"
   stall[${kind}]="$(sed -n 's/^data wait: \([0-9.]*\).*/\1/p' <<<"${out}")"
   echo "== data wait with 50 ms ${kind} steps: ${stall[${kind}]}"

@@ -1,5 +1,10 @@
-# Shared by the bench/*.sh scripts (sourced, not run): a private emberd, and peak PSS of
-# a run summed over all its processes.
+# shellcheck shell=bash
+# Shared by the bench/*.sh scripts (sourced, not run, from the repository root): a
+# private emberd (tools/lib/emberd.sh), and peak PSS of a run summed over all its
+# processes.
+
+# shellcheck source=tools/lib/emberd.sh
+source tools/lib/emberd.sh
 
 # All descendants of $1, and $1.
 tree_pids() {
@@ -40,29 +45,22 @@ make_bench_tmp() {
   trap 'stop_daemon; rm -rf "${tmp}"' EXIT
 }
 
-# Starts emberd on a socket in $1 (a directory); sets daemon_pid and ctl (emberctl argv).
+# Starts the built emberd on a socket in $1 (a directory), logging warnings and errors to
+# $1/emberd.log; sets daemon_pid, ctl (emberctl argv) and loader_bench (bench/loader_bench
+# argv), both on its socket.
+# shellcheck disable=SC2034  # the outputs, used by the scripts that source this file
 start_daemon() {
-  local dir="$1"
-  cat >"${dir}/emberd.yaml" <<CONF
-socket: ${dir}/emberd.sock
-state_dir: ${dir}/state
-log_level: warn
-CONF
-  bazel-bin/daemon/emberd --config "${dir}/emberd.yaml" 2>"${dir}/emberd.log" &
-  daemon_pid=$!
-  ctl=(bazel-bin/tools/emberctl/emberctl --socket "${dir}/emberd.sock")
-  for _ in $(seq 1 100); do "${ctl[@]}" status >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "bench: emberd did not start; its log:" >&2
-  cat "${dir}/emberd.log" >&2
-  return 1
+  emberd_start bazel-bin/daemon/emberd bazel-bin/tools/emberctl/emberctl "$1" --log-level warn ||
+    return 1
+  daemon_pid="${emberd_pid}"
+  ctl=(bazel-bin/tools/emberctl/emberctl --socket "${emberd_socket}")
+  loader_bench=(bazel-bin/bench/loader_bench --socket "${emberd_socket}")
 }
 
 stop_daemon() {
-  if [[ -n "${daemon_pid:-}" ]]; then
-    kill "${daemon_pid}" 2>/dev/null || true
-    wait "${daemon_pid}" 2>/dev/null || true
-    daemon_pid=""
-  fi
+  emberd_stop || true
+  # shellcheck disable=SC2034
+  daemon_pid=""
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Loader throughput and memory, side by side in one run: `emberctl bench` (emberd + R
+# Loader throughput and memory, side by side in one run: bench/loader_bench (emberd + R
 # reader processes) against the PyTorch DataLoader baseline (R rank processes with W
 # workers each, for W in 1 2), same data (Fashion-MNIST train), ranks and batch size.
 #
@@ -24,7 +24,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-bazel build //daemon:emberd //tools/emberctl:emberctl >/dev/null
+bazel build //daemon:emberd //tools/emberctl:emberctl //bench:loader_bench >/dev/null
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 make_bench_tmp
@@ -33,9 +33,9 @@ start_daemon "${tmp}"
 "${ctl[@]}" dataset add fmnist-train --format idx --path /usr/share/datasets/fashion-mnist \
   --split train >/dev/null
 
-echo "== Ember: emberctl bench (emberd + ${ranks} readers)"
+echo "== Ember: loader_bench (emberd + ${ranks} readers)"
 extra_pids="${daemon_pid}"
-ember_out="$(peak_pss_of "${ctl[@]}" bench fmnist-train --ranks "${ranks}" --batch-size "${batch}" \
+ember_out="$(peak_pss_of "${loader_bench[@]}" fmnist-train --ranks "${ranks}" --batch-size "${batch}" \
   --seconds "${seconds}" 3>"${tmp}/ember.pss")"
 echo "${ember_out}"
 ember_rate="$(sed -n 's/^bench: samples_per_s=\([0-9.]*\).*/\1/p' <<<"${ember_out}")"

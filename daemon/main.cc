@@ -1,5 +1,5 @@
-// emberd: wiring only. Reads the config, opens the catalog, starts the pools and serves
-// Cap'n Proto RPC on the unix socket until SIGTERM / SIGINT.
+// emberd: wiring only. Reads the config (a file, flags over it), opens the catalog, starts
+// the pools and serves Cap'n Proto RPC on the unix socket until SIGTERM / SIGINT.
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -115,13 +116,42 @@ Status PrepareSocketPath(Env& env, const std::string& path) {
   return Status::Ok();
 }
 
-int Serve(const std::string& config_path) {
+// The command line: a config file (none: DaemonConfig's defaults, which are those that
+// configs/emberd.yaml documents) and the settings given as flags, which override it.
+struct CommandLine {
+  std::string config_path;
+  std::optional<std::string> socket_path;
+  std::optional<std::string> state_dir;
+  std::optional<uint32_t> decode_threads;
+  std::optional<uint64_t> shm_budget_bytes;
+  std::optional<uint32_t> default_slots;
+  std::optional<std::string> log_level;
+};
+
+// The file's settings (if any) with the flags' over them; the file's errors name it and
+// the key. Flag values were checked while parsing.
+Result<DaemonConfig> ResolveConfig(Env& env, const CommandLine& cli) {
+  DaemonConfig config;
+  if (!cli.config_path.empty()) {
+    EMBER_ASSIGN_OR_RETURN(config, LoadConfig(env, cli.config_path));
+  }
+  if (cli.socket_path) config.socket_path = *cli.socket_path;
+  if (cli.state_dir) config.state_dir = *cli.state_dir;
+  if (cli.decode_threads) config.decode_threads = *cli.decode_threads;
+  if (cli.shm_budget_bytes) config.shm_budget_bytes = *cli.shm_budget_bytes;
+  if (cli.default_slots) config.default_slots = *cli.default_slots;
+  if (cli.log_level) config.log_level = *cli.log_level;
+  return config;
+}
+
+int Serve(const CommandLine& cli) {
+  const std::string config_path = cli.config_path.empty() ? "emberd" : cli.config_path;
   // Before any thread starts: the signals must stay blocked in every thread but the
   // event loop's.
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
   std::unique_ptr<Env> env = NewPosixEnv();
-  auto config = LoadConfig(*env, config_path);
+  auto config = ResolveConfig(*env, cli);
   if (!config.ok()) {
     spdlog::error("{}", config.status().message());
     return 2;
@@ -228,16 +258,49 @@ int Serve(const std::string& config_path) {
 
 int main(int argc, char** argv) {
   CLI::App app{"emberd: serves training data to PyTorch distributed training"};
-  std::string config_path = "/etc/ember/emberd.yaml";
-  app.add_option("-c,--config", config_path, "YAML config file (see configs/emberd.yaml)");
+  ember::daemon::CommandLine cli;
+  app.add_option("-c,--config", cli.config_path,
+                 "YAML config file (see configs/emberd.yaml); without one, the defaults "
+                 "documented there");
+  // Each flag overrides its config key.
+  std::string socket_path, state_dir, shm_budget, log_level;
+  uint32_t decode_threads = 0, ring_slots = 0;
+  CLI::Option* socket_flag =
+      app.add_option("--socket", socket_path, "unix socket to serve on (key: socket)");
+  CLI::Option* state_dir_flag =
+      app.add_option("--state-dir", state_dir, "directory of the catalog (key: state_dir)");
+  CLI::Option* decode_threads_flag =
+      app.add_option("--decode-threads", decode_threads,
+                     "decode threads, 0 = one per core (key: decode_threads)")
+          ->check(CLI::Range(0u, 1024u));
+  CLI::Option* shm_budget_flag =
+      app.add_option("--shm-budget", shm_budget,
+                     "shared memory for all rings, e.g. 512MiB (key: shm_budget)")
+          ->check([](const std::string& text) {
+            auto bytes = ember::daemon::ParseByteSize(text);
+            if (!bytes.ok()) return bytes.status().message();
+            return *bytes == 0 ? std::string("must be positive") : std::string();
+          });
+  CLI::Option* ring_slots_flag =
+      app.add_option("--ring-slots", ring_slots, "slots per ring by default (key: ring_slots)")
+          ->check(CLI::Range(2u, 1024u));
+  CLI::Option* log_level_flag =
+      app.add_option("--log-level", log_level, "least severe messages logged (key: log_level)")
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.set_version_flag("--version", "emberd 0.1.0");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (*socket_flag) cli.socket_path = socket_path;
+  if (*state_dir_flag) cli.state_dir = state_dir;
+  if (*decode_threads_flag) cli.decode_threads = decode_threads;
+  if (*shm_budget_flag) cli.shm_budget_bytes = *ember::daemon::ParseByteSize(shm_budget);
+  if (*ring_slots_flag) cli.default_slots = ring_slots;
+  if (*log_level_flag) cli.log_level = log_level;
   spdlog::set_default_logger(spdlog::stderr_color_mt("emberd"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   signal(SIGPIPE, SIG_IGN);
-  return ember::daemon::Serve(config_path);
+  return ember::daemon::Serve(cli);
 }

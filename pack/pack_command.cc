@@ -1,7 +1,5 @@
 #include "pack/pack_command.h"
 
-#include <CLI/CLI.hpp>
-
 #include <cinttypes>
 #include <memory>
 
@@ -16,27 +14,6 @@ namespace {
 constexpr uint64_t kProgressIntervalMicros = 2'000'000;
 
 }  // namespace
-
-CLI::App* AddPackCommand(CLI::App& app, PackCommand* command) {
-  CLI::App* pack = app.add_subcommand(
-      "pack", "pack a dataset into checksummed shard files, to register with --format packed");
-  pack->add_option("src", command->src, "the dataset to pack (an image folder)")->required();
-  pack->add_option("out", command->out, "the directory to create (must not exist)")->required();
-  pack->add_option("--format", command->format, "the source's format")
-      ->check(CLI::IsMember({kImageFolderFormat}))
-      ->capture_default_str();
-  pack->add_option("--shard-mib", command->shard_mib, "target shard size in MiB")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
-      ->capture_default_str();
-  pack->add_option("--align", command->record_alignment,
-                   "record alignment in bytes (a power of two, 8 .. 1048576)")
-      ->check(CLI::Range(uint32_t{8}, uint32_t{1} << 20))
-      ->capture_default_str();
-  pack->add_flag("--overwrite", command->overwrite,
-                 "replace OUT if it is a packed dataset already");
-  pack->add_flag("--quiet", command->quiet, "no progress lines");
-  return pack;
-}
 
 int RunPackCommand(Env& env, const PackCommand& command, std::FILE* out, std::FILE* err) {
   const std::string what = "pack " + command.src + " -> " + command.out;

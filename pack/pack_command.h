@@ -1,6 +1,6 @@
-// `emberctl pack SRC OUT --format imagefolder`: the command-line face of packing. Runs in
-// the emberctl process (no daemon involved); the daemon later serves OUT as format
-// "packed".
+// What `emberctl pack SRC OUT --format imagefolder` does (tools/emberctl parses the
+// flags into a PackCommand): packs in the calling process (no daemon involved), with
+// progress and a summary for a terminal; the daemon later serves OUT as format "packed".
 #ifndef EMBER_PACK_PACK_COMMAND_H_
 #define EMBER_PACK_PACK_COMMAND_H_
 
@@ -9,10 +9,6 @@
 #include <string>
 
 #include "common/env.h"
-
-namespace CLI {
-class App;
-}
 
 namespace ember::pack {
 
@@ -25,10 +21,6 @@ struct PackCommand {
   bool overwrite = false;
   bool quiet = false;  // no progress lines
 };
-
-// Adds the subcommand "pack" to `app`, parsing into `*command` (which must outlive the
-// parse). Returns the subcommand; `if (*sub)` tells whether it was given.
-CLI::App* AddPackCommand(CLI::App& app, PackCommand* command);
 
 // Packs through `env`; prints progress to `err` (at most one line every 2 seconds, unless
 // quiet), then a one-line summary to `out`, or "emberctl: pack SRC -> OUT: <error>" to

@@ -1,7 +1,5 @@
 #include "pack/pack_command.h"
 
-#include <CLI/CLI.hpp>
-
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
@@ -26,33 +24,35 @@ std::string Contents(std::FILE* file) {
   return text;
 }
 
-void Parse(CLI::App& app, std::vector<std::string> args) {
-  std::vector<char*> argv;
-  std::string program = "emberctl";
-  argv.push_back(program.data());
-  for (std::string& arg : args) argv.push_back(arg.data());
-  app.parse(static_cast<int>(argv.size()), argv.data());
-}
-
-TEST_CASE("emberctl pack parses its arguments") {
-  CLI::App app;
+TEST_CASE("RunPackCommand packs with the shard size and record alignment it is given") {
+  const std::string parent = PackTestDir("command_options");
+  MakeImageFolder(parent + "/src", 3, 300'000);
   PackCommand command;
-  CLI::App* pack = AddPackCommand(app, &command);
-  Parse(app, {"pack", "/a", "/b", "--format", "imagefolder", "--shard-mib", "64", "--align",
-              "512", "--overwrite", "--quiet"});
-  CHECK(*pack);
-  CHECK(command.src == "/a");
-  CHECK(command.out == "/b");
-  CHECK(command.shard_mib == 64);
-  CHECK(command.record_alignment == 512);
-  CHECK(command.overwrite);
-  CHECK(command.quiet);
-
-  CLI::App strict;
-  PackCommand other;
-  AddPackCommand(strict, &other);
-  CHECK_THROWS_AS(Parse(strict, {"pack", "/a", "/b", "--format", "tar"}), CLI::ValidationError);
-  CHECK_THROWS_AS(Parse(strict, {"pack", "/a"}), CLI::RequiredError);
+  command.src = parent + "/src";
+  command.out = parent + "/out";
+  command.shard_mib = 1;
+  command.record_alignment = 512;
+  command.quiet = true;
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  REQUIRE(out != nullptr);
+  REQUIRE(err != nullptr);
+  REQUIRE(RunPackCommand(command, out, err) == 0);
+  CHECK(Contents(err).empty());
+  auto env = NewPosixEnv();
+  auto dataset = PackedDataset::Open(*env, parent + "/out");
+  REQUIRE(dataset.ok());
+  // 8 images of ~300 kB: 2.4 MB in shards of about 1 MiB.
+  CHECK((*dataset)->shard_count() >= 3);
+  bool off_default_alignment = false;
+  for (uint64_t id = 0; id < (*dataset)->count(); ++id) {
+    const PackedRecord record = (*dataset)->Get(id);
+    CHECK(record.offset % 512 == 0);
+    off_default_alignment |= record.offset % 4096 != 0;
+  }
+  CHECK(off_default_alignment);
+  std::fclose(out);
+  std::fclose(err);
 }
 
 TEST_CASE("RunPackCommand packs, prints a summary, and reports failures") {

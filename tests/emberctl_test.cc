@@ -1,7 +1,8 @@
 // emberctl against a real emberd: registration errors name the file and what is wrong
 // and leave the daemon and its catalog as they were; a missing daemon, an unknown
-// dataset or a bad argument give a clear message and a non-zero exit; bench reports.
-#include <sys/wait.h>
+// dataset or a bad argument give a clear message and a non-zero exit. And `emberctl
+// pack`, which needs no daemon, with its flags.
+#include <signal.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -14,24 +15,11 @@
 namespace ember::testing {
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Run = ProcessOutput;
 
 Run Emberctl(const std::string& dir, std::vector<std::string> args) {
-  static int n = 0;
-  const std::string out = dir + "/ctl" + std::to_string(n) + ".out";
-  const std::string err = dir + "/ctl" + std::to_string(n++) + ".err";
   args.insert(args.begin(), Runfile("tools/emberctl/emberctl"));
-  pid_t pid = Spawn(args, {}, out, err);
-  int status = WaitFor(pid, std::chrono::seconds(60));
-  Run run;
-  run.exit_code = (status != -1 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
-  run.out = ReadFileOrEmpty(out);
-  run.err = ReadFileOrEmpty(err);
-  return run;
+  return RunToExit(args, dir);
 }
 
 void Truncate(const std::string& path, size_t keep) {
@@ -99,25 +87,14 @@ TEST_CASE("emberctl explains a missing daemon, an unknown dataset and bad argume
   Run unknown = Emberctl(dir, {sock, "dataset", "inspect", "nope"});
   CHECK(unknown.exit_code != 0);
   CHECK(unknown.err.find("'nope'") != std::string::npos);
-  Run unknown_bench = Emberctl(dir, {sock, "bench", "nope", "--seconds", "1"});
-  CHECK(unknown_bench.exit_code != 0);
-  CHECK(unknown_bench.err.find("'nope'") != std::string::npos);
   Run bad_split = Emberctl(dir, {sock, "dataset", "add", "x", "--path", dir, "--split", "valid"});
   CHECK(bad_split.exit_code != 0);
   CHECK(bad_split.err.find("valid") != std::string::npos);
-  Run bad_ranks = Emberctl(dir, {sock, "bench", "x", "--ranks", "0"});
-  CHECK(bad_ranks.exit_code != 0);
 
   REQUIRE(Emberctl(dir, {sock, "dataset", "add", "syn", "--path", dir}).exit_code == 0);
   Run inspect = Emberctl(dir, {sock, "dataset", "inspect", "syn"});
   CHECK(inspect.out.find("300 samples") != std::string::npos);
   CHECK(inspect.out.find("uint8    [28,28]") != std::string::npos);
-  Run bench = Emberctl(dir, {sock, "bench", "syn", "--ranks", "2", "--batch-size", "16",
-                             "--seconds", "0.5"});
-  INFO(bench.err);
-  CHECK(bench.exit_code == 0);
-  CHECK(bench.out.find("bench: samples_per_s=") != std::string::npos);
-  CHECK(bench.out.find(" ranks=2 batch=16") != std::string::npos);
   Run status = Emberctl(dir, {sock, "status"});
   CHECK(status.exit_code == 0);
   CHECK(status.out.find("syn") != std::string::npos);
@@ -138,6 +115,56 @@ TEST_CASE("emberctl explains a missing daemon, an unknown dataset and bad argume
   CHECK(rm.exit_code == 0);
   CHECK(Emberctl(dir, {sock, "dataset", "rm", "syn"}).exit_code != 0);
   daemon.Stop();
+}
+
+// The u32 record alignment at byte 40 of a shard file's header (pack/format.h).
+uint32_t ShardAlignment(const std::string& shard_path) {
+  const std::string bytes = ReadFileOrEmpty(shard_path);
+  REQUIRE(bytes.size() >= 44);
+  uint32_t alignment = 0;
+  for (int i = 3; i >= 0; --i) alignment = alignment << 8 | uint8_t(bytes[40 + i]);
+  return alignment;
+}
+
+TEST_CASE("emberctl pack packs an image folder with the flags it is given") {
+  TempDir tmp;
+  const std::string& dir = tmp.path();
+  for (const char* image : {"cat/a.jpg", "cat/b.png", "dog/c.jpeg"}) {
+    std::filesystem::create_directories(std::filesystem::path(dir + "/src/" + image).parent_path());
+    std::ofstream(dir + "/src/" + image) << std::string(700, 'x') << image;
+  }
+  const std::string src = dir + "/src", out = dir + "/out";
+  // No daemon: the socket is never used.
+  Run packed = Emberctl(dir, {"--socket", dir + "/none.sock", "pack", src, out, "--format",
+                              "imagefolder", "--shard-mib", "1", "--align", "512"});
+  INFO(packed.err);
+  REQUIRE(packed.exit_code == 0);
+  CHECK(packed.out.find("packed 3 records of 2 classes") != std::string::npos);
+  CHECK(packed.out.find("into 1 shards in " + out) != std::string::npos);
+  CHECK(packed.err.find("pack: wrote 3 / 3 records") != std::string::npos);
+  CHECK(ShardAlignment(out + "/shard-00000.emb") == 512);
+
+  Run again = Emberctl(dir, {"pack", src, out});
+  CHECK(again.exit_code == 1);
+  CHECK(again.err.find(out + ": already exists") != std::string::npos);
+  Run overwrite = Emberctl(dir, {"pack", src, out, "--overwrite", "--quiet"});
+  CHECK(overwrite.exit_code == 0);
+  CHECK(overwrite.err.empty());
+  CHECK(ShardAlignment(out + "/shard-00000.emb") == 4096);
+
+  // Each refusal names what is wrong.
+  for (const auto& [args, named] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"pack", src, dir + "/x", "--format", "tar"}, "--format"},
+           {{"pack", src}, "out is required"},
+           {{"pack", src, dir + "/x", "--shard-mib", "0"}, "--shard-mib"},
+           {{"pack", src, dir + "/x", "--align", "4"}, "--align"}}) {
+    Run refused = Emberctl(dir, args);
+    INFO(refused.err);
+    CHECK(refused.exit_code != 0);
+    CHECK(refused.err.find(named) != std::string::npos);
+    CHECK(!std::filesystem::exists(dir + "/x"));
+  }
 }
 
 }  // namespace

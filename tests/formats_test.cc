@@ -1,7 +1,5 @@
 // Every dataset format through the whole stack: registered with emberctl (as a user
 // would, with --pipeline), read through the SDK from a real emberd.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -15,11 +13,10 @@ namespace ember::testing {
 namespace {
 
 int Emberctl(const Daemon& daemon, std::vector<std::string> args, std::string* err = nullptr) {
-  const std::string err_path = daemon.dir() + "/emberctl.err";
   args.insert(args.begin(), {Runfile("tools/emberctl/emberctl"), "--socket", daemon.socket()});
-  const int status = WaitFor(Spawn(args, {}, "", err_path), std::chrono::seconds(60));
-  if (err != nullptr) *err = ReadFileOrEmpty(err_path);
-  return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  ProcessOutput run = RunToExit(args, daemon.dir());
+  if (err != nullptr) *err = run.err;
+  return run.exit_code;
 }
 
 TEST_CASE("tokens: windows of seq_len+1 tokens, inputs and targets shifted by one") {
@@ -157,7 +154,7 @@ TEST_CASE("a reader plugin allowed in emberd's config serves its format") {
   const std::string& dir = tmp.path();
   const std::string plugin = Runfile("daemon/data/plugin/examples/libember_csv_plugin.so");
   std::ofstream(dir + "/points.csv") << "0.5,1.5,3\n2.5,3.5,4\n-1,0,5\n";
-  Daemon daemon(dir, 4, "plugins: [" + plugin + "]\n");
+  Daemon daemon(dir, WriteDaemonConfig(dir, "plugins: [" + plugin + "]\n"));
   daemon.Start();
   std::string err;
   REQUIRE(Emberctl(daemon, {"dataset", "add", "points", "--format", "csv", "--path",
@@ -205,7 +202,7 @@ TEST_CASE("a transform plugin's step runs inside the image pipeline of a folder 
   std::ofstream(dir + "/inverted.yaml") << crop << "  - solarize: {threshold: 0}\n";
   std::ofstream(dir + "/bad.yaml") << crop << "  - solarize: {threshold: 999}\n";
 
-  Daemon daemon(dir, 4, "plugins: [" + plugin + "]\n");
+  Daemon daemon(dir, WriteDaemonConfig(dir, "plugins: [" + plugin + "]\n"));
   daemon.Start();
   std::string err;
   REQUIRE(Emberctl(daemon, {"dataset", "add", "plain", "--format", "imagefolder", "--path", root,

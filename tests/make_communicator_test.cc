@@ -12,7 +12,7 @@
 
 #include "ember/nccl_communicator.h"
 #include "tests/support/test_env.h"
-#include "sdk/sync/error_of.h"
+#include "sdk/sync/error_of_testing.h"
 
 namespace ember::testing {
 namespace {

@@ -9,7 +9,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <fstream>
 
 #include "tests/support/test_env.h"
 
@@ -36,10 +35,8 @@ TEST_CASE("emberd sends READY=1 when it serves and STOPPING=1 when it stops") {
   std::strncpy(addr.sun_path, notify_path.c_str(), sizeof(addr.sun_path) - 1);
   REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
 
-  std::ofstream(dir + "/emberd.yaml") << "socket: " << dir << "/emberd.sock\n"
-                                      << "state_dir: " << dir << "/state\n";
-  pid_t pid = Spawn({Runfile("daemon/emberd"), "--config", dir + "/emberd.yaml"},
-                    {"NOTIFY_SOCKET=" + notify_path}, dir + "/log", dir + "/log");
+  pid_t pid =
+      Spawn(EmberdCommand(dir), {"NOTIFY_SOCKET=" + notify_path}, dir + "/log", dir + "/log");
   const std::string ready = Receive(fd, 20000);
   INFO(ReadFileOrEmpty(dir + "/log"));
   CHECK(ready.find("READY=1") != std::string::npos);

@@ -1,5 +1,5 @@
-// Runs data_parallel_worker as separate processes (one per rank) and reads their exit
-// codes and stderr; the workers check their own training (see data_parallel_worker.cc).
+// Runs data_parallel_test_worker as separate processes (one per rank) and reads their exit
+// codes and stderr; the workers check their own training (see data_parallel_test_worker.cc).
 // This test does not link LibTorch: it only spawns and waits.
 #include <signal.h>
 
@@ -10,7 +10,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "sdk/sync/worker_process.h"
+#include "sdk/sync/worker_testing.h"
+#include "tests/support/process_testing.h"
 
 namespace {
 
@@ -25,8 +26,8 @@ using ember::sdk::testing::Worker;
 const std::vector<std::string> kSmallBuckets = {"--bucket-bytes", "300", "--min-buckets", "4"};
 
 Worker Spawn(const std::string& store, int rank, int world, const std::vector<std::string>& extra) {
-  return ember::sdk::testing::Spawn(
-      ember::sdk::testing::RunfilePath("sdk/sync/data_parallel_worker"), store, rank, world, extra);
+  return ember::sdk::testing::SpawnWorker(
+      ember::testing::Runfile("sdk/sync/data_parallel_test_worker"), store, rank, world, extra);
 }
 
 void TrainAndExpectSuccess(const std::string& name, int world, std::vector<std::string> extra) {

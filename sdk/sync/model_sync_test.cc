@@ -1,4 +1,4 @@
-// Runs model_sync_worker as separate processes (one per rank) and reads their exit codes
+// Runs model_sync_test_worker as separate processes (one per rank) and reads their exit codes
 // and stderr. This test does not link LibTorch: it only spawns and waits.
 #include <signal.h>
 
@@ -8,7 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "sdk/sync/worker_process.h"
+#include "sdk/sync/worker_testing.h"
+#include "tests/support/process_testing.h"
 
 namespace {
 
@@ -21,8 +22,8 @@ using ember::sdk::testing::Worker;
 std::string TempPath(const std::string& name) { return FreshTempPath(name); }
 
 Worker Spawn(const std::string& store, int rank, int world, std::vector<std::string> extra) {
-  return ember::sdk::testing::Spawn(
-      ember::sdk::testing::RunfilePath("sdk/sync/model_sync_worker"), store, rank, world, extra);
+  return ember::sdk::testing::SpawnWorker(
+      ember::testing::Runfile("sdk/sync/model_sync_test_worker"), store, rank, world, extra);
 }
 
 void TrainAndExpectSuccess(int world, const std::string& backend = "gloo") {

@@ -10,7 +10,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
 
-#include "sdk/sync/error_of.h"
+#include "sdk/sync/error_of_testing.h"
 
 namespace ember {
 namespace {

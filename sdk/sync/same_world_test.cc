@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "sdk/sync/error_of.h"
+#include "sdk/sync/error_of_testing.h"
 
 namespace ember::sdk {
 namespace {

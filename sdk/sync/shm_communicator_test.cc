@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include "sdk/sync/error_of.h"
+#include "sdk/sync/error_of_testing.h"
 
 namespace ember::sdk {
 namespace {

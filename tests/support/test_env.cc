@@ -1,23 +1,17 @@
 #include "tests/support/test_env.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
-
-extern char** environ;
 
 namespace ember::testing {
 namespace {
@@ -40,12 +34,6 @@ void WriteGzip(const std::string& path, const std::string& bytes) {
 }
 
 }  // namespace
-
-std::string Runfile(const std::string& rel) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  if (srcdir == nullptr) Die("TEST_SRCDIR is not set: run under bazel test");
-  return std::string(srcdir) + "/ember/" + rel;
-}
 
 TempDir::TempDir() {
   char tmpl[] = "/tmp/ember-test-XXXXXX";
@@ -82,49 +70,6 @@ void WriteSyntheticIdx(const std::string& dir, const std::string& prefix, uint32
 uint32_t SyntheticId(const uint8_t* image) {
   return uint32_t{image[0]} | uint32_t{image[1]} << 8 | uint32_t{image[2]} << 16 |
          uint32_t{image[3]} << 24;
-}
-
-pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-            const std::string& stdout_path, const std::string& stderr_path) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-  for (const auto& e : extra_env) env_strings.push_back(e);
-  std::vector<char*> env;
-  for (auto& e : env_strings) env.push_back(e.data());
-  env.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!stdout_path.empty())
-    posix_spawn_file_actions_addopen(&actions, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (!stderr_path.empty())
-    posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  pid_t pid;
-  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) Die("posix_spawn " + argv[0] + ": " + std::strerror(rc));
-  return pid;
-}
-
-int WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) Die("waitpid " + std::to_string(pid) + ": " + std::strerror(errno));
-    if (std::chrono::steady_clock::now() > deadline) return -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 namespace {
@@ -165,20 +110,32 @@ int CountMemfdMappings(pid_t pid) {
   return n;
 }
 
-Daemon::Daemon(std::string dir, uint32_t ring_slots, const std::string& extra_config)
-    : dir_(std::move(dir)) {
-  socket_ = dir_ + "/emberd.sock";
-  config_path_ = dir_ + "/emberd.yaml";
-  log_path_ = dir_ + "/emberd.log";
-  std::ofstream config(config_path_);
-  config << "socket: " << socket_ << "\n"
-         << "state_dir: " << dir_ << "/state\n"
-         << "decode_threads: 2\n"
-         << "shm_budget: 256MiB\n"
-         << "ring_slots: " << ring_slots << "\n"
-         << "log_level: debug\n"
-         << extra_config;
+std::vector<std::string> EmberdCommand(const std::string& dir,
+                                       const std::vector<std::string>& extra_args) {
+  std::vector<std::string> argv = {Runfile("daemon/emberd"),
+                                   "--socket=" + dir + "/emberd.sock",
+                                   "--state-dir=" + dir + "/state",
+                                   "--decode-threads=2",
+                                   "--shm-budget=256MiB",
+                                   "--ring-slots=4",
+                                   "--log-level=debug"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  return argv;
 }
+
+std::vector<std::string> WriteDaemonConfig(const std::string& dir, const std::string& yaml) {
+  const std::string path = dir + "/emberd.yaml";
+  std::ofstream config(path);
+  config << yaml;
+  if (!config.good()) Die("writing " + path);
+  return {"--config", path};
+}
+
+Daemon::Daemon(std::string dir, std::vector<std::string> extra_args)
+    : dir_(std::move(dir)),
+      extra_args_(std::move(extra_args)),
+      socket_(dir_ + "/emberd.sock"),
+      log_path_(dir_ + "/emberd.log") {}
 
 Daemon::~Daemon() {
   if (pid_ > 0) {
@@ -188,7 +145,7 @@ Daemon::~Daemon() {
 }
 
 void Daemon::Start() {
-  pid_ = Spawn({Runfile("daemon/emberd"), "--config", config_path_}, {}, log_path_, log_path_);
+  pid_ = Spawn(EmberdCommand(dir_, extra_args_), {}, log_path_, log_path_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;

@@ -1,5 +1,5 @@
 // Helpers for multi-process tests: a real emberd in a private directory, synthetic IDX
-// data whose samples say who they are, and child processes.
+// data whose samples say who they are, and (process_testing.h) child processes.
 #ifndef EMBER_TESTS_SUPPORT_TEST_ENV_H_
 #define EMBER_TESTS_SUPPORT_TEST_ENV_H_
 
@@ -12,11 +12,9 @@
 #include <vector>
 
 #include "ember/client.h"
+#include "tests/support/process_testing.h"
 
 namespace ember::testing {
-
-// Path of a file in this test's runfiles, e.g. "daemon/emberd".
-std::string Runfile(const std::string& workspace_relative);
 
 // A fresh directory under /tmp (short, so unix socket paths fit), removed with
 // everything in it when the TempDir goes out of scope, also when a test fails.
@@ -42,26 +40,28 @@ void WriteSyntheticIdx(const std::string& dir, const std::string& prefix, uint32
 // The sample id a synthetic image carries.
 uint32_t SyntheticId(const uint8_t* image);
 
-// Starts `argv` with extra environment entries ("NAME=value"); returns its pid.
-pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
-            const std::string& stdout_path = "", const std::string& stderr_path = "");
-
-// Waits for `pid`; returns its wait status, or -1 if it is still running after `timeout`.
-int WaitFor(pid_t pid, std::chrono::milliseconds timeout);
-
-std::string ReadFileOrEmpty(const std::string& path);
-
 // Open descriptors of a process, and how many of them are memfds.
 int CountFds(pid_t pid);
 int CountMemfds(pid_t pid);
 // Mappings of memfd-backed memory in a process (from /proc/PID/maps).
 int CountMemfdMappings(pid_t pid);
 
-// A real emberd (the //daemon:emberd binary) with its own socket, state dir and log.
+// The command line of a private emberd (the //daemon:emberd binary, a data dependency)
+// serving on <dir>/emberd.sock with its catalog in <dir>/state, 2 decode threads, a
+// 256 MiB shared-memory budget, 4 ring slots and debug logging, all as flags and no
+// config file; `extra_args` follow them.
+std::vector<std::string> EmberdCommand(const std::string& dir,
+                                       const std::vector<std::string>& extra_args = {});
+
+// For settings that no emberd flag covers (plugins): writes `yaml` to <dir>/emberd.yaml
+// and returns {"--config", <that path>}, to pass as extra arguments. The flags of
+// EmberdCommand override the same keys of the file.
+std::vector<std::string> WriteDaemonConfig(const std::string& dir, const std::string& yaml);
+
+// A real emberd started by EmberdCommand(dir, extra_args), its output in <dir>/emberd.log.
 class Daemon {
  public:
-  // `extra_config`: more YAML lines for its config file (e.g. "plugins: [...]\n").
-  explicit Daemon(std::string dir, uint32_t ring_slots = 4, const std::string& extra_config = "");
+  explicit Daemon(std::string dir, std::vector<std::string> extra_args = {});
   ~Daemon();  // stops it
 
   void Start();  // waits until it serves; fails the test with its log if it does not
@@ -77,8 +77,8 @@ class Daemon {
 
  private:
   std::string dir_;
+  std::vector<std::string> extra_args_;
   std::string socket_;
-  std::string config_path_;
   std::string log_path_;
   pid_t pid_ = -1;
 };

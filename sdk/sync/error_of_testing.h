@@ -1,8 +1,8 @@
 // Test helpers: the message (without c10's backtrace) of the c10::Error that a call
 // throws, or "" if it throws none; the same for calls run side by side, one thread each
 // (ranks of a group meeting in one process); and such calls' first exception, rethrown.
-#ifndef EMBER_SDK_SYNC_ERROR_OF_H_
-#define EMBER_SDK_SYNC_ERROR_OF_H_
+#ifndef EMBER_SDK_SYNC_ERROR_OF_TESTING_H_
+#define EMBER_SDK_SYNC_ERROR_OF_TESTING_H_
 
 #include <functional>
 #include <string>
@@ -21,4 +21,4 @@ void RunOnThreads(int n, const std::function<void(int)>& f);
 
 }  // namespace ember::sdk
 
-#endif  // EMBER_SDK_SYNC_ERROR_OF_H_
+#endif  // EMBER_SDK_SYNC_ERROR_OF_TESTING_H_

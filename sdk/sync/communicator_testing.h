@@ -2,8 +2,8 @@
 // "gloo" meets its peers in a c10d::FileStore at `store_path`; "shm" maps the file
 // `store_path`.shm as the shared segment (every rank creates it if missing and sizes it;
 // a fresh path per test gives a zero-filled segment).
-#ifndef EMBER_SDK_SYNC_TEST_COMMUNICATOR_H_
-#define EMBER_SDK_SYNC_TEST_COMMUNICATOR_H_
+#ifndef EMBER_SDK_SYNC_COMMUNICATOR_TESTING_H_
+#define EMBER_SDK_SYNC_COMMUNICATOR_TESTING_H_
 
 #include <chrono>
 #include <memory>
@@ -22,4 +22,4 @@ std::unique_ptr<Communicator> MakeTestCommunicator(const std::string& backend,
 
 }  // namespace ember::sdk::testing
 
-#endif  // EMBER_SDK_SYNC_TEST_COMMUNICATOR_H_
+#endif  // EMBER_SDK_SYNC_COMMUNICATOR_TESTING_H_

@@ -24,8 +24,8 @@
 
 #include "ember/model_sync.h"
 #include "sdk/sync/error_message.h"
-#include "sdk/sync/parameter_diff.h"
-#include "sdk/sync/test_communicator.h"
+#include "sdk/sync/parameter_diff_testing.h"
+#include "sdk/sync/communicator_testing.h"
 
 namespace {
 

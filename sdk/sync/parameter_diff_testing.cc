@@ -1,4 +1,4 @@
-#include "sdk/sync/parameter_diff.h"
+#include "sdk/sync/parameter_diff_testing.h"
 
 #include <algorithm>
 

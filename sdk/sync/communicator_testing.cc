@@ -1,4 +1,4 @@
-#include "sdk/sync/test_communicator.h"
+#include "sdk/sync/communicator_testing.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-// Test helper: runs a worker binary as a separate process per rank (posix_spawn, never
-// fork: the test may have threads) with its stderr in a file, and waits for it with a
+// Test helper: runs a worker binary as a separate process per rank (through
+// tests/support/process_testing.h) with its stderr in a file, and waits for it with a
 // deadline. Used by the multi-process tests of sdk/sync; does not link LibTorch.
-#ifndef EMBER_SDK_SYNC_WORKER_PROCESS_H_
-#define EMBER_SDK_SYNC_WORKER_PROCESS_H_
+#ifndef EMBER_SDK_SYNC_WORKER_TESTING_H_
+#define EMBER_SDK_SYNC_WORKER_TESTING_H_
 
 #include <sys/types.h>
 
@@ -27,16 +27,14 @@ struct Outcome {
   std::string err;
 };
 
-// $TEST_SRCDIR/ember/<relative>: a data dependency of the test.
-std::string RunfilePath(const std::string& relative);
-
 // $TEST_TMPDIR/<name>, removed if it exists.
 std::string FreshTempPath(const std::string& name);
 
 // Starts `binary --store <store> --rank <rank> --world <world> <extra...>`, its stderr
-// in "<store>.rank<rank>.err". Fails the current Catch2 test if it cannot.
-Worker Spawn(const std::string& binary, const std::string& store, int rank, int world,
-             const std::vector<std::string>& extra);
+// in "<store>.rank<rank>.err" (replaced if it exists). Fails the current Catch2 test if
+// it cannot.
+Worker SpawnWorker(const std::string& binary, const std::string& store, int rank, int world,
+                   const std::vector<std::string>& extra);
 
 // Waits until `limit` after `start`; a worker still running then is SIGKILLed and
 // reported as not exited.
@@ -44,4 +42,4 @@ Outcome Wait(const Worker& worker, Clock::time_point start, std::chrono::seconds
 
 }  // namespace ember::sdk::testing
 
-#endif  // EMBER_SDK_SYNC_WORKER_PROCESS_H_
+#endif  // EMBER_SDK_SYNC_WORKER_TESTING_H_

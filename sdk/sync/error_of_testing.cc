@@ -1,4 +1,4 @@
-#include "sdk/sync/error_of.h"
+#include "sdk/sync/error_of_testing.h"
 
 #include <exception>
 #include <thread>

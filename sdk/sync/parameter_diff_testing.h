@@ -1,6 +1,6 @@
 // Test helper for the sync workers: how far one module's parameters are from another's.
-#ifndef EMBER_SDK_SYNC_PARAMETER_DIFF_H_
-#define EMBER_SDK_SYNC_PARAMETER_DIFF_H_
+#ifndef EMBER_SDK_SYNC_PARAMETER_DIFF_TESTING_H_
+#define EMBER_SDK_SYNC_PARAMETER_DIFF_TESTING_H_
 
 #include <string>
 
@@ -17,4 +17,4 @@ ParameterDiff CompareParameters(torch::nn::Module& actual, torch::nn::Module& ex
 
 }  // namespace ember::sdk::testing
 
-#endif  // EMBER_SDK_SYNC_PARAMETER_DIFF_H_
+#endif  // EMBER_SDK_SYNC_PARAMETER_DIFF_TESTING_H_

@@ -1,0 +1,53 @@
+#include "sdk/sync/worker_testing.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <catch2/catch.hpp>
+
+#include "tests/support/process_testing.h"
+
+namespace ember::sdk::testing {
+
+std::string FreshTempPath(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  REQUIRE(tmp != nullptr);
+  std::string path = std::string(tmp) + "/" + name;
+  unlink(path.c_str());
+  return path;
+}
+
+Worker SpawnWorker(const std::string& binary, const std::string& store, int rank, int world,
+                   const std::vector<std::string>& extra) {
+  Worker worker;
+  worker.stderr_path = store + ".rank" + std::to_string(rank) + ".err";
+  unlink(worker.stderr_path.c_str());
+  std::vector<std::string> argv = {binary, "--store", store, "--rank", std::to_string(rank),
+                                   "--world", std::to_string(world)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  worker.pid = ember::testing::Spawn(argv, {}, "", worker.stderr_path);
+  return worker;
+}
+
+Outcome Wait(const Worker& worker, Clock::time_point start, std::chrono::seconds limit) {
+  const auto left = std::max(Clock::duration::zero(), start + limit - Clock::now());
+  bool killed = false;
+  const int status = ember::testing::WaitOrKill(
+      worker.pid, std::chrono::duration_cast<std::chrono::milliseconds>(left), &killed);
+  Outcome outcome;
+  outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  outcome.err = ember::testing::ReadFileOrEmpty(worker.stderr_path);
+  if (killed) {
+    outcome.err += "\n[killed by the test after " + std::to_string(limit.count()) + " s]";
+    return outcome;
+  }
+  outcome.exited = WIFEXITED(status);
+  outcome.exit_code = outcome.exited ? WEXITSTATUS(status) : -1;
+  outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  return outcome;
+}
+
+}  // namespace ember::sdk::testing
