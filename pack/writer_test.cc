@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "pack/format.h"
 #include "pack/pack_testing.h"
 #include "pack/packed_dataset.h"
@@ -34,7 +35,7 @@ std::string TempDirOf(const std::string& out) { return out + ".tmp-" + std::to_s
 
 TEST_CASE("Commit moves a verified pack into place and leaves no temporary directory") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("commit");
+  const std::string parent = FreshTestDir("commit");
   const std::string out = parent + "/nested/out";  // missing parents are created
   PackOptions options;
   options.shard_bytes = 4096;
@@ -70,7 +71,7 @@ TEST_CASE("Commit moves a verified pack into place and leaves no temporary direc
 
 TEST_CASE("An existing out_dir is refused, and left as it was") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("exists");
+  const std::string parent = FreshTestDir("exists");
   const std::string out = parent + "/out";
   WriteTestFile(out + "/precious.txt", "keep me");
   auto writer = PackWriter::Create(*env, out, {}, "test", {});
@@ -92,7 +93,7 @@ TEST_CASE("An existing out_dir is refused, and left as it was") {
 
 TEST_CASE("An out_dir that appears during the pack is not replaced") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("appears") + "/out";
+  const std::string out = FreshTestDir("appears") + "/out";
   auto writer = PackWriter::Create(*env, out, {}, "test", {});
   REQUIRE(writer.ok());
   AddRecords(**writer, 3, 2);
@@ -106,7 +107,7 @@ TEST_CASE("An out_dir that appears during the pack is not replaced") {
 
 TEST_CASE("overwrite replaces a packed dataset") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("overwrite");
+  const std::string parent = FreshTestDir("overwrite");
   const std::string out = parent + "/out";
   {
     auto writer = PackWriter::Create(*env, out, {}, "test", {});
@@ -129,7 +130,7 @@ TEST_CASE("overwrite replaces a packed dataset") {
 TEST_CASE("A failed manifest write leaves neither out_dir nor the temporary directory") {
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
-  const std::string parent = PackTestDir("manifest_fault");
+  const std::string parent = FreshTestDir("manifest_fault");
   const std::string out = parent + "/out";
   env.FailWriteFileAtomic(TempDirOf(out) + "/manifest", ResourceExhausted("disk full"));
   PackOptions options;
@@ -148,7 +149,7 @@ TEST_CASE("A failed manifest write leaves neither out_dir nor the temporary dire
 TEST_CASE("A failed final rename leaves neither out_dir nor the temporary directory") {
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
-  const std::string parent = PackTestDir("rename_fault");
+  const std::string parent = FreshTestDir("rename_fault");
   const std::string out = parent + "/out";
   env.FailRename(out, Internal("rename: Input/output error"));
   PackOptions options;
@@ -167,7 +168,7 @@ TEST_CASE("A failed final rename leaves neither out_dir nor the temporary direct
 TEST_CASE("A failed shard write fails the pack, naming the shard, and cleans up") {
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
-  const std::string parent = PackTestDir("write_fault");
+  const std::string parent = FreshTestDir("write_fault");
   const std::string out = parent + "/out";
   const std::string shard1 = TempDirOf(out) + "/shard-00001.emb";
   env.FailWriteAt(shard1, ResourceExhausted("No space left on device"));
@@ -195,7 +196,7 @@ TEST_CASE("overwrite without an atomic exchange moves the old dataset aside, the
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
   env.DisableExchange();
-  const std::string parent = PackTestDir("overwrite_renames");
+  const std::string parent = FreshTestDir("overwrite_renames");
   const std::string out = parent + "/out";
   {
     auto writer = PackWriter::Create(env, out, {}, "test", {});
@@ -233,7 +234,7 @@ TEST_CASE("overwrite without an atomic exchange moves the old dataset aside, the
 
 TEST_CASE("An abandoned writer removes its temporary directory") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("abandon");
+  const std::string parent = FreshTestDir("abandon");
   {
     auto writer = PackWriter::Create(*env, parent + "/out", {}, "test", {});
     REQUIRE(writer.ok());
@@ -245,7 +246,7 @@ TEST_CASE("An abandoned writer removes its temporary directory") {
 
 TEST_CASE("A stale temporary directory of this pid is replaced") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("stale") + "/out";
+  const std::string out = FreshTestDir("stale") + "/out";
   WriteTestFile(TempDirOf(out) + "/shard-00000.emb", "half-written");
   auto writer = PackWriter::Create(*env, out, {}, "test", {});
   REQUIRE(writer.ok());
@@ -258,7 +259,7 @@ TEST_CASE("A stale temporary directory of this pid is replaced") {
 
 TEST_CASE("A label outside the classes fails the pack and cleans up") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("label");
+  const std::string parent = FreshTestDir("label");
   auto writer = PackWriter::Create(*env, parent + "/out", {}, "test", {"a", "b"});
   REQUIRE(writer.ok());
   Status s = AddString(**writer, "abc", 2, "c/x.jpg");
@@ -270,7 +271,7 @@ TEST_CASE("A label outside the classes fails the pack and cleans up") {
 
 TEST_CASE("Bad options are kInvalidArgument") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("options");
+  const std::string parent = FreshTestDir("options");
   for (uint32_t alignment : {0u, 4u, 100u, 2u << 20}) {
     PackOptions options;
     options.record_alignment = alignment;
@@ -287,7 +288,7 @@ TEST_CASE("Bad options are kInvalidArgument") {
 
 TEST_CASE("An empty pack is a valid dataset of no records") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("empty") + "/out";
+  const std::string out = FreshTestDir("empty") + "/out";
   auto writer = PackWriter::Create(*env, out, {}, "test", {});
   REQUIRE(writer.ok());
   auto summary = (*writer)->Commit();

@@ -2,27 +2,18 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <thread>
 
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "ember/ring_layout.h"
 
 namespace ember::daemon {
 namespace {
 
 using ring::DType;
-
-std::string TestDir(Env& env, const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  std::string dir = std::string(tmp) + "/catalog_test/" + name;
-  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
-  REQUIRE(env.CreateDirs(dir).ok());
-  return dir;
-}
 
 DatasetSpec Spec(const std::string& name, const std::string& path = "/data/fmnist") {
   return DatasetSpec{name, "idx", path, "train"};
@@ -117,7 +108,7 @@ TEST_CASE("DTypeName and ParseDType round-trip every dtype") {
 
 TEST_CASE("add, list, get and remove") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "basic");
+  std::string dir = FreshTestDir("basic");
   FakeProber prober;
   auto catalog = Catalog::Open(env.get(), dir, prober.Get());
   REQUIRE(catalog.ok());
@@ -147,7 +138,7 @@ TEST_CASE("add, list, get and remove") {
 
 TEST_CASE("a daemon restart keeps the catalog") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "restart") + "/state/nested";  // Open creates it
+  std::string dir = FreshTestDir("restart") + "/state/nested";  // Open creates it
   FakeProber prober;
   DatasetSpec odd{"odd.name-1", "idx", "/data/with: colon # and 'quotes' \"dq\" ", "test",
                   "# a pipeline\nsteps:\n  - resize: {size: 256}\n  - center_crop: {size: 224}\n",
@@ -174,7 +165,7 @@ TEST_CASE("a daemon restart keeps the catalog") {
 
 TEST_CASE("strings that look like other YAML values persist as the same strings") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "yaml_lookalikes");
+  std::string dir = FreshTestDir("yaml_lookalikes");
   FakeProber prober;
   const std::vector<DatasetSpec> specs = {{"n1", "~", "null", ""},
                                           {"n2", "true", "123", "- x"},
@@ -193,7 +184,7 @@ TEST_CASE("strings that look like other YAML values persist as the same strings"
 
 TEST_CASE("an empty state directory opens as an empty catalog") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "empty");
+  std::string dir = FreshTestDir("empty");
   FakeProber prober;
   auto catalog = Catalog::Open(env.get(), dir + "/", prober.Get());
   REQUIRE(catalog.ok());
@@ -204,7 +195,7 @@ TEST_CASE("an empty state directory opens as an empty catalog") {
 
 TEST_CASE("a duplicate name is kAlreadyExists and a bad name kInvalidArgument, without probing") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "names");
+  std::string dir = FreshTestDir("names");
   FakeProber prober;
   auto catalog = Catalog::Open(env.get(), dir, prober.Get());
   REQUIRE(catalog.ok());
@@ -225,7 +216,7 @@ TEST_CASE("a duplicate name is kAlreadyExists and a bad name kInvalidArgument, w
 
 TEST_CASE("a failing probe leaves the catalog and its file unchanged") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "bad_probe");
+  std::string dir = FreshTestDir("bad_probe");
   FakeProber prober;
   auto catalog = Catalog::Open(env.get(), dir, prober.Get());
   REQUIRE(catalog.ok());
@@ -242,7 +233,7 @@ TEST_CASE("a failing probe leaves the catalog and its file unchanged") {
 
 TEST_CASE("a failing atomic write leaves the in-memory catalog unchanged") {
   auto base = NewPosixEnv();
-  std::string dir = TestDir(*base, "bad_write");
+  std::string dir = FreshTestDir("bad_write");
   const std::string file = dir + "/catalog.yaml";
   FaultEnv env(base.get());
   FakeProber prober;
@@ -276,7 +267,7 @@ TEST_CASE("a failing atomic write leaves the in-memory catalog unchanged") {
 
 TEST_CASE("a catalog file that cannot be read fails Open") {
   auto base = NewPosixEnv();
-  std::string dir = TestDir(*base, "unreadable");
+  std::string dir = FreshTestDir("unreadable");
   FakeProber prober;
   {
     auto catalog = Catalog::Open(base.get(), dir, prober.Get());
@@ -294,7 +285,7 @@ TEST_CASE("a catalog file that cannot be read fails Open") {
 
 TEST_CASE("a corrupt catalog.yaml is an error naming the file") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "corrupt");
+  std::string dir = FreshTestDir("corrupt");
   const std::string file = dir + "/catalog.yaml";
   FakeProber prober;
   const std::string good_entry =
@@ -344,7 +335,7 @@ TEST_CASE("a corrupt catalog.yaml is an error naming the file") {
 
 TEST_CASE("concurrent adds and reads keep every entry") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "concurrent");
+  std::string dir = FreshTestDir("concurrent");
   FakeProber prober;
   auto catalog = Catalog::Open(env.get(), dir, prober.Get());
   REQUIRE(catalog.ok());
@@ -380,7 +371,7 @@ namespace {
 
 TEST_CASE("an unknown on_error policy is refused without probing") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "on_error");
+  std::string dir = FreshTestDir("on_error");
   FakeProber prober;
   auto catalog = Catalog::Open(env.get(), dir, prober.Get());
   REQUIRE(catalog.ok());
