@@ -31,6 +31,16 @@ void AddRecords(PackWriter& writer, int n, uint64_t seed) {
   }
 }
 
+// A writer of `out` with `options` (and no class names), already given `n` records by
+// AddRecords(seed).
+std::unique_ptr<PackWriter> WriterWithRecords(Env& env, const std::string& out,
+                                              const PackOptions& options, int n, uint64_t seed) {
+  auto writer = PackWriter::Create(env, out, options, "test", {});
+  REQUIRE(writer.ok());
+  AddRecords(**writer, n, seed);
+  return std::move(writer).value();
+}
+
 std::string TempDirOf(const std::string& out) { return out + ".tmp-" + std::to_string(getpid()); }
 
 TEST_CASE("Commit moves a verified pack into place and leaves no temporary directory") {
@@ -94,11 +104,9 @@ TEST_CASE("An existing out_dir is refused, and left as it was") {
 TEST_CASE("An out_dir that appears during the pack is not replaced") {
   auto env = NewPosixEnv();
   const std::string out = FreshTestDir("appears") + "/out";
-  auto writer = PackWriter::Create(*env, out, {}, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 3, 2);
+  auto writer = WriterWithRecords(*env, out, {}, 3, 2);
   WriteTestFile(out + "/other.txt", "someone else's");
-  auto summary = (*writer)->Commit();
+  auto summary = writer->Commit();
   REQUIRE_FALSE(summary.ok());
   CHECK(summary.status().code() == StatusCode::kAlreadyExists);
   CHECK(DirEntries(out) == std::vector<std::string>{"other.txt"});
@@ -110,17 +118,13 @@ TEST_CASE("overwrite replaces a packed dataset") {
   const std::string parent = FreshTestDir("overwrite");
   const std::string out = parent + "/out";
   {
-    auto writer = PackWriter::Create(*env, out, {}, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 5, 3);
-    REQUIRE((*writer)->Commit().ok());
+    auto writer = WriterWithRecords(*env, out, {}, 5, 3);
+    REQUIRE(writer->Commit().ok());
   }
   PackOptions options;
   options.overwrite = true;
-  auto writer = PackWriter::Create(*env, out, options, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 7, 4);
-  REQUIRE((*writer)->Commit().ok());
+  auto writer = WriterWithRecords(*env, out, options, 7, 4);
+  REQUIRE(writer->Commit().ok());
   auto dataset = PackedDataset::Open(*env, out);
   REQUIRE(dataset.ok());
   CHECK((*dataset)->count() == 7);
@@ -135,15 +139,13 @@ TEST_CASE("A failed manifest write leaves neither out_dir nor the temporary dire
   env.FailWriteFileAtomic(TempDirOf(out) + "/manifest", ResourceExhausted("disk full"));
   PackOptions options;
   options.shard_bytes = 4096;
-  auto writer = PackWriter::Create(env, out, options, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 10, 5);
-  auto summary = (*writer)->Commit();
+  auto writer = WriterWithRecords(env, out, options, 10, 5);
+  auto summary = writer->Commit();
   REQUIRE_FALSE(summary.ok());
   CHECK(summary.status().code() == StatusCode::kResourceExhausted);
   CHECK(DirEntries(parent).empty());
   // The writer stays failed.
-  CHECK(AddString(**writer, "x", 0, "x").code() == StatusCode::kResourceExhausted);
+  CHECK(AddString(*writer, "x", 0, "x").code() == StatusCode::kResourceExhausted);
 }
 
 TEST_CASE("A failed final rename leaves neither out_dir nor the temporary directory") {
@@ -154,15 +156,13 @@ TEST_CASE("A failed final rename leaves neither out_dir nor the temporary direct
   env.FailRename(out, Internal("rename: Input/output error"));
   PackOptions options;
   options.shard_bytes = 4096;
-  auto writer = PackWriter::Create(env, out, options, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 10, 8);
-  auto summary = (*writer)->Commit();
+  auto writer = WriterWithRecords(env, out, options, 10, 8);
+  auto summary = writer->Commit();
   REQUIRE_FALSE(summary.ok());
   CHECK(summary.status().code() == StatusCode::kInternal);
   CHECK(summary.status().message() == out + ": rename: Input/output error");
   CHECK(DirEntries(parent).empty());
-  CHECK((*writer)->Commit().status().code() == StatusCode::kInternal);
+  CHECK(writer->Commit().status().code() == StatusCode::kInternal);
 }
 
 TEST_CASE("A failed shard write fails the pack, naming the shard, and cleans up") {
@@ -199,19 +199,15 @@ TEST_CASE("overwrite without an atomic exchange moves the old dataset aside, the
   const std::string parent = FreshTestDir("overwrite_renames");
   const std::string out = parent + "/out";
   {
-    auto writer = PackWriter::Create(env, out, {}, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 5, 10);
-    REQUIRE((*writer)->Commit().ok());
+    auto writer = WriterWithRecords(env, out, {}, 5, 10);
+    REQUIRE(writer->Commit().ok());
   }
   PackOptions options;
   options.overwrite = true;
 
   SECTION("the new dataset replaces the old one") {
-    auto writer = PackWriter::Create(env, out, options, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 7, 11);
-    REQUIRE((*writer)->Commit().ok());
+    auto writer = WriterWithRecords(env, out, options, 7, 11);
+    REQUIRE(writer->Commit().ok());
     auto dataset = PackedDataset::Open(env, out);
     REQUIRE(dataset.ok());
     CHECK((*dataset)->count() == 7);
@@ -219,10 +215,8 @@ TEST_CASE("overwrite without an atomic exchange moves the old dataset aside, the
   }
   SECTION("if the new one cannot move in, the old one is put back") {
     env.FailRename(TempDirOf(out), Internal("rename: Input/output error"));
-    auto writer = PackWriter::Create(env, out, options, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 7, 12);
-    auto summary = (*writer)->Commit();
+    auto writer = WriterWithRecords(env, out, options, 7, 12);
+    auto summary = writer->Commit();
     REQUIRE_FALSE(summary.ok());
     CHECK(summary.status().message() == TempDirOf(out) + ": rename: Input/output error");
     auto dataset = PackedDataset::Open(env, out);
@@ -236,9 +230,7 @@ TEST_CASE("An abandoned writer removes its temporary directory") {
   auto env = NewPosixEnv();
   const std::string parent = FreshTestDir("abandon");
   {
-    auto writer = PackWriter::Create(*env, parent + "/out", {}, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 3, 6);
+    auto writer = WriterWithRecords(*env, parent + "/out", {}, 3, 6);
     CHECK(DirEntries(parent).size() == 1);
   }
   CHECK(DirEntries(parent).empty());
@@ -248,10 +240,8 @@ TEST_CASE("A stale temporary directory of this pid is replaced") {
   auto env = NewPosixEnv();
   const std::string out = FreshTestDir("stale") + "/out";
   WriteTestFile(TempDirOf(out) + "/shard-00000.emb", "half-written");
-  auto writer = PackWriter::Create(*env, out, {}, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 2, 7);
-  REQUIRE((*writer)->Commit().ok());
+  auto writer = WriterWithRecords(*env, out, {}, 2, 7);
+  REQUIRE(writer->Commit().ok());
   auto dataset = PackedDataset::Open(*env, out);
   REQUIRE(dataset.ok());
   CHECK((*dataset)->count() == 2);
