@@ -8,29 +8,18 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 
 namespace ember {
 namespace {
 
-// A fresh, empty directory under $TEST_TMPDIR for one test case.
-std::string TestDir(Env& env, const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  std::string dir = std::string(tmp) + "/env_test/" + name;
-  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
-  REQUIRE(env.CreateDirs(dir).ok());
-  return dir;
-}
-
 TEST_CASE("ReadFile of a missing file is kNotFound naming the path") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "read_missing");
+  std::string dir = FreshTestDir("read_missing");
   auto result = env->ReadFile(dir + "/nope");
   REQUIRE_FALSE(result.ok());
   CHECK(result.status().code() == StatusCode::kNotFound);
@@ -39,7 +28,7 @@ TEST_CASE("ReadFile of a missing file is kNotFound naming the path") {
 
 TEST_CASE("ReadFile of a directory is an error naming the path") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "read_dir");
+  std::string dir = FreshTestDir("read_dir");
   auto result = env->ReadFile(dir);
   REQUIRE_FALSE(result.ok());
   CHECK_THAT(result.status().message(), Catch::Contains(dir));
@@ -54,7 +43,7 @@ TEST_CASE("ReadFile reads files whose size stat does not report") {
 
 TEST_CASE("WriteFileAtomic creates, replaces and leaves no temporary files") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "write");
+  std::string dir = FreshTestDir("write");
   std::string path = dir + "/f.txt";
 
   REQUIRE(env->WriteFileAtomic(path, "first").ok());
@@ -75,7 +64,7 @@ TEST_CASE("WriteFileAtomic creates, replaces and leaves no temporary files") {
 
 TEST_CASE("WriteFileAtomic into a missing directory fails and names the path") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "write_missing");
+  std::string dir = FreshTestDir("write_missing");
   Status s = env->WriteFileAtomic(dir + "/no/such/f", "x");
   CHECK(s.code() == StatusCode::kNotFound);
   CHECK_THAT(s.message(), Catch::Contains(dir + "/no/such/f"));
@@ -83,7 +72,7 @@ TEST_CASE("WriteFileAtomic into a missing directory fails and names the path") {
 
 TEST_CASE("CreateDirs makes parents, is idempotent, and refuses a file in the way") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "mkdirs");
+  std::string dir = FreshTestDir("mkdirs");
   REQUIRE(env->CreateDirs(dir + "/a/b/c/").ok());
   CHECK(env->IsDirectory(dir + "/a/b/c"));
   REQUIRE(env->CreateDirs(dir + "/a/b/c").ok());
@@ -100,7 +89,7 @@ TEST_CASE("CreateDirs makes parents, is idempotent, and refuses a file in the wa
 
 TEST_CASE("ListDir returns sorted names without dot entries") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "list");
+  std::string dir = FreshTestDir("list");
   for (const char* name : {"zeta", "alpha", "Mid", "beta"}) {
     REQUIRE(env->WriteFileAtomic(dir + "/" + name, name).ok());
   }
@@ -180,13 +169,6 @@ TEST_CASE("NowMicros is monotonic and advances") {
   CHECK(b < a + 5000000);
 }
 
-// Writes `contents` to `path` with plain std::ofstream (not through the Env under test).
-void WriteTestFile(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  REQUIRE(out.good());
-}
-
 std::string PatternBytes(size_t n) {
   std::string bytes(n, '\0');
   for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>(i * 31 + i / 251);
@@ -195,7 +177,7 @@ std::string PatternBytes(size_t n) {
 
 TEST_CASE("OpenForRead reads any range, and a file that shrank is kDataLoss") {
   auto env = NewPosixEnv();
-  const std::string dir = TestDir(*env, "readable");
+  const std::string dir = FreshTestDir("readable");
   const std::string path = dir + "/data";
   const std::string contents = PatternBytes(100000);
   WriteTestFile(path, contents);
@@ -226,7 +208,7 @@ TEST_CASE("OpenForRead reads any range, and a file that shrank is kDataLoss") {
 
 TEST_CASE("OpenForRead errors name the path; out of descriptors is kResourceExhausted") {
   auto env = NewPosixEnv();
-  const std::string dir = TestDir(*env, "readable_errors");
+  const std::string dir = FreshTestDir("readable_errors");
   auto missing = env->OpenForRead(dir + "/missing");
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK_THAT(missing.status().message(), Catch::Contains(dir + "/missing: cannot open: "));
@@ -253,7 +235,7 @@ TEST_CASE("OpenForRead errors name the path; out of descriptors is kResourceExha
 
 TEST_CASE("MapReadOnly maps the whole file read-only") {
   auto env = NewPosixEnv();
-  const std::string path = TestDir(*env, "map") + "/data";
+  const std::string path = FreshTestDir("map") + "/data";
   const std::string contents = PatternBytes(10000);
   WriteTestFile(path, contents);
 
@@ -277,7 +259,7 @@ TEST_CASE("MapReadOnly maps the whole file read-only") {
 
 TEST_CASE("MapReadOnly of an empty file has no data") {
   auto env = NewPosixEnv();
-  const std::string path = TestDir(*env, "map_empty") + "/empty";
+  const std::string path = FreshTestDir("map_empty") + "/empty";
   WriteTestFile(path, "");
   Result<std::unique_ptr<MappedFile>> file = env->MapReadOnly(path);
   REQUIRE(file.ok());
@@ -289,7 +271,7 @@ TEST_CASE("MapReadOnly of an empty file has no data") {
 
 TEST_CASE("MapReadOnly errors name the path") {
   auto env = NewPosixEnv();
-  const std::string dir = TestDir(*env, "map_errors");
+  const std::string dir = FreshTestDir("map_errors");
   Result<std::unique_ptr<MappedFile>> missing = env->MapReadOnly(dir + "/missing");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().code() == StatusCode::kNotFound);
@@ -302,7 +284,7 @@ TEST_CASE("MapReadOnly errors name the path") {
 
 TEST_CASE("CreateWritableFile writes at offsets, syncs, closes, and never replaces") {
   auto env = NewPosixEnv();
-  const std::string dir = TestDir(*env, "writable");
+  const std::string dir = FreshTestDir("writable");
   const std::string path = dir + "/out";
   auto file = env->CreateWritableFile(path);
   REQUIRE(file.ok());
@@ -334,7 +316,7 @@ TEST_CASE("CreateWritableFile writes at offsets, syncs, closes, and never replac
 
 TEST_CASE("Rename, RenameNoReplace, Exchange, RemoveAll and SyncDir") {
   auto env = NewPosixEnv();
-  const std::string dir = TestDir(*env, "rename");
+  const std::string dir = FreshTestDir("rename");
   REQUIRE(env->WriteFileAtomic(dir + "/a", "A").ok());
   REQUIRE(env->WriteFileAtomic(dir + "/b", "B").ok());
 
@@ -382,7 +364,7 @@ TEST_CASE("Rename, RenameNoReplace, Exchange, RemoveAll and SyncDir") {
 
 TEST_CASE("FaultEnv fails only the chosen paths and forwards the rest") {
   auto base = NewPosixEnv();
-  std::string dir = TestDir(*base, "fault");
+  std::string dir = FreshTestDir("fault");
   FaultEnv env(base.get());
   const std::string a = dir + "/a";
   const std::string b = dir + "/b";
@@ -411,7 +393,7 @@ TEST_CASE("FaultEnv fails only the chosen paths and forwards the rest") {
 
 TEST_CASE("FaultEnv fails reads, mappings, writes and renames of the chosen paths") {
   auto base = NewPosixEnv();
-  const std::string dir = TestDir(*base, "fault_files");
+  const std::string dir = FreshTestDir("fault_files");
   FaultEnv env(base.get());
   const std::string a = dir + "/a";
   const std::string b = dir + "/b";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "pack/pack_testing.h"
 #include "pack/packed_dataset.h"
 
@@ -20,7 +21,7 @@ const std::vector<std::string> kClasses = {"cat", "dog", "empty", "fish"};
 
 TEST_CASE("ListImageFolder orders classes and files as torchvision's ImageFolder") {
   auto env = NewPosixEnv();
-  const std::string root = PackTestDir("list") + "/src";
+  const std::string root = FreshTestDir("list") + "/src";
   const auto images = MakeImageFolder(root, 1);
   auto listing = ListImageFolder(*env, root);
   REQUIRE(listing.ok());
@@ -36,7 +37,7 @@ TEST_CASE("ListImageFolder orders classes and files as torchvision's ImageFolder
 
 TEST_CASE("ListImageFolder errors name the directory") {
   auto env = NewPosixEnv();
-  const std::string dir = PackTestDir("list_errors");
+  const std::string dir = FreshTestDir("list_errors");
   auto missing = ListImageFolder(*env, dir + "/nope");
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK_THAT(missing.status().message(), Contains(dir + "/nope"));
@@ -63,7 +64,7 @@ TEST_CASE("ListImageFolder errors name the directory") {
 
 TEST_CASE("PackImageFolder round trip: every file's bytes and label, over several shards") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("pack");
+  const std::string parent = FreshTestDir("pack");
   const std::string out = parent + "/out";
   const auto images = MakeImageFolder(parent + "/src", 2, 3000);
   PackOptions options;
@@ -93,7 +94,7 @@ TEST_CASE("PackImageFolder round trip: every file's bytes and label, over severa
 
 TEST_CASE("PackImageFolder reports progress while writing and verifying") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("progress");
+  const std::string parent = FreshTestDir("progress");
   const auto images = MakeImageFolder(parent + "/src", 3, 100);
   PackOptions options;
   uint64_t written = 0;
@@ -109,7 +110,7 @@ TEST_CASE("PackImageFolder reports progress while writing and verifying") {
 
 TEST_CASE("A file that cannot be read mid-pack fails it, naming the file, and leaves nothing") {
   auto posix = NewPosixEnv();
-  const std::string parent = PackTestDir("read_fault");
+  const std::string parent = FreshTestDir("read_fault");
   const std::string src = parent + "/src";
   MakeImageFolder(src, 4, 3000);
   PackOptions options;
@@ -135,7 +136,7 @@ TEST_CASE("A file that cannot be read mid-pack fails it, naming the file, and le
 
 TEST_CASE("PackImageFolder refuses an existing out_dir and nested directories") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("refuse");
+  const std::string parent = FreshTestDir("refuse");
   const std::string src = parent + "/src";
   MakeImageFolder(src, 5, 10);
   std::filesystem::create_directories(parent + "/out");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "pack/pack_testing.h"
 #include "pack/packed_dataset.h"
 
@@ -25,7 +26,7 @@ std::string Contents(std::FILE* file) {
 }
 
 TEST_CASE("RunPackCommand packs with the shard size and record alignment it is given") {
-  const std::string parent = PackTestDir("command_options");
+  const std::string parent = FreshTestDir("command_options");
   MakeImageFolder(parent + "/src", 3, 300'000);
   PackCommand command;
   command.src = parent + "/src";
@@ -56,7 +57,7 @@ TEST_CASE("RunPackCommand packs with the shard size and record alignment it is g
 }
 
 TEST_CASE("RunPackCommand packs, prints a summary, and reports failures") {
-  const std::string parent = PackTestDir("command");
+  const std::string parent = FreshTestDir("command");
   MakeImageFolder(parent + "/src", 1, 500);
   PackCommand command;
   command.src = parent + "/src";
@@ -90,7 +91,7 @@ TEST_CASE("RunPackCommand packs, prints a summary, and reports failures") {
 }
 
 TEST_CASE("RunPackCommand reports a failed final rename and leaves nothing behind") {
-  const std::string parent = PackTestDir("command_rename");
+  const std::string parent = FreshTestDir("command_rename");
   MakeImageFolder(parent + "/src", 2, 500);
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());

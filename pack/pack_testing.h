@@ -1,44 +1,20 @@
-// Test helpers for packed datasets: fresh directories under $TEST_TMPDIR, files of
-// random bytes, an image-folder tree, and byte-level damage to files.
+// Test helpers for packed datasets: files of random bytes, an image-folder tree, and
+// byte-level damage to files (directories to put them in: common/temp_dir_testing.h).
 #ifndef EMBER_PACK_PACK_TESTING_H_
 #define EMBER_PACK_PACK_TESTING_H_
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/temp_dir_testing.h"
+
 namespace ember::pack {
-
-// A fresh, empty directory $TEST_TMPDIR/<name>.
-inline std::string PackTestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  const std::filesystem::path dir = std::filesystem::path(tmp) / "packed_test" / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
-
-// Writes `contents` to `path`, creating missing parents.
-inline void WriteTestFile(const std::string& path, const std::string& contents) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  REQUIRE(out.good());
-}
-
-inline std::string ReadTestFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 inline std::string RandomBytes(std::mt19937_64& rng, size_t n) {
   std::string bytes(n, '\0');

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "pack/format.h"
 #include "pack/pack_testing.h"
 #include "pack/writer.h"
@@ -55,7 +56,7 @@ std::string Bytes(const PackedRecord& record) {
 
 TEST_CASE("Every record comes back with its bytes, label and path, over several shards") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("roundtrip") + "/out";
+  const std::string out = FreshTestDir("roundtrip") + "/out";
   const auto records = MakeRecords(200, 1);
   PackOptions options;
   options.shard_bytes = 64 * 1024;
@@ -90,7 +91,7 @@ TEST_CASE("Every record comes back with its bytes, label and path, over several 
 
 TEST_CASE("Shards stay near the target size; an oversized record gets a shard of its own") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("sizes") + "/out";
+  const std::string out = FreshTestDir("sizes") + "/out";
   std::mt19937_64 rng(2);
   std::vector<TestRecord> records;
   for (int i = 0; i < 20; ++i) records.push_back({RandomBytes(rng, 1000), 0, "a/" + std::to_string(i)});
@@ -114,7 +115,7 @@ TEST_CASE("Shards stay near the target size; an oversized record gets a shard of
 
 TEST_CASE("Open of a missing directory or manifest is kNotFound") {
   auto env = NewPosixEnv();
-  const std::string dir = PackTestDir("missing");
+  const std::string dir = FreshTestDir("missing");
   auto r = PackedDataset::Open(*env, dir + "/nope");
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == StatusCode::kNotFound);
@@ -126,7 +127,7 @@ TEST_CASE("Open of a missing directory or manifest is kNotFound") {
 
 TEST_CASE("Corruption is detected and named") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("corrupt") + "/out";
+  const std::string out = FreshTestDir("corrupt") + "/out";
   const auto records = MakeRecords(30, 3);
   PackOptions options;
   options.shard_bytes = 32 * 1024;
@@ -177,7 +178,7 @@ TEST_CASE("Corruption is detected and named") {
     CHECK_THAT(d.status().message(), Contains(shard0 + ": header checksum mismatch"));
   }
   SECTION("a shard swapped for one from another pack fails Open") {
-    const std::string other = PackTestDir("corrupt_other") + "/out";
+    const std::string other = FreshTestDir("corrupt_other") + "/out";
     Pack(*env, other, MakeRecords(30, 4), options);
     std::filesystem::copy_file(other + "/shard-00000.emb", shard0,
                                std::filesystem::copy_options::overwrite_existing);
@@ -218,7 +219,7 @@ TEST_CASE("Corruption is detected and named") {
 
 TEST_CASE("Verify rejects an id out of range") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("range") + "/out";
+  const std::string out = FreshTestDir("range") + "/out";
   Pack(*env, out, MakeRecords(5, 5));
   auto d = PackedDataset::Open(*env, out);
   REQUIRE(d.ok());
@@ -229,7 +230,7 @@ TEST_CASE("Verify rejects an id out of range") {
 
 TEST_CASE("Prefetch accepts any ids, also out of range") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("prefetch") + "/out";
+  const std::string out = FreshTestDir("prefetch") + "/out";
   PackOptions options;
   options.shard_bytes = 16 * 1024;
   Pack(*env, out, MakeRecords(40, 6), options);
@@ -243,7 +244,7 @@ TEST_CASE("Prefetch accepts any ids, also out of range") {
 
 TEST_CASE("Many threads read and verify at once") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("threads") + "/out";
+  const std::string out = FreshTestDir("threads") + "/out";
   const auto records = MakeRecords(300, 7);
   PackOptions options;
   options.shard_bytes = 100 * 1024;

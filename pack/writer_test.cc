@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "pack/format.h"
 #include "pack/pack_testing.h"
 #include "pack/packed_dataset.h"
@@ -30,11 +31,21 @@ void AddRecords(PackWriter& writer, int n, uint64_t seed) {
   }
 }
 
+// A writer of `out` with `options` (and no class names), already given `n` records by
+// AddRecords(seed).
+std::unique_ptr<PackWriter> WriterWithRecords(Env& env, const std::string& out,
+                                              const PackOptions& options, int n, uint64_t seed) {
+  auto writer = PackWriter::Create(env, out, options, "test", {});
+  REQUIRE(writer.ok());
+  AddRecords(**writer, n, seed);
+  return std::move(writer).value();
+}
+
 std::string TempDirOf(const std::string& out) { return out + ".tmp-" + std::to_string(getpid()); }
 
 TEST_CASE("Commit moves a verified pack into place and leaves no temporary directory") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("commit");
+  const std::string parent = FreshTestDir("commit");
   const std::string out = parent + "/nested/out";  // missing parents are created
   PackOptions options;
   options.shard_bytes = 4096;
@@ -70,7 +81,7 @@ TEST_CASE("Commit moves a verified pack into place and leaves no temporary direc
 
 TEST_CASE("An existing out_dir is refused, and left as it was") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("exists");
+  const std::string parent = FreshTestDir("exists");
   const std::string out = parent + "/out";
   WriteTestFile(out + "/precious.txt", "keep me");
   auto writer = PackWriter::Create(*env, out, {}, "test", {});
@@ -92,12 +103,10 @@ TEST_CASE("An existing out_dir is refused, and left as it was") {
 
 TEST_CASE("An out_dir that appears during the pack is not replaced") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("appears") + "/out";
-  auto writer = PackWriter::Create(*env, out, {}, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 3, 2);
+  const std::string out = FreshTestDir("appears") + "/out";
+  auto writer = WriterWithRecords(*env, out, {}, 3, 2);
   WriteTestFile(out + "/other.txt", "someone else's");
-  auto summary = (*writer)->Commit();
+  auto summary = writer->Commit();
   REQUIRE_FALSE(summary.ok());
   CHECK(summary.status().code() == StatusCode::kAlreadyExists);
   CHECK(DirEntries(out) == std::vector<std::string>{"other.txt"});
@@ -106,20 +115,16 @@ TEST_CASE("An out_dir that appears during the pack is not replaced") {
 
 TEST_CASE("overwrite replaces a packed dataset") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("overwrite");
+  const std::string parent = FreshTestDir("overwrite");
   const std::string out = parent + "/out";
   {
-    auto writer = PackWriter::Create(*env, out, {}, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 5, 3);
-    REQUIRE((*writer)->Commit().ok());
+    auto writer = WriterWithRecords(*env, out, {}, 5, 3);
+    REQUIRE(writer->Commit().ok());
   }
   PackOptions options;
   options.overwrite = true;
-  auto writer = PackWriter::Create(*env, out, options, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 7, 4);
-  REQUIRE((*writer)->Commit().ok());
+  auto writer = WriterWithRecords(*env, out, options, 7, 4);
+  REQUIRE(writer->Commit().ok());
   auto dataset = PackedDataset::Open(*env, out);
   REQUIRE(dataset.ok());
   CHECK((*dataset)->count() == 7);
@@ -129,45 +134,41 @@ TEST_CASE("overwrite replaces a packed dataset") {
 TEST_CASE("A failed manifest write leaves neither out_dir nor the temporary directory") {
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
-  const std::string parent = PackTestDir("manifest_fault");
+  const std::string parent = FreshTestDir("manifest_fault");
   const std::string out = parent + "/out";
   env.FailWriteFileAtomic(TempDirOf(out) + "/manifest", ResourceExhausted("disk full"));
   PackOptions options;
   options.shard_bytes = 4096;
-  auto writer = PackWriter::Create(env, out, options, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 10, 5);
-  auto summary = (*writer)->Commit();
+  auto writer = WriterWithRecords(env, out, options, 10, 5);
+  auto summary = writer->Commit();
   REQUIRE_FALSE(summary.ok());
   CHECK(summary.status().code() == StatusCode::kResourceExhausted);
   CHECK(DirEntries(parent).empty());
   // The writer stays failed.
-  CHECK(AddString(**writer, "x", 0, "x").code() == StatusCode::kResourceExhausted);
+  CHECK(AddString(*writer, "x", 0, "x").code() == StatusCode::kResourceExhausted);
 }
 
 TEST_CASE("A failed final rename leaves neither out_dir nor the temporary directory") {
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
-  const std::string parent = PackTestDir("rename_fault");
+  const std::string parent = FreshTestDir("rename_fault");
   const std::string out = parent + "/out";
   env.FailRename(out, Internal("rename: Input/output error"));
   PackOptions options;
   options.shard_bytes = 4096;
-  auto writer = PackWriter::Create(env, out, options, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 10, 8);
-  auto summary = (*writer)->Commit();
+  auto writer = WriterWithRecords(env, out, options, 10, 8);
+  auto summary = writer->Commit();
   REQUIRE_FALSE(summary.ok());
   CHECK(summary.status().code() == StatusCode::kInternal);
   CHECK(summary.status().message() == out + ": rename: Input/output error");
   CHECK(DirEntries(parent).empty());
-  CHECK((*writer)->Commit().status().code() == StatusCode::kInternal);
+  CHECK(writer->Commit().status().code() == StatusCode::kInternal);
 }
 
 TEST_CASE("A failed shard write fails the pack, naming the shard, and cleans up") {
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
-  const std::string parent = PackTestDir("write_fault");
+  const std::string parent = FreshTestDir("write_fault");
   const std::string out = parent + "/out";
   const std::string shard1 = TempDirOf(out) + "/shard-00001.emb";
   env.FailWriteAt(shard1, ResourceExhausted("No space left on device"));
@@ -195,22 +196,18 @@ TEST_CASE("overwrite without an atomic exchange moves the old dataset aside, the
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
   env.DisableExchange();
-  const std::string parent = PackTestDir("overwrite_renames");
+  const std::string parent = FreshTestDir("overwrite_renames");
   const std::string out = parent + "/out";
   {
-    auto writer = PackWriter::Create(env, out, {}, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 5, 10);
-    REQUIRE((*writer)->Commit().ok());
+    auto writer = WriterWithRecords(env, out, {}, 5, 10);
+    REQUIRE(writer->Commit().ok());
   }
   PackOptions options;
   options.overwrite = true;
 
   SECTION("the new dataset replaces the old one") {
-    auto writer = PackWriter::Create(env, out, options, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 7, 11);
-    REQUIRE((*writer)->Commit().ok());
+    auto writer = WriterWithRecords(env, out, options, 7, 11);
+    REQUIRE(writer->Commit().ok());
     auto dataset = PackedDataset::Open(env, out);
     REQUIRE(dataset.ok());
     CHECK((*dataset)->count() == 7);
@@ -218,10 +215,8 @@ TEST_CASE("overwrite without an atomic exchange moves the old dataset aside, the
   }
   SECTION("if the new one cannot move in, the old one is put back") {
     env.FailRename(TempDirOf(out), Internal("rename: Input/output error"));
-    auto writer = PackWriter::Create(env, out, options, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 7, 12);
-    auto summary = (*writer)->Commit();
+    auto writer = WriterWithRecords(env, out, options, 7, 12);
+    auto summary = writer->Commit();
     REQUIRE_FALSE(summary.ok());
     CHECK(summary.status().message() == TempDirOf(out) + ": rename: Input/output error");
     auto dataset = PackedDataset::Open(env, out);
@@ -233,11 +228,9 @@ TEST_CASE("overwrite without an atomic exchange moves the old dataset aside, the
 
 TEST_CASE("An abandoned writer removes its temporary directory") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("abandon");
+  const std::string parent = FreshTestDir("abandon");
   {
-    auto writer = PackWriter::Create(*env, parent + "/out", {}, "test", {});
-    REQUIRE(writer.ok());
-    AddRecords(**writer, 3, 6);
+    auto writer = WriterWithRecords(*env, parent + "/out", {}, 3, 6);
     CHECK(DirEntries(parent).size() == 1);
   }
   CHECK(DirEntries(parent).empty());
@@ -245,12 +238,10 @@ TEST_CASE("An abandoned writer removes its temporary directory") {
 
 TEST_CASE("A stale temporary directory of this pid is replaced") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("stale") + "/out";
+  const std::string out = FreshTestDir("stale") + "/out";
   WriteTestFile(TempDirOf(out) + "/shard-00000.emb", "half-written");
-  auto writer = PackWriter::Create(*env, out, {}, "test", {});
-  REQUIRE(writer.ok());
-  AddRecords(**writer, 2, 7);
-  REQUIRE((*writer)->Commit().ok());
+  auto writer = WriterWithRecords(*env, out, {}, 2, 7);
+  REQUIRE(writer->Commit().ok());
   auto dataset = PackedDataset::Open(*env, out);
   REQUIRE(dataset.ok());
   CHECK((*dataset)->count() == 2);
@@ -258,7 +249,7 @@ TEST_CASE("A stale temporary directory of this pid is replaced") {
 
 TEST_CASE("A label outside the classes fails the pack and cleans up") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("label");
+  const std::string parent = FreshTestDir("label");
   auto writer = PackWriter::Create(*env, parent + "/out", {}, "test", {"a", "b"});
   REQUIRE(writer.ok());
   Status s = AddString(**writer, "abc", 2, "c/x.jpg");
@@ -270,7 +261,7 @@ TEST_CASE("A label outside the classes fails the pack and cleans up") {
 
 TEST_CASE("Bad options are kInvalidArgument") {
   auto env = NewPosixEnv();
-  const std::string parent = PackTestDir("options");
+  const std::string parent = FreshTestDir("options");
   for (uint32_t alignment : {0u, 4u, 100u, 2u << 20}) {
     PackOptions options;
     options.record_alignment = alignment;
@@ -287,7 +278,7 @@ TEST_CASE("Bad options are kInvalidArgument") {
 
 TEST_CASE("An empty pack is a valid dataset of no records") {
   auto env = NewPosixEnv();
-  const std::string out = PackTestDir("empty") + "/out";
+  const std::string out = FreshTestDir("empty") + "/out";
   auto writer = PackWriter::Create(*env, out, {}, "test", {});
   REQUIRE(writer.ok());
   auto summary = (*writer)->Commit();

@@ -15,38 +15,32 @@ std::vector<std::string> Names(Client& client) {
 }
 
 TEST_CASE("the catalog is intact after emberd restarts") {
-  TempDir tmp;
-  const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "t10k", 50);
-  {
-    Daemon daemon(dir);
-    auto client = StartWithSyntheticDataset(daemon, 300, "small-train");
-    REQUIRE(client->AddDataset({"small-test", "idx", dir, "test"}).ok());
-    REQUIRE(client->AddDataset({"doomed", "idx", dir, "test"}).ok());
-    REQUIRE(client->RemoveDataset("doomed").ok());
-    const std::vector<std::string> before = Names(*client);
-    CHECK(before == std::vector<std::string>{"small-test:50", "small-train:300"});
-    client.reset();
+  Daemon daemon;
+  auto client = StartWithSyntheticSplits(daemon, 300, 50, "small");
+  REQUIRE(client->AddDataset({"doomed", "idx", daemon.dir(), "test"}).ok());
+  REQUIRE(client->RemoveDataset("doomed").ok());
+  const std::vector<std::string> before = Names(*client);
+  CHECK(before == std::vector<std::string>{"small-test:50", "small-train:300"});
+  client.reset();
 
-    daemon.Stop();
-    daemon.Start();
-    client = daemon.Connect();
-    CHECK(Names(*client) == before);
-    auto info = client->InspectDataset("small-train");
-    REQUIRE(info.ok());
-    REQUIRE(info->tensors.size() == 2);
-    CHECK(info->tensors[0].name == "image");
-    CHECK(info->tensors[0].shape == std::vector<int64_t>{28, 28});
-    client.reset();
+  daemon.Stop();
+  daemon.Start();
+  client = daemon.Connect();
+  CHECK(Names(*client) == before);
+  auto info = client->InspectDataset("small-train");
+  REQUIRE(info.ok());
+  REQUIRE(info->tensors.size() == 2);
+  CHECK(info->tensors[0].name == "image");
+  CHECK(info->tensors[0].shape == std::vector<int64_t>{28, 28});
+  client.reset();
 
-    // A daemon that dies without warning loses nothing either.
-    daemon.Kill();
-    daemon.Start();
-    client = daemon.Connect();
-    CHECK(Names(*client) == before);
-    client.reset();
-    daemon.Stop();
-  }
+  // A daemon that dies without warning loses nothing either.
+  daemon.Kill();
+  daemon.Start();
+  client = daemon.Connect();
+  CHECK(Names(*client) == before);
+  client.reset();
+  daemon.Stop();
 }
 
 }  // namespace

@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 
+#include "common/temp_dir_testing.h"
 #include "daemon/data/image/image_testing.h"
 #include "tests/support/test_env.h"
 
@@ -22,14 +22,13 @@ int Emberctl(const Daemon& daemon, std::vector<std::string> args, std::string* e
 TEST_CASE("tokens: windows of seq_len+1 tokens, inputs and targets shifted by one") {
   TempDir tmp;
   const std::string& dir = tmp.path();
-  {
-    std::ofstream out(dir + "/corpus.bin", std::ios::binary);
-    for (uint32_t t = 0; t < 10000; ++t) {
-      const uint16_t id = static_cast<uint16_t>(t % 5000);
-      out.write(reinterpret_cast<const char*>(&id), sizeof(id));
-    }
-    std::ofstream(dir + "/lm.yaml") << "tokens: {dtype: uint16, seq_len: 128, vocab_size: 5000}\n";
+  std::string corpus;
+  for (uint32_t t = 0; t < 10000; ++t) {
+    const uint16_t id = static_cast<uint16_t>(t % 5000);
+    corpus.append(reinterpret_cast<const char*>(&id), sizeof(id));
   }
+  WriteTestFile(dir + "/corpus.bin", corpus);
+  WriteTestFile(dir + "/lm.yaml", "tokens: {dtype: uint16, seq_len: 128, vocab_size: 5000}\n");
   Daemon daemon(dir);
   daemon.Start();
   std::string err;
@@ -64,7 +63,7 @@ TEST_CASE("tokens: windows of seq_len+1 tokens, inputs and targets shifted by on
     CHECK(rows == info->count);
   }
   // A bad pipeline file is refused with the file's name and the key.
-  std::ofstream(dir + "/bad.yaml") << "tokens: {seq_len: 128, stride: 3}\n";
+  WriteTestFile(dir + "/bad.yaml", "tokens: {seq_len: 128, stride: 3}\n");
   CHECK(Emberctl(daemon, {"dataset", "add", "bad", "--format", "tokens", "--path",
                           dir + "/corpus.bin", "--pipeline", dir + "/bad.yaml"},
                  &err) != 0);
@@ -105,13 +104,12 @@ TEST_CASE("imagefolder and its packed copy serve the same decoded samples; bad f
   for (const char* c : {"ant", "bee", "cat"}) std::filesystem::create_directories(root + "/" + c);
   for (int i = 0; i < 6; ++i) {
     auto image = daemon::GradientImage(40 + 4 * i, 36);
-    REQUIRE(daemon::WriteTestFile(root + "/ant/" + std::to_string(i) + ".jpg",
-                                  daemon::EncodeJpeg(image)));
-    REQUIRE(daemon::WriteTestFile(root + "/cat/" + std::to_string(i) + ".png",
-                                  daemon::EncodePng(image)));
+    WriteTestFile(root + "/ant/" + std::to_string(i) + ".jpg", daemon::EncodeJpeg(image));
+    WriteTestFile(root + "/cat/" + std::to_string(i) + ".png", daemon::EncodePng(image));
   }
-  std::ofstream(root + "/cat/notes.txt") << "not an image";
-  std::ofstream(dir + "/eval.yaml") << "steps:\n  - resize: {size: 36}\n  - center_crop: {size: 32}\n";
+  WriteTestFile(root + "/cat/notes.txt", "not an image");
+  WriteTestFile(dir + "/eval.yaml",
+                "steps:\n  - resize: {size: 36}\n  - center_crop: {size: 32}\n");
 
   Daemon daemon(dir);
   daemon.Start();
@@ -134,7 +132,7 @@ TEST_CASE("imagefolder and its packed copy serve the same decoded samples; bad f
   }
 
   // A corrupt file: with on_error skip the stream drops it and goes on.
-  std::ofstream(root + "/cat/3.png", std::ios::trunc) << "\x89PNG garbage";
+  WriteTestFile(root + "/cat/3.png", "\x89PNG garbage");
   REQUIRE(Emberctl(daemon, {"dataset", "add", "photos-skip", "--format", "imagefolder", "--path",
                             root, "--pipeline", dir + "/eval.yaml", "--on-error", "skip"},
                    &err) == 0);
@@ -153,7 +151,7 @@ TEST_CASE("a reader plugin allowed in emberd's config serves its format") {
   TempDir tmp;
   const std::string& dir = tmp.path();
   const std::string plugin = Runfile("daemon/data/plugin/examples/libember_csv_plugin.so");
-  std::ofstream(dir + "/points.csv") << "0.5,1.5,3\n2.5,3.5,4\n-1,0,5\n";
+  WriteTestFile(dir + "/points.csv", "0.5,1.5,3\n2.5,3.5,4\n-1,0,5\n");
   Daemon daemon(dir, WriteDaemonConfig(dir, "plugins: [" + plugin + "]\n"));
   daemon.Start();
   std::string err;
@@ -178,7 +176,7 @@ TEST_CASE("a reader plugin allowed in emberd's config serves its format") {
     CHECK(std::vector<int64_t>(labels, labels + 3) == std::vector<int64_t>{3, 4, 5});
   }
   // A bad line is refused at registration with the file and line.
-  std::ofstream(dir + "/broken.csv") << "1,2,3\n4,five,6\n";
+  WriteTestFile(dir + "/broken.csv", "1,2,3\n4,five,6\n");
   CHECK(Emberctl(daemon, {"dataset", "add", "broken", "--format", "csv", "--path",
                           dir + "/broken.csv"},
                  &err) != 0);
@@ -194,13 +192,13 @@ TEST_CASE("a transform plugin's step runs inside the image pipeline of a folder 
   const std::string root = dir + "/photos";
   std::filesystem::create_directories(root + "/a");
   for (int i = 0; i < 5; ++i) {
-    REQUIRE(daemon::WriteTestFile(root + "/a/" + std::to_string(i) + ".png",
-                                  daemon::EncodePng(daemon::GradientImage(40 + 2 * i, 36))));
+    WriteTestFile(root + "/a/" + std::to_string(i) + ".png",
+                  daemon::EncodePng(daemon::GradientImage(40 + 2 * i, 36)));
   }
   const std::string crop = "steps:\n  - resize: {size: 36}\n  - center_crop: {size: 32}\n";
-  std::ofstream(dir + "/plain.yaml") << crop;
-  std::ofstream(dir + "/inverted.yaml") << crop << "  - solarize: {threshold: 0}\n";
-  std::ofstream(dir + "/bad.yaml") << crop << "  - solarize: {threshold: 999}\n";
+  WriteTestFile(dir + "/plain.yaml", crop);
+  WriteTestFile(dir + "/inverted.yaml", crop + "  - solarize: {threshold: 0}\n");
+  WriteTestFile(dir + "/bad.yaml", crop + "  - solarize: {threshold: 999}\n");
 
   Daemon daemon(dir, WriteDaemonConfig(dir, "plugins: [" + plugin + "]\n"));
   daemon.Start();

@@ -9,9 +9,8 @@ namespace ember::testing {
 namespace {
 
 TEST_CASE("loader_bench reads a dataset from R readers and reports the rate") {
-  TempDir tmp;
-  const std::string& dir = tmp.path();
-  Daemon daemon(dir);
+  Daemon daemon;
+  const std::string& dir = daemon.dir();
   StartWithSyntheticDataset(daemon, 300);
   auto bench = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {Runfile("bench/loader_bench"), "--socket", daemon.socket()});

@@ -41,8 +41,7 @@ std::vector<std::string> TwoCpuRanks(const Daemon& daemon, const std::string& jo
 }
 
 TEST_CASE("CPU tensors go through shared memory by default and over Gloo when asked") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   daemon.Start();
   const CommunicatorOptions shm{.timeout = milliseconds(20000)};
   for (const std::string& message : TwoCpuRanks(daemon, "job-shm", shm)) {
@@ -60,8 +59,7 @@ TEST_CASE("CPU tensors go through shared memory by default and over Gloo when as
 }
 
 TEST_CASE("CUDA tensors go over NCCL; other devices are refused by name") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   daemon.Start();
   auto client = daemon.Connect();
   const torch::Device gpu(torch::kCUDA, 0);
@@ -101,8 +99,7 @@ void CheckMismatchedWorldsFail(const Daemon& daemon, const std::string& job,
 }
 
 TEST_CASE("ranks given different world sizes fail at once on every backend, naming both") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   daemon.Start();
   const auto start = std::chrono::steady_clock::now();
   const milliseconds timeout(60000);

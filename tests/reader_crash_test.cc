@@ -5,27 +5,15 @@
 
 #include <catch2/catch.hpp>
 
-#include <thread>
 
 #include "tests/support/test_env.h"
 
 namespace ember::testing {
 namespace {
 
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
-
 TEST_CASE("a killed reader's ring is freed and other streams keep flowing") {
-  TempDir tmp;
-  const std::string& dir = tmp.path();
-  Daemon daemon(dir);
+  Daemon daemon;
+  const std::string& dir = daemon.dir();
   {
     auto client = StartWithSyntheticDataset(daemon, 2000);
     auto survivor = client->OpenStream(ReaderOptions("survivor", 16, 0));
@@ -77,8 +65,7 @@ TEST_CASE("a killed reader's ring is freed and other streams keep flowing") {
 }
 
 TEST_CASE("a reader that disconnects without closing its stream frees it too") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   {
     auto admin = StartWithSyntheticDataset(daemon, 200);
     const int memfds_before = CountMemfds(daemon.pid());
@@ -99,15 +86,8 @@ TEST_CASE("a reader that disconnects without closing its stream frees it too") {
   daemon.Stop();
 }
 
-}  // namespace
-}  // namespace ember::testing
-
-namespace ember::testing {
-namespace {
-
 TEST_CASE("a reader gets an error, not a hang, when emberd stops under it") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   auto client = StartWithSyntheticDataset(daemon, 500);
   auto reader = client->OpenStream(ReaderOptions("orphan", 10, 0));
   REQUIRE(reader.ok());

@@ -63,9 +63,8 @@ RankLog ReadAll(Client& client, const StreamOptions& options) {
 }
 
 TEST_CASE("two ranks of a job see every sample exactly once per epoch") {
-  TempDir tmp;
   const uint32_t kSamples = 1000;  // 1000 / (64 * 2) -> 8 batches per rank, last ones short
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   {
     auto admin = StartWithSyntheticDataset(daemon, kSamples);
 
@@ -105,8 +104,7 @@ TEST_CASE("two ranks of a job see every sample exactly once per epoch") {
 }
 
 TEST_CASE("one rank without shuffle reads the dataset in order, and a rerun is identical") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   {
     auto client = StartWithSyntheticDataset(daemon, 130);
     StreamOptions options = ReaderOptions("ordered", 32, 1);
@@ -133,8 +131,7 @@ TEST_CASE("one rank without shuffle reads the dataset in order, and a rerun is i
 }
 
 TEST_CASE("bad stream requests fail with a message naming the field") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   {
     auto client = StartWithSyntheticDataset(daemon, 100);
     StreamOptions options = ReaderOptions("bad", 64, 1, "nope");
@@ -170,17 +167,10 @@ TEST_CASE("bad stream requests fail with a message naming the field") {
   daemon.Stop();
 }
 
-}  // namespace
-}  // namespace ember::testing
-
-namespace ember::testing {
-namespace {
-
 TEST_CASE("data that went bad after registration fails that stream, not the daemon") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   auto client = StartWithSyntheticDataset(daemon, 300);
-  const std::string other = tmp.path() + "/other";
+  const std::string other = daemon.dir() + "/other";
   REQUIRE(mkdir(other.c_str(), 0755) == 0);
   WriteSyntheticIdx(other, "train", 300);
   REQUIRE(client->AddDataset({"doomed", "idx", other, "train"}).ok());

@@ -20,14 +20,9 @@ int ExitCode(int status) { return status != -1 && WIFEXITED(status) ? WEXITSTATU
 TEST_CASE("2 ranks train with identical parameters after every optimizer step") {
   const std::string collectives = GENERATE(std::string("shm"), std::string("gloo"));
   INFO("--collectives " << collectives);
-  TempDir tmp;
-  const std::string& dir = tmp.path();
-  WriteSyntheticIdx(dir, "t10k", 256);
-  Daemon daemon(dir);
-  {
-    auto client = StartWithSyntheticDataset(daemon, 2048, "syn-train");
-    REQUIRE(client->AddDataset({"syn-test", "idx", dir, "test"}).ok());
-  }
+  Daemon daemon;
+  const std::string& dir = daemon.dir();
+  StartWithSyntheticSplits(daemon, 2048, 256, "syn");  // the datasets outlive the client
   const std::string out = dir + "/train.out", err = dir + "/train.err";
   pid_t run = Spawn({Runfile("tools/ember_run/ember-run"), "--nproc", "2", "--socket", daemon.socket(),
                      "--", Runfile("sdk/examples/fashion_mnist_train"), "--train-dataset",

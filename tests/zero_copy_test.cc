@@ -17,8 +17,7 @@ bool Inside(const StreamReader& reader, const void* p, size_t n) {
 }
 
 TEST_CASE("batch tensors' storage lies inside the mapped ring") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   {
     auto client = StartWithSyntheticDataset(daemon, 500);
     Loader loader(*client, ReaderOptions("zero-copy", 32, 2));
@@ -45,8 +44,7 @@ TEST_CASE("batch tensors' storage lies inside the mapped ring") {
 }
 
 TEST_CASE("a slot is held while any tensor views it") {
-  TempDir tmp;
-  Daemon daemon(tmp.path());
+  Daemon daemon;
   {
     auto client = StartWithSyntheticDataset(daemon, 500);
     StreamOptions options = ReaderOptions("holding", 8, 0);

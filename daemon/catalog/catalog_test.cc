@@ -2,27 +2,18 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <thread>
 
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "ember/ring_layout.h"
 
 namespace ember::daemon {
 namespace {
 
 using ring::DType;
-
-std::string TestDir(Env& env, const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  std::string dir = std::string(tmp) + "/catalog_test/" + name;
-  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
-  REQUIRE(env.CreateDirs(dir).ok());
-  return dir;
-}
 
 DatasetSpec Spec(const std::string& name, const std::string& path = "/data/fmnist") {
   return DatasetSpec{name, "idx", path, "train"};
@@ -53,6 +44,14 @@ struct FakeProber {
     };
   }
 };
+
+// Catalog::Open with `prober`, which must succeed.
+std::unique_ptr<Catalog> MustOpen(Env* env, const std::string& dir, const FakeProber& prober) {
+  auto catalog = Catalog::Open(env, dir, prober.Get());
+  INFO(catalog.status().ToString());
+  REQUIRE(catalog.ok());
+  return std::move(catalog).value();
+}
 
 void CheckSameInfo(const DatasetInfo& a, const DatasetInfo& b) {
   CHECK(a.spec.name == b.spec.name);
@@ -117,29 +116,28 @@ TEST_CASE("DTypeName and ParseDType round-trip every dtype") {
 
 TEST_CASE("add, list, get and remove") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "basic");
+  std::string dir = FreshTestDir("basic");
   FakeProber prober;
-  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
-  REQUIRE(catalog.ok());
-  CHECK((*catalog)->List().empty());
+  auto catalog = MustOpen(env.get(), dir, prober);
+  CHECK(catalog->List().empty());
 
-  Result<DatasetInfo> added = (*catalog)->Add(Spec("zeta"));
+  Result<DatasetInfo> added = catalog->Add(Spec("zeta"));
   REQUIRE(added.ok());
   CheckSameInfo(*added, InfoFor(Spec("zeta")));
-  REQUIRE((*catalog)->Add(Spec("alpha", "/data/other")).ok());
-  CHECK(Names(**catalog) == std::vector<std::string>{"alpha", "zeta"});
+  REQUIRE(catalog->Add(Spec("alpha", "/data/other")).ok());
+  CHECK(Names(*catalog) == std::vector<std::string>{"alpha", "zeta"});
 
-  Result<DatasetInfo> got = (*catalog)->Get("alpha");
+  Result<DatasetInfo> got = catalog->Get("alpha");
   REQUIRE(got.ok());
   CheckSameInfo(*got, InfoFor(Spec("alpha", "/data/other")));
 
-  Result<DatasetInfo> missing = (*catalog)->Get("nope");
+  Result<DatasetInfo> missing = catalog->Get("nope");
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK_THAT(missing.status().message(), Catch::Contains("'nope'"));
 
-  REQUIRE((*catalog)->Remove("zeta").ok());
-  CHECK(Names(**catalog) == std::vector<std::string>{"alpha"});
-  Status again = (*catalog)->Remove("zeta");
+  REQUIRE(catalog->Remove("zeta").ok());
+  CHECK(Names(*catalog) == std::vector<std::string>{"alpha"});
+  Status again = catalog->Remove("zeta");
   CHECK(again.code() == StatusCode::kNotFound);
   CHECK_THAT(again.message(), Catch::Contains("'zeta'"));
   CHECK(*prober.calls == 2);
@@ -147,142 +145,128 @@ TEST_CASE("add, list, get and remove") {
 
 TEST_CASE("a daemon restart keeps the catalog") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "restart") + "/state/nested";  // Open creates it
+  std::string dir = FreshTestDir("restart") + "/state/nested";  // Open creates it
   FakeProber prober;
   DatasetSpec odd{"odd.name-1", "idx", "/data/with: colon # and 'quotes' \"dq\" ", "test",
                   "# a pipeline\nsteps:\n  - resize: {size: 256}\n  - center_crop: {size: 224}\n",
                   "skip"};
   {
-    auto catalog = Catalog::Open(env.get(), dir, prober.Get());
-    REQUIRE(catalog.ok());
-    REQUIRE((*catalog)->Add(Spec("fmnist")).ok());
-    REQUIRE((*catalog)->Add(odd).ok());
-    REQUIRE((*catalog)->Add(Spec("gone")).ok());
-    REQUIRE((*catalog)->Remove("gone").ok());
+    auto catalog = MustOpen(env.get(), dir, prober);
+    REQUIRE(catalog->Add(Spec("fmnist")).ok());
+    REQUIRE(catalog->Add(odd).ok());
+    REQUIRE(catalog->Add(Spec("gone")).ok());
+    REQUIRE(catalog->Remove("gone").ok());
   }
   CHECK(env->FileExists(dir + "/catalog.yaml"));
   CHECK(*prober.calls == 3);
 
-  auto reopened = Catalog::Open(env.get(), dir, prober.Get());
-  REQUIRE(reopened.ok());
+  auto reopened = MustOpen(env.get(), dir, prober);
   CHECK(*prober.calls == 3);  // opening does not re-probe
-  CHECK(Names(**reopened) == std::vector<std::string>{"fmnist", "odd.name-1"});
-  CheckSameInfo(*(*reopened)->Get("fmnist"), InfoFor(Spec("fmnist")));
-  CheckSameInfo(*(*reopened)->Get("odd.name-1"), InfoFor(odd));
-  CHECK((*reopened)->Get("gone").status().code() == StatusCode::kNotFound);
+  CHECK(Names(*reopened) == std::vector<std::string>{"fmnist", "odd.name-1"});
+  CheckSameInfo(*reopened->Get("fmnist"), InfoFor(Spec("fmnist")));
+  CheckSameInfo(*reopened->Get("odd.name-1"), InfoFor(odd));
+  CHECK(reopened->Get("gone").status().code() == StatusCode::kNotFound);
 }
 
 TEST_CASE("strings that look like other YAML values persist as the same strings") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "yaml_lookalikes");
+  std::string dir = FreshTestDir("yaml_lookalikes");
   FakeProber prober;
   const std::vector<DatasetSpec> specs = {{"n1", "~", "null", ""},
                                           {"n2", "true", "123", "- x"},
                                           {"n3", "{a: 1}", " lead", "[1]"},
                                           {"n4", "idx", "/t\ttab\nnewline", "\xc3\xa4"}};
   {
-    auto catalog = Catalog::Open(env.get(), dir, prober.Get());
-    REQUIRE(catalog.ok());
-    for (const DatasetSpec& spec : specs) REQUIRE((*catalog)->Add(spec).ok());
+    auto catalog = MustOpen(env.get(), dir, prober);
+    for (const DatasetSpec& spec : specs) REQUIRE(catalog->Add(spec).ok());
   }
-  auto reopened = Catalog::Open(env.get(), dir, prober.Get());
-  INFO(reopened.status().ToString());
-  REQUIRE(reopened.ok());
-  for (const DatasetSpec& spec : specs) CheckSameInfo(*(*reopened)->Get(spec.name), InfoFor(spec));
+  auto reopened = MustOpen(env.get(), dir, prober);
+  for (const DatasetSpec& spec : specs) CheckSameInfo(*reopened->Get(spec.name), InfoFor(spec));
 }
 
 TEST_CASE("an empty state directory opens as an empty catalog") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "empty");
+  std::string dir = FreshTestDir("empty");
   FakeProber prober;
-  auto catalog = Catalog::Open(env.get(), dir + "/", prober.Get());
-  REQUIRE(catalog.ok());
-  CHECK((*catalog)->List().empty());
-  REQUIRE((*catalog)->Add(Spec("a")).ok());
+  auto catalog = MustOpen(env.get(), dir + "/", prober);
+  CHECK(catalog->List().empty());
+  REQUIRE(catalog->Add(Spec("a")).ok());
   CHECK(env->FileExists(dir + "/catalog.yaml"));
 }
 
 TEST_CASE("a duplicate name is kAlreadyExists and a bad name kInvalidArgument, without probing") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "names");
+  std::string dir = FreshTestDir("names");
   FakeProber prober;
-  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
-  REQUIRE(catalog.ok());
-  REQUIRE((*catalog)->Add(Spec("fmnist")).ok());
+  auto catalog = MustOpen(env.get(), dir, prober);
+  REQUIRE(catalog->Add(Spec("fmnist")).ok());
   REQUIRE(*prober.calls == 1);
 
-  Result<DatasetInfo> dup = (*catalog)->Add(Spec("fmnist", "/elsewhere"));
+  Result<DatasetInfo> dup = catalog->Add(Spec("fmnist", "/elsewhere"));
   CHECK(dup.status().code() == StatusCode::kAlreadyExists);
   CHECK_THAT(dup.status().message(), Catch::Contains("'fmnist'"));
-  CHECK((*catalog)->Get("fmnist")->spec.path == "/data/fmnist");
+  CHECK(catalog->Get("fmnist")->spec.path == "/data/fmnist");
 
-  Result<DatasetInfo> bad = (*catalog)->Add(Spec("../etc"));
+  Result<DatasetInfo> bad = catalog->Add(Spec("../etc"));
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(bad.status().message(), Catch::Contains("'../etc'"));
   CHECK(*prober.calls == 1);
-  CHECK(Names(**catalog) == std::vector<std::string>{"fmnist"});
+  CHECK(Names(*catalog) == std::vector<std::string>{"fmnist"});
 }
 
 TEST_CASE("a failing probe leaves the catalog and its file unchanged") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "bad_probe");
+  std::string dir = FreshTestDir("bad_probe");
   FakeProber prober;
-  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
-  REQUIRE(catalog.ok());
-  REQUIRE((*catalog)->Add(Spec("good")).ok());
+  auto catalog = MustOpen(env.get(), dir, prober);
+  REQUIRE(catalog->Add(Spec("good")).ok());
   const std::string before = *env->ReadFile(dir + "/catalog.yaml");
 
-  Result<DatasetInfo> bad = (*catalog)->Add(Spec("broken", "/bad"));
+  Result<DatasetInfo> bad = catalog->Add(Spec("broken", "/bad"));
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().code() == StatusCode::kDataLoss);
   CHECK(bad.status().message() == "dataset 'broken': /bad/train-images-idx3-ubyte.gz: truncated");
-  CHECK(Names(**catalog) == std::vector<std::string>{"good"});
+  CHECK(Names(*catalog) == std::vector<std::string>{"good"});
   CHECK(*env->ReadFile(dir + "/catalog.yaml") == before);
 }
 
 TEST_CASE("a failing atomic write leaves the in-memory catalog unchanged") {
   auto base = NewPosixEnv();
-  std::string dir = TestDir(*base, "bad_write");
+  std::string dir = FreshTestDir("bad_write");
   const std::string file = dir + "/catalog.yaml";
   FaultEnv env(base.get());
   FakeProber prober;
-  auto catalog = Catalog::Open(&env, dir, prober.Get());
-  REQUIRE(catalog.ok());
-  REQUIRE((*catalog)->Add(Spec("kept")).ok());
+  auto catalog = MustOpen(&env, dir, prober);
+  REQUIRE(catalog->Add(Spec("kept")).ok());
   const std::string before = *base->ReadFile(file);
 
   env.FailWriteFileAtomic(file, ResourceExhausted(file + ": write: No space left on device"));
-  Result<DatasetInfo> add = (*catalog)->Add(Spec("new"));
+  Result<DatasetInfo> add = catalog->Add(Spec("new"));
   REQUIRE_FALSE(add.ok());
   CHECK(add.status().code() == StatusCode::kResourceExhausted);
   CHECK_THAT(add.status().message(), Catch::Contains("'new'") && Catch::Contains(file));
-  CHECK((*catalog)->Get("new").status().code() == StatusCode::kNotFound);
+  CHECK(catalog->Get("new").status().code() == StatusCode::kNotFound);
 
-  Status remove = (*catalog)->Remove("kept");
+  Status remove = catalog->Remove("kept");
   CHECK(remove.code() == StatusCode::kResourceExhausted);
   CHECK_THAT(remove.message(), Catch::Contains("'kept'"));
-  CHECK(Names(**catalog) == std::vector<std::string>{"kept"});
+  CHECK(Names(*catalog) == std::vector<std::string>{"kept"});
   CHECK(*base->ReadFile(file) == before);
   CHECK(env.WriteCount(file) == 3);
 
   // Once the disk recovers, the same calls succeed: nothing half-done was left behind.
   env.ClearFaults();
-  REQUIRE((*catalog)->Add(Spec("new")).ok());
-  REQUIRE((*catalog)->Remove("kept").ok());
-  auto reopened = Catalog::Open(base.get(), dir, prober.Get());
-  REQUIRE(reopened.ok());
-  CHECK(Names(**reopened) == std::vector<std::string>{"new"});
+  REQUIRE(catalog->Add(Spec("new")).ok());
+  REQUIRE(catalog->Remove("kept").ok());
+  auto reopened = MustOpen(base.get(), dir, prober);
+  CHECK(Names(*reopened) == std::vector<std::string>{"new"});
 }
 
 TEST_CASE("a catalog file that cannot be read fails Open") {
   auto base = NewPosixEnv();
-  std::string dir = TestDir(*base, "unreadable");
+  std::string dir = FreshTestDir("unreadable");
   FakeProber prober;
-  {
-    auto catalog = Catalog::Open(base.get(), dir, prober.Get());
-    REQUIRE(catalog.ok());
-    REQUIRE((*catalog)->Add(Spec("a")).ok());
-  }
+  REQUIRE(MustOpen(base.get(), dir, prober)->Add(Spec("a")).ok());
   FaultEnv env(base.get());
   env.FailReadFile(dir + "/catalog.yaml",
                    Internal(dir + "/catalog.yaml: read: Input/output error"));
@@ -294,7 +278,7 @@ TEST_CASE("a catalog file that cannot be read fails Open") {
 
 TEST_CASE("a corrupt catalog.yaml is an error naming the file") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "corrupt");
+  std::string dir = FreshTestDir("corrupt");
   const std::string file = dir + "/catalog.yaml";
   FakeProber prober;
   const std::string good_entry =
@@ -344,11 +328,10 @@ TEST_CASE("a corrupt catalog.yaml is an error naming the file") {
 
 TEST_CASE("concurrent adds and reads keep every entry") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "concurrent");
+  std::string dir = FreshTestDir("concurrent");
   FakeProber prober;
-  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
-  REQUIRE(catalog.ok());
-  Catalog* c = catalog->get();
+  auto catalog = MustOpen(env.get(), dir, prober);
+  Catalog* c = catalog.get();
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -367,9 +350,8 @@ TEST_CASE("concurrent adds and reads keep every entry") {
   for (auto& thread : threads) thread.join();
   CHECK(failures == 0);
   CHECK(c->List().size() == 33);
-  auto reopened = Catalog::Open(env.get(), dir, prober.Get());
-  REQUIRE(reopened.ok());
-  CHECK((*reopened)->List().size() == 33);
+  auto reopened = MustOpen(env.get(), dir, prober);
+  CHECK(reopened->List().size() == 33);
 }
 
 }  // namespace
@@ -380,18 +362,17 @@ namespace {
 
 TEST_CASE("an unknown on_error policy is refused without probing") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "on_error");
+  std::string dir = FreshTestDir("on_error");
   FakeProber prober;
-  auto catalog = Catalog::Open(env.get(), dir, prober.Get());
-  REQUIRE(catalog.ok());
+  auto catalog = MustOpen(env.get(), dir, prober);
   DatasetSpec spec = Spec("d");
   spec.on_error = "ignore";
-  Result<DatasetInfo> added = (*catalog)->Add(spec);
+  Result<DatasetInfo> added = catalog->Add(spec);
   REQUIRE_FALSE(added.ok());
   CHECK(added.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(added.status().message(), Catch::Contains("on_error") && Catch::Contains("'ignore'"));
   CHECK(*prober.calls == 0);
-  CHECK((*catalog)->List().empty());
+  CHECK(catalog->List().empty());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/env.h"
+#include "common/temp_dir_testing.h"
 
 namespace ember::daemon {
 namespace {
@@ -171,9 +172,7 @@ TEST_CASE("plugins is a list of absolute paths") {
 
 TEST_CASE("LoadConfig names the missing file") {
   auto env = NewPosixEnv();
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  const std::string path = std::string(tmp) + "/missing.yaml";
+  const std::string path = TestTmpDir() + "/missing.yaml";
   Result<DaemonConfig> config = LoadConfig(*env, path);
   REQUIRE_FALSE(config.ok());
   CHECK(config.status().code() == StatusCode::kNotFound);
@@ -182,10 +181,7 @@ TEST_CASE("LoadConfig names the missing file") {
 
 TEST_CASE("LoadConfig names the file in value errors") {
   auto env = NewPosixEnv();
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  const std::string path = std::string(tmp) + "/bad.yaml";
-  REQUIRE(env->WriteFileAtomic(path, "log_level: loud\n").ok());
+  const std::string path = WriteTempFile("bad.yaml", "log_level: loud\n");
   Result<DaemonConfig> config = LoadConfig(*env, path);
   REQUIRE_FALSE(config.ok());
   CHECK(config.status().message() ==

@@ -3,6 +3,7 @@
 
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
+#include "common/temp_dir_testing.h"
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/plugin/plugin_testing.h"

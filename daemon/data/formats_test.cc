@@ -1,24 +1,15 @@
 #include "daemon/data/formats.h"
 
 #include <catch2/catch.hpp>
-#include <cstdlib>
 
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
+#include "common/temp_dir_testing.h"
 #include "daemon/data/source.h"
 #include "daemon/data/source_testing.h"
 
 namespace ember::daemon {
 namespace {
-
-std::string TestDir(Env& env, const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  std::string dir = std::string(tmp) + "/formats_test/" + name;
-  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
-  REQUIRE(env.CreateDirs(dir).ok());
-  return dir;
-}
 
 // A raw IDX file of uint8 elements.
 std::string IdxU8(const std::vector<uint32_t>& dims, const std::string& payload) {
@@ -46,7 +37,7 @@ TEST_CASE("an unknown format is kInvalidArgument naming it and the known ones") 
 
 TEST_CASE("format idx probes and loads through the registry") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "idx");
+  std::string dir = FreshTestDir("idx");
   REQUIRE(
       env->WriteFileAtomic(dir + "/train-images-idx3-ubyte", IdxU8({2, 2, 2}, "abcdefgh")).ok());
   REQUIRE(env->WriteFileAtomic(dir + "/train-labels-idx1-ubyte", IdxU8({2}, "\x03\x04")).ok());
@@ -70,7 +61,7 @@ TEST_CASE("format idx probes and loads through the registry") {
 
 TEST_CASE("format idx passes its errors through unchanged") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "idx_missing");
+  std::string dir = FreshTestDir("idx_missing");
   DatasetSpec spec{"d", "idx", dir, "train"};
   Result<DatasetInfo> info = ProbeDataset(*env, spec);
   REQUIRE_FALSE(info.ok());
@@ -87,12 +78,9 @@ namespace {
 
 TEST_CASE("format tokens is dispatched to the token reader") {
   auto env = NewPosixEnv();
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  const std::string path = std::string(tmp) + "/formats_tokens.bin";
   std::string bytes;
   for (uint16_t t = 0; t < 100; ++t) bytes.append(reinterpret_cast<const char*>(&t), 2);
-  REQUIRE(env->WriteFileAtomic(path, bytes).ok());
+  const std::string path = WriteTempFile("formats_tokens.bin", bytes);
   DatasetSpec spec{"tok", "tokens", path, "train", "tokens: {seq_len: 10}", "fail"};
   auto info = ProbeDataset(*env, spec);
   INFO(info.status().ToString());

@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
+#include "common/temp_dir_testing.h"
 #include "daemon/data/source.h"
 #include "daemon/data/source_testing.h"
 #include "ember/ring_layout.h"
@@ -21,15 +21,6 @@ namespace {
 using ring::DType;
 
 constexpr uint8_t kU8 = 0x08, kI8 = 0x09, kI16 = 0x0B, kI32 = 0x0C, kF32 = 0x0D, kF64 = 0x0E;
-
-std::string TestDir(Env& env, const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  std::string dir = std::string(tmp) + "/idx_test/" + name;
-  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
-  REQUIRE(env.CreateDirs(dir).ok());
-  return dir;
-}
 
 // An IDX file: header, then `payload` (already big-endian).
 std::string Idx(uint8_t type, const std::vector<uint32_t>& dims, const std::string& payload) {
@@ -127,7 +118,7 @@ void CheckStandardSamples(const Source& source) {
 
 TEST_CASE("a raw train split probes and loads") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "raw");
+  std::string dir = FreshTestDir("raw");
   Write(*env, dir + "/train-images-idx3-ubyte", Images());
   Write(*env, dir + "/train-labels-idx1-ubyte", Labels());
   const std::vector<std::string> files = {dir + "/train-images-idx3-ubyte",
@@ -146,7 +137,7 @@ TEST_CASE("a raw train split probes and loads") {
 
 TEST_CASE("a gzip test split probes and loads") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "gz");
+  std::string dir = FreshTestDir("gz");
   Write(*env, dir + "/t10k-images-idx3-ubyte.gz", Gzip(Images()));
   Write(*env, dir + "/t10k-labels-idx1-ubyte.gz", Gzip(Labels()));
   const std::vector<std::string> files = {dir + "/t10k-images-idx3-ubyte.gz",
@@ -168,7 +159,7 @@ TEST_CASE("a gzip test split probes and loads") {
 
 TEST_CASE("the .gz file is preferred, and raw and gzip files mix") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "prefer");
+  std::string dir = FreshTestDir("prefer");
   Write(*env, dir + "/train-images-idx3-ubyte.gz", Gzip(Images()));
   Write(*env, dir + "/train-images-idx3-ubyte", "not an idx file at all");
   Write(*env, dir + "/train-labels-idx1-ubyte", Labels());
@@ -182,7 +173,7 @@ TEST_CASE("the .gz file is preferred, and raw and gzip files mix") {
 
 TEST_CASE("a relative path is made absolute") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "relative");
+  std::string dir = FreshTestDir("relative");
   Write(*env, dir + "/train-images-idx3-ubyte", Images());
   Write(*env, dir + "/train-labels-idx1-ubyte", Labels());
   std::string relative;
@@ -202,7 +193,7 @@ TEST_CASE("a relative path is made absolute") {
 
 TEST_CASE("multi-byte element types are converted to native order and keep their dtype") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "types");
+  std::string dir = FreshTestDir("types");
   const std::vector<int32_t> labels = {0x01020304, -5};
 
   SECTION("int16 images, int32 labels") {
@@ -256,7 +247,7 @@ TEST_CASE("multi-byte element types are converted to native order and keep their
 
 TEST_CASE("gzip files of several members load like gzip(1) reads them") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "members");
+  std::string dir = FreshTestDir("members");
   const std::string images = Images();
   Write(*env, dir + "/train-images-idx3-ubyte.gz",
         Gzip(images.substr(0, 7)) + Gzip(images.substr(7, 5)) + Gzip(images.substr(12)));
@@ -269,7 +260,7 @@ TEST_CASE("gzip files of several members load like gzip(1) reads them") {
 
 TEST_CASE("a large gzip file streams through in chunks") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "large");
+  std::string dir = FreshTestDir("large");
   const uint32_t count = 5000;
   std::string pixels(size_t{count} * 28 * 28, '\0');
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<char>((i * 31) >> 3);
@@ -292,7 +283,7 @@ TEST_CASE("a large gzip file streams through in chunks") {
 
 TEST_CASE("ReadSample refuses out-of-range ids and tensors and is safe from many threads") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "range");
+  std::string dir = FreshTestDir("range");
   Write(*env, dir + "/train-images-idx3-ubyte", Images());
   Write(*env, dir + "/train-labels-idx1-ubyte", Labels());
   auto source = LoadIdx(*env, Spec(dir));
@@ -327,7 +318,7 @@ TEST_CASE("ReadSample refuses out-of-range ids and tensors and is safe from many
 
 TEST_CASE("missing files and directories are kNotFound naming the path") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "missing");
+  std::string dir = FreshTestDir("missing");
   Write(*env, dir + "/train-images-idx3-ubyte.gz", Gzip(Images()));
   ExpectError(*env, Spec(dir), StatusCode::kNotFound, dir + "/train-labels-idx1-ubyte.gz");
   ExpectError(*env, Spec(dir + "/nope"), StatusCode::kNotFound, dir + "/nope");
@@ -337,7 +328,7 @@ TEST_CASE("missing files and directories are kNotFound naming the path") {
 
 TEST_CASE("a bad split or empty path is kInvalidArgument") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "split");
+  std::string dir = FreshTestDir("split");
   ExpectError(*env, Spec(dir, "validation"), StatusCode::kInvalidArgument,
               "unknown split 'validation' (known: train, test)");
   ExpectError(*env, Spec(""), StatusCode::kInvalidArgument, "path is empty");
@@ -345,7 +336,7 @@ TEST_CASE("a bad split or empty path is kInvalidArgument") {
 
 TEST_CASE("corrupt gzip streams are kDataLoss naming the file") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "bad_gzip");
+  std::string dir = FreshTestDir("bad_gzip");
   const std::string images_path = dir + "/train-images-idx3-ubyte.gz";
   Write(*env, dir + "/train-labels-idx1-ubyte.gz", Gzip(Labels()));
   const std::string good = Gzip(Images());
@@ -390,7 +381,7 @@ TEST_CASE("corrupt gzip streams are kDataLoss naming the file") {
 TEST_CASE("bad IDX content is kDataLoss naming the file, raw or gzip") {
   auto env = NewPosixEnv();
   const bool gzip = GENERATE(false, true);
-  std::string dir = TestDir(*env, gzip ? "bad_idx_gz" : "bad_idx_raw");
+  std::string dir = FreshTestDir(gzip ? "bad_idx_gz" : "bad_idx_raw");
   const std::string suffix = gzip ? ".gz" : "";
   const std::string images_path = dir + "/train-images-idx3-ubyte" + suffix;
   const std::string labels_path = dir + "/train-labels-idx1-ubyte" + suffix;
@@ -480,7 +471,7 @@ TEST_CASE("bad IDX content is kDataLoss naming the file, raw or gzip") {
 
 TEST_CASE("a gzip file named without .gz gets a hint") {
   auto env = NewPosixEnv();
-  std::string dir = TestDir(*env, "hint");
+  std::string dir = FreshTestDir("hint");
   Write(*env, dir + "/train-images-idx3-ubyte", Gzip(Images()));
   Write(*env, dir + "/train-labels-idx1-ubyte", Labels());
   ExpectError(*env, Spec(dir), StatusCode::kDataLoss, "without the .gz suffix");

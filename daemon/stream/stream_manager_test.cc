@@ -4,12 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "common/env.h"
+#include "common/temp_dir_testing.h"
 #include "daemon/stream/stream_testing.h"
 
 namespace ember::daemon {
@@ -26,15 +26,12 @@ constexpr milliseconds kBlockLimit{5000};
 // `source`.
 struct Harness {
   explicit Harness(const std::string& name) {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    REQUIRE(tmp != nullptr);
-    const std::string dir = std::string(tmp) + "/stream_manager_test/" + name;
-    REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
-    auto catalog_or = Catalog::Open(env.get(), dir, [info = source->info()](const DatasetSpec& spec) {
+    auto probe = [info = source->info()](const DatasetSpec& spec) {
       DatasetInfo probed = info;
       probed.spec = spec;
       return Result<DatasetInfo>(probed);
-    });
+    };
+    auto catalog_or = Catalog::Open(env.get(), FreshTestDir(name), probe);
     REQUIRE(catalog_or.ok());
     catalog = std::move(catalog_or).value();
     REQUIRE(catalog->Add(DatasetSpec{"fake", "idx", "/data/fake", "train"}).ok());

@@ -131,6 +131,12 @@ std::vector<std::string> WriteDaemonConfig(const std::string& dir, const std::st
   return {"--config", path};
 }
 
+Daemon::Daemon() : Daemon(std::make_unique<TempDir>()) {}
+
+Daemon::Daemon(std::unique_ptr<TempDir> own_dir) : Daemon(own_dir->path()) {
+  own_dir_ = std::move(own_dir);
+}
+
 Daemon::Daemon(std::string dir, std::vector<std::string> extra_args)
     : dir_(std::move(dir)),
       extra_args_(std::move(extra_args)),
@@ -193,15 +199,33 @@ std::unique_ptr<Client> Daemon::Connect() const {
   return std::move(client).value();
 }
 
-std::unique_ptr<Client> StartWithSyntheticDataset(Daemon& daemon, uint32_t count,
-                                                  const std::string& name) {
-  WriteSyntheticIdx(daemon.dir(), "train", count);
-  daemon.Start();
-  auto client = daemon.Connect();
-  auto added = client->AddDataset({name, "idx", daemon.dir(), "train"});
+namespace {
+
+// Writes `count` synthetic samples of `split` ("train" or "test") into daemon.dir() and
+// registers them as IDX dataset `name`; throws with the daemon's log if that fails.
+void AddSyntheticSplit(const Daemon& daemon, Client& client, const std::string& name,
+                       const std::string& split, uint32_t count) {
+  WriteSyntheticIdx(daemon.dir(), split == "train" ? "train" : "t10k", count);
+  auto added = client.AddDataset({name, "idx", daemon.dir(), split});
   if (!added.ok())
     Die("registering dataset '" + name + "' (" + std::to_string(count) + " synthetic samples in " +
         daemon.dir() + "): " + added.status().ToString() + "\nemberd log:\n" + daemon.log());
+}
+
+}  // namespace
+
+std::unique_ptr<Client> StartWithSyntheticDataset(Daemon& daemon, uint32_t count,
+                                                  const std::string& name) {
+  daemon.Start();
+  auto client = daemon.Connect();
+  AddSyntheticSplit(daemon, *client, name, "train", count);
+  return client;
+}
+
+std::unique_ptr<Client> StartWithSyntheticSplits(Daemon& daemon, uint32_t train_count,
+                                                 uint32_t test_count, const std::string& name) {
+  auto client = StartWithSyntheticDataset(daemon, train_count, name + "-train");
+  AddSyntheticSplit(daemon, *client, name + "-test", "test", test_count);
   return client;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ember/client.h"
@@ -29,6 +30,18 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Polls `pred` every 20 ms until it holds or `timeout` has passed, and returns its last
+// value: for what emberd does asynchronously (noticing a disconnect, releasing memory).
+template <typename Pred>
+bool Eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
 
 // Writes <dir>/<prefix>-images-idx3-ubyte.gz and <dir>/<prefix>-labels-idx1-ubyte.gz with
 // `count` samples of rows x cols uint8 pixels. Sample i's first four pixels hold i
@@ -61,6 +74,8 @@ std::vector<std::string> WriteDaemonConfig(const std::string& dir, const std::st
 // A real emberd started by EmberdCommand(dir, extra_args), its output in <dir>/emberd.log.
 class Daemon {
  public:
+  // In a TempDir of its own, removed once the daemon is gone.
+  Daemon();
   explicit Daemon(std::string dir, std::vector<std::string> extra_args = {});
   ~Daemon();  // stops it
 
@@ -76,6 +91,9 @@ class Daemon {
   std::unique_ptr<Client> Connect() const;
 
  private:
+  explicit Daemon(std::unique_ptr<TempDir> own_dir);
+
+  std::unique_ptr<TempDir> own_dir_;  // null when the caller chose the directory
   std::string dir_;
   std::vector<std::string> extra_args_;
   std::string socket_;
@@ -88,6 +106,11 @@ class Daemon {
 // test (throws, with the daemon's log) if any step fails.
 std::unique_ptr<Client> StartWithSyntheticDataset(Daemon& daemon, uint32_t count,
                                                   const std::string& name = "syn");
+
+// As StartWithSyntheticDataset, with a test split too: `train_count` samples as dataset
+// "<name>-train" (split "train") and `test_count` others as "<name>-test" (split "test").
+std::unique_ptr<Client> StartWithSyntheticSplits(Daemon& daemon, uint32_t train_count,
+                                                 uint32_t test_count, const std::string& name);
 
 // Options for a single reader (rank 0 of 1) of `dataset`, shuffled, with seed 0 and the
 // daemon's default ring depth. epochs 0: until the reader is destroyed.

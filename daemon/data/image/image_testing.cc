@@ -3,10 +3,7 @@
 #include <png.h>
 #include <turbojpeg.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 namespace ember::daemon {
 
@@ -73,23 +70,6 @@ std::string EncodePng(const TestImage& image) {
   }
   bytes.resize(size);
   return bytes;
-}
-
-std::string FreshTestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
-  std::error_code error;
-  std::filesystem::remove_all(dir, error);
-  std::filesystem::create_directories(dir, error);
-  return dir;
-}
-
-bool WriteTestFile(const std::string& path, const std::string& bytes) {
-  std::error_code error;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return static_cast<bool>(out);
 }
 
 size_t FindJpegMarker(const std::string& jpeg, uint8_t marker) {

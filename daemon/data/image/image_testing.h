@@ -1,5 +1,5 @@
-// Test helpers: synthetic images, encoded with TurboJPEG and libpng, written under
-// $TEST_TMPDIR.
+// Test helpers: synthetic images, encoded with TurboJPEG and libpng, and where their
+// markers and chunks lie (files to write them to: common/temp_dir_testing.h).
 #ifndef EMBER_DAEMON_DATA_IMAGE_IMAGE_TESTING_H_
 #define EMBER_DAEMON_DATA_IMAGE_IMAGE_TESTING_H_
 
@@ -29,11 +29,6 @@ TestImage GradientImage(int width, int height);
 std::string EncodeJpeg(const TestImage& image, int quality = 95);
 // Lossless 8-bit PNG (1 gray, 3 RGB, 4 RGBA). Empty on failure.
 std::string EncodePng(const TestImage& image);
-
-// A fresh, empty directory $TEST_TMPDIR/<name>.
-std::string FreshTestDir(const std::string& name);
-// Writes `bytes` to `path`, creating missing parent directories. False on failure.
-bool WriteTestFile(const std::string& path, const std::string& bytes);
 
 // The offset of the first `marker` (e.g. 0xc0 for SOF0) segment among those before a
 // JPEG's scan data (0xda finds the scan itself): the 0xff byte before it, or

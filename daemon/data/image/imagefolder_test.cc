@@ -5,13 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "daemon/data/image/image_testing.h"
 #include "daemon/data/image/pipeline.h"
 #include "daemon/data/source_testing.h"
@@ -33,13 +32,13 @@ constexpr const char* kSmallPipeline = "steps: [{resize: {size: [8, 8]}}]\noutpu
 //   readme.txt
 std::string MakeFolder(const std::string& name) {
   const std::string root = FreshTestDir(name);
-  REQUIRE(WriteTestFile(root + "/a/0.jpg", EncodeJpeg(SolidImage(24, 16, {255, 0, 0}))));
-  REQUIRE(WriteTestFile(root + "/a/1.JPEG", EncodeJpeg(SolidImage(16, 24, {0, 255, 0}))));
-  REQUIRE(WriteTestFile(root + "/b/readme.md", "no images here"));
-  REQUIRE(WriteTestFile(root + "/c/2.png", EncodePng(SolidImage(10, 10, {0, 0, 255}))));
-  REQUIRE(WriteTestFile(root + "/c/notes.txt", "not an image"));
-  REQUIRE(WriteTestFile(root + "/c/sub/3.Png", EncodePng(SolidImage(9, 9, {255, 255, 255}))));
-  REQUIRE(WriteTestFile(root + "/readme.txt", "ignored"));
+  WriteTestFile(root + "/a/0.jpg", EncodeJpeg(SolidImage(24, 16, {255, 0, 0})));
+  WriteTestFile(root + "/a/1.JPEG", EncodeJpeg(SolidImage(16, 24, {0, 255, 0})));
+  WriteTestFile(root + "/b/readme.md", "no images here");
+  WriteTestFile(root + "/c/2.png", EncodePng(SolidImage(10, 10, {0, 0, 255})));
+  WriteTestFile(root + "/c/notes.txt", "not an image");
+  WriteTestFile(root + "/c/sub/3.Png", EncodePng(SolidImage(9, 9, {255, 255, 255})));
+  WriteTestFile(root + "/readme.txt", "ignored");
   return root;
 }
 
@@ -77,11 +76,7 @@ Sample Read(const Source& source, uint64_t id, const SampleContext& context = {}
 std::string Runfile(const std::string& path) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   REQUIRE(srcdir != nullptr);
-  std::ifstream in(std::string(srcdir) + "/ember/" + path);
-  REQUIRE(in);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return ReadTestFile(std::string(srcdir) + "/ember/" + path);
 }
 
 TEST_CASE("probe reports count, tensors and the folder, without reading images") {
@@ -145,8 +140,8 @@ TEST_CASE("the same (seed, epoch, id) gives the same bytes on any thread") {
   auto env = NewPosixEnv();
   const std::string root = FreshTestDir("threads");
   for (int i = 0; i < 6; ++i) {
-    REQUIRE(WriteTestFile(root + "/k" + std::to_string(i % 2) + "/" + std::to_string(i) + ".jpg",
-                          EncodeJpeg(GradientImage(90 + i * 7, 70 + i * 5))));
+    WriteTestFile(root + "/k" + std::to_string(i % 2) + "/" + std::to_string(i) + ".jpg",
+                  EncodeJpeg(GradientImage(90 + i * 7, 70 + i * 5)));
   }
   auto source = MustLoad(*env, Spec(root, "steps: [{random_resized_crop: {size: 24}}, "
                                           "{horizontal_flip: {}}]"));
@@ -188,13 +183,13 @@ TEST_CASE("corrupt files fail their own sample as data loss, naming the file") {
   }
   std::string bad_crc = EncodePng(GradientImage(16, 16));
   bad_crc[8 + 8 + 3] ^= 0x02;
-  REQUIRE(WriteTestFile(root + "/x/0-good.jpg", jpeg));
-  REQUIRE(WriteTestFile(root + "/x/1-truncated.jpg", jpeg.substr(0, jpeg.size() / 2)));
-  REQUIRE(WriteTestFile(root + "/x/2-huge.jpg", huge));
-  REQUIRE(WriteTestFile(root + "/x/3-crc.png", bad_crc));
-  REQUIRE(WriteTestFile(root + "/x/4-text.jpg", "just text"));
-  REQUIRE(WriteTestFile(root + "/x/5-empty.png", ""));
-  REQUIRE(WriteTestFile(root + "/x/6-good.png", EncodePng(GradientImage(16, 16))));
+  WriteTestFile(root + "/x/0-good.jpg", jpeg);
+  WriteTestFile(root + "/x/1-truncated.jpg", jpeg.substr(0, jpeg.size() / 2));
+  WriteTestFile(root + "/x/2-huge.jpg", huge);
+  WriteTestFile(root + "/x/3-crc.png", bad_crc);
+  WriteTestFile(root + "/x/4-text.jpg", "just text");
+  WriteTestFile(root + "/x/5-empty.png", "");
+  WriteTestFile(root + "/x/6-good.png", EncodePng(GradientImage(16, 16)));
   auto source = MustLoad(*env, Spec(root));  // registration does not read the images
   REQUIRE(source->info().count == 7);
 
@@ -257,24 +252,24 @@ TEST_CASE("folder errors") {
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK(Contains(missing.status().message(), root + "/nope: no such directory"));
 
-  REQUIRE(WriteTestFile(root + "/file", "x"));
+  WriteTestFile(root + "/file", "x");
   auto file = ProbeImageFolder(*env, Spec(root + "/file"));
   CHECK(file.status().code() == StatusCode::kInvalidArgument);
   CHECK(Contains(file.status().message(), "not a directory"));
 
-  REQUIRE(WriteTestFile(root + "/flat/0.jpg", EncodeJpeg(SolidImage(4, 4, {0, 0, 0}))));
+  WriteTestFile(root + "/flat/0.jpg", EncodeJpeg(SolidImage(4, 4, {0, 0, 0})));
   auto flat = ProbeImageFolder(*env, Spec(root + "/flat"));
   CHECK(flat.status().code() == StatusCode::kInvalidArgument);
   CHECK(Contains(flat.status().message(), root + "/flat: no class folders"));
 
-  REQUIRE(WriteTestFile(root + "/empty/a/readme.txt", "x"));
-  REQUIRE(WriteTestFile(root + "/empty/b/c/readme.txt", "x"));
+  WriteTestFile(root + "/empty/a/readme.txt", "x");
+  WriteTestFile(root + "/empty/b/c/readme.txt", "x");
   auto empty = ProbeImageFolder(*env, Spec(root + "/empty"));
   CHECK(empty.status().code() == StatusCode::kInvalidArgument);
   CHECK(Contains(empty.status().message(),
                  root + "/empty: no .jpg, .jpeg or .png files in its 2 class folders"));
 
-  REQUIRE(WriteTestFile(root + "/ok/a/0.png", EncodePng(SolidImage(4, 4, {0, 0, 0}))));
+  WriteTestFile(root + "/ok/a/0.png", EncodePng(SolidImage(4, 4, {0, 0, 0})));
   auto pipeline = ProbeImageFolder(*env, Spec(root + "/ok", "steps:\n  - blur: {}\n"));
   CHECK(pipeline.status().code() == StatusCode::kInvalidArgument);
   CHECK(Contains(pipeline.status().message(),

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/temp_dir_testing.h"
 #include "pack/pack_testing.h"
 #include "pack/writer.h"
 #include "daemon/data/source_testing.h"
@@ -29,7 +30,7 @@ struct Packed {
 // 50 records of up to 2000 random bytes (labels i % 3) packed into several shards.
 Packed MakePacked(Env& env, const std::string& name) {
   Packed packed;
-  packed.dir = pack::PackTestDir(name) + "/out";
+  packed.dir = FreshTestDir(name) + "/out";
   pack::PackOptions options;
   options.shard_bytes = 16 * 1024;
   auto writer = pack::PackWriter::Create(env, packed.dir, options, "imagefolder", {"a", "b", "c"});

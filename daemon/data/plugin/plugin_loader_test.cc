@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/temp_dir_testing.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/plugin/plugin_testing.h"
 
@@ -121,9 +122,7 @@ TEST_CASE("LoadAllowedPlugin loads only listed paths, whatever the spelling") {
   CHECK(Contains(refused.status().message(), "libember_csv_plugin.so' is not listed"));
 
   // A symlink to a listed file is the same file; a symlink elsewhere is not listed.
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string link = std::string(tmp ? tmp : "/tmp") + "/link_to_csv.so";
-  unlink(link.c_str());
+  const std::string link = FreshTestDir("allowed") + "/link_to_csv.so";
   REQUIRE(symlink(csv.c_str(), link.c_str()) == 0);
   auto via_link = LoadAllowedPlugin(link, {csv});
   REQUIRE(via_link.ok());
@@ -162,9 +161,7 @@ TEST_CASE("PluginRegistry fails on a plugin that does not load, naming it") {
 
 TEST_CASE("PluginRegistry refuses two plugins for one format") {
   const std::string csv = TestPluginPath("libember_csv_plugin.so");
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string link = std::string(tmp ? tmp : "/tmp") + "/second_csv.so";
-  unlink(link.c_str());
+  const std::string link = FreshTestDir("two_for_one_format") + "/second_csv.so";
   REQUIRE(symlink(csv.c_str(), link.c_str()) == 0);
   auto registry = PluginRegistry::Load({csv, link});
   REQUIRE_FALSE(registry.ok());

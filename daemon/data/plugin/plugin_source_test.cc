@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/temp_dir_testing.h"
 #include "daemon/data/plugin/plugin_testing.h"
 #include "daemon/data/source_testing.h"
 #include "ember/ring_layout.h"

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -13,23 +11,12 @@
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
 #include "common/fault_env.h"
+#include "common/temp_dir_testing.h"
 #include "daemon/data/source.h"
 #include "ember/ring_layout.h"
 
 namespace ember::daemon {
 namespace {
-
-std::string TestPath(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  return std::string(tmp) + "/tokens_test_" + name;
-}
-
-void WriteBytes(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  REQUIRE(out.good());
-}
 
 // Writes `ids` little-endian, as np.array(ids, dtype).tofile(path) does.
 template <typename Word>
@@ -38,9 +25,7 @@ std::string WriteTokens(const std::string& name, const std::vector<Word>& ids) {
   for (Word id : ids) {
     for (size_t b = 0; b < sizeof(Word); ++b) bytes.push_back(static_cast<char>(id >> (8 * b)));
   }
-  const std::string path = TestPath(name);
-  WriteBytes(path, bytes);
-  return path;
+  return WriteTempFile(name, bytes);
 }
 
 template <typename Word>
@@ -320,13 +305,13 @@ TEST_CASE("file errors name the file") {
   const std::string pipeline16 = "tokens: {dtype: uint16, seq_len: 8}";
 
   SECTION("missing") {
-    const std::string path = TestPath("does_not_exist");
+    const std::string path = TestTmpDir() + "/does_not_exist";
     Status status = ProbeError(*env, Spec(path, pipeline16));
     CHECK(status.code() == StatusCode::kNotFound);
     CHECK_THAT(status.message(), Catch::Contains(path));
   }
   SECTION("a directory") {
-    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string tmp = TestTmpDir();
     Status status = ProbeError(*env, Spec(tmp, pipeline16));
     CHECK(status.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(status.message(), Catch::Contains(tmp) && Catch::Contains("directory"));
@@ -335,15 +320,14 @@ TEST_CASE("file errors name the file") {
     CHECK(ProbeError(*env, Spec("", pipeline16)).code() == StatusCode::kInvalidArgument);
   }
   SECTION("size not a multiple of the token width") {
-    const std::string odd = TestPath("odd16");
-    WriteBytes(odd, std::string(2001, '\0'));
+    const std::string odd = WriteTempFile("odd16", std::string(2001, '\0'));
     Status status = ProbeError(*env, Spec(odd, pipeline16));
     CHECK(status.code() == StatusCode::kDataLoss);
     CHECK_THAT(status.message(), Catch::Contains(odd) && Catch::Contains("2001") &&
                                      Catch::Contains("uint16"));
 
-    const std::string odd32 = TestPath("odd32");
-    WriteBytes(odd32, std::string(4002, '\0'));  // a fine uint16 file, a bad uint32 one
+    // A fine uint16 file, a bad uint32 one.
+    const std::string odd32 = WriteTempFile("odd32", std::string(4002, '\0'));
     CHECK(ProbeTokens(*env, Spec(odd32, pipeline16)).ok());
     status = ProbeError(*env, Spec(odd32, "tokens: {dtype: uint32, seq_len: 8}"));
     CHECK(status.code() == StatusCode::kDataLoss);
@@ -361,8 +345,7 @@ TEST_CASE("file errors name the file") {
     REQUIRE(info.ok());
     CHECK(info->count == 1);
 
-    const std::string empty = TestPath("empty");
-    WriteBytes(empty, "");
+    const std::string empty = WriteTempFile("empty", "");
     status = ProbeError(*env, Spec(empty, pipeline16));
     CHECK(status.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(status.message(), Catch::Contains(empty) && Catch::Contains("0 uint16 tokens"));
@@ -477,7 +460,7 @@ TEST_CASE("pipeline options are parsed strictly") {
 
   // A bad pipeline fails probe and load before the file is looked at.
   auto env = NewPosixEnv();
-  Status status = ProbeError(*env, Spec(TestPath("never_created"), "tokens: {seq_len: x}"));
+  Status status = ProbeError(*env, Spec(TestTmpDir() + "/never_created", "tokens: {seq_len: x}"));
   CHECK(status.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(status.message(), Catch::Contains("tokens.seq_len"));
 }
