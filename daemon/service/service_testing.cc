@@ -4,28 +4,23 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <future>
 #include <thread>
 #include <vector>
 
+#include "common/temp_dir_testing.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
 
 namespace ember::daemon {
 
 ServiceFixture::ServiceFixture(const std::string& name) : env_(NewPosixEnv()) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  dir_ = std::string(tmp) + "/service/" + name;
-  REQUIRE(std::system(("rm -rf '" + dir_ + "'").c_str()) == 0);
+  dir_ = FreshTestDir("service/" + name);
   REQUIRE(env_->CreateDirs(dir_ + "/state").ok());
   std::vector<uint16_t> tokens(64);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i);
-  REQUIRE(env_->WriteFileAtomic(dir_ + "/tokens.bin",
-                                std::string(reinterpret_cast<const char*>(tokens.data()),
-                                            tokens.size() * sizeof(uint16_t)))
-              .ok());
+  WriteTestFile(dir_ + "/tokens.bin", std::string(reinterpret_cast<const char*>(tokens.data()),
+                                                  tokens.size() * sizeof(uint16_t)));
   Env* env = env_.get();
   auto catalog = Catalog::Open(env, dir_ + "/state",
                                [env](const DatasetSpec& spec) { return ProbeDataset(*env, spec); });
