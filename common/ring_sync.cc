@@ -1,5 +1,7 @@
 #include "ember/ring_sync.h"
 
+#include "common/futex.h"
+
 namespace ember::ring {
 
 void SetSlotState(SlotHeader* slot, SlotState state) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/futex.h"
 #include "ember/ring_sync.h"
 
 namespace ember::daemon {
@@ -99,7 +100,7 @@ bool RingWriter::SlotFree(uint32_t i) const {
 }
 
 void RingWriter::Wake() {
-  for (uint32_t i = 0; i < slot_count_; ++i) ring::FutexWakeAll(&Slot(i)->state);
+  for (uint32_t i = 0; i < slot_count_; ++i) FutexWakeAll(&Slot(i)->state);
 }
 
 }  // namespace ember::daemon

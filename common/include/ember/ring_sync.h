@@ -8,14 +8,9 @@
 #include <chrono>
 #include <cstdint>
 
-#include "common/futex.h"
 #include "ember/ring_layout.h"
 
 namespace ember::ring {
-
-// The futex helper (common/futex.h), under the names the ring's users call.
-using ::ember::FutexWait;
-using ::ember::FutexWakeAll;
 
 // Stores `state` into the slot (release) and wakes the other side if it sleeps.
 void SetSlotState(SlotHeader* slot, SlotState state);
