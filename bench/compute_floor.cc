@@ -25,6 +25,7 @@
 #include "daemon/data/idx.h"
 #include "sdk/examples/fashion_cnn.h"
 #include "sdk/examples/heap_tuning.h"
+#include "sdk/examples/program_main.h"
 
 namespace {
 
@@ -139,13 +140,5 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--device", flags.device, "cpu, or cuda / cuda:N with a CUDA LibTorch")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  try {
-    return Run(flags);
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "compute_floor: %s\n", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "compute_floor: %s\n", e.what());
-  }
-  return 1;
+  return ember::examples::ProgramMain(app, argc, argv, "compute_floor", [&] { return Run(flags); });
 }

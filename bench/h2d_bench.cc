@@ -45,19 +45,25 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/cuda_check.h"
 #include "bench/json_lines.h"
+#include "bench/stats.h"
 #include "ember/client.h"
 #include "ember/device_loader.h"
 #include "ember/loader.h"
+#include "sdk/examples/program_main.h"
 
 namespace {
 
+using ember::bench::CheckCuda;
+using ember::bench::CudaMessage;
+using ember::bench::Median;
 using ember::bench::StringPrintf;
+using ember::examples::Fatal;
 
 using Clock = std::chrono::steady_clock;
 
@@ -77,43 +83,7 @@ struct Flags {
   std::string json;
 };
 
-// Thrown for errors that have already been phrased for the user.
-struct Fatal : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-std::string CudaMessage(cudaError_t error) {
-  return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
-}
-
-void CheckCuda(cudaError_t error, const std::string& what) {
-  if (error != cudaSuccess) throw Fatal(what + ": " + CudaMessage(error));
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 double GBps(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
-
-// Appends JSON lines to --json (nothing without it).
-class JsonLog {
- public:
-  explicit JsonLog(const std::string& path) : path_(path) {}
-
-  void Append(const std::string& fields) {
-    if (path_.empty()) return;
-    ember::Status written =
-        ember::bench::AppendJsonLine(path_, "h2d_bench", fields);
-    if (!written.ok())
-      throw Fatal("--json: " + written.message());
-  }
-
- private:
-  const std::string path_;
-};
 
 // --- Host sources ------------------------------------------------------------------------
 
@@ -453,6 +423,7 @@ std::string Ratio(double a, double b) {
 }
 
 int Run(const Flags& flags) {
+  if (flags.sizes_mib.empty()) throw Fatal("--sizes-mib: no sizes");
   if (!flags.host_only) {
     int count = 0;
     const cudaError_t error = cudaGetDeviceCount(&count);
@@ -468,7 +439,7 @@ int Run(const Flags& flags) {
   }
   const uint32_t max_mib = *std::max_element(flags.sizes_mib.begin(), flags.sizes_mib.end());
   const uint64_t max_bytes = uint64_t{max_mib} * kMiB;
-  JsonLog json(flags.json);
+  const ember::bench::JsonLines json(flags.json, "h2d_bench");
 
   std::unique_ptr<ember::Client> client;
   std::unique_ptr<TempDataset> dataset;
@@ -658,22 +629,5 @@ int main(int argc, char** argv) {
   app.add_flag("--host-only", flags.host_only,
                "only the ember::Loader rows, no CUDA (checks the daemon side without a GPU)");
   app.add_option("--json", flags.json, "append the results as JSON lines to this file");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;
-  }
-  if (flags.sizes_mib.empty()) {
-    std::fprintf(stderr, "h2d_bench: --sizes-mib: no sizes\n");
-    return 1;
-  }
-
-  try {
-    return Run(flags);
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "h2d_bench: %s\n", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "h2d_bench: %s\n", e.what());
-  }
-  return 1;
+  return ember::examples::ProgramMain(app, argc, argv, "h2d_bench", [&] { return Run(flags); });
 }

@@ -5,6 +5,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
+#include <stdexcept>
+#include <utility>
 
 namespace ember::bench {
 
@@ -22,6 +24,15 @@ Status AppendJsonLine(const std::string& path, const std::string& tool,
   const bool failed = std::ferror(out) != 0;
   if (std::fclose(out) != 0 || failed) return Unavailable("cannot write '" + path + "'");
   return Status::Ok();
+}
+
+JsonLines::JsonLines(std::string path, std::string tool)
+    : path_(std::move(path)), tool_(std::move(tool)) {}
+
+void JsonLines::Append(const std::string& fields) const {
+  if (path_.empty()) return;
+  const Status written = AppendJsonLine(path_, tool_, fields);
+  if (!written.ok()) throw std::runtime_error("--json: " + written.message());
 }
 
 std::string StringPrintf(const char* format, ...) {

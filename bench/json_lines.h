@@ -14,6 +14,20 @@ namespace ember::bench {
 // kUnavailable "cannot open '<path>' for appending" or "cannot write '<path>'".
 Status AppendJsonLine(const std::string& path, const std::string& tool, const std::string& fields);
 
+// The --json file of one benchmark (`tool`); nothing is written when `path` is empty.
+class JsonLines {
+ public:
+  JsonLines(std::string path, std::string tool);
+
+  // Appends a line of `fields` as AppendJsonLine does; throws std::runtime_error
+  // "--json: <AppendJsonLine's message>" if it cannot.
+  void Append(const std::string& fields) const;
+
+ private:
+  const std::string path_;
+  const std::string tool_;
+};
+
 // printf into a string.
 std::string StringPrintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 

@@ -28,7 +28,6 @@
 #include <nccl.h>
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,13 +38,21 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.h"
 #include "bench/json_lines.h"
+#include "bench/stats.h"
 #include "ember/client.h"
 #include "ember/communicator.h"
 #include "ember/launch_env.h"
 #include "ember/nccl_communicator.h"
+#include "sdk/examples/program_main.h"
 
 namespace {
+
+using ember::bench::CheckCuda;
+using ember::bench::CudaMessage;
+using ember::bench::Median;
+using ember::examples::Fatal;
 
 using Clock = std::chrono::steady_clock;
 
@@ -64,23 +71,10 @@ struct Flags {
   std::string json;
 };
 
-// Thrown for errors that have already been phrased for the user.
-struct Fatal : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // No CUDA device: reported as a skip (exit 77), not an error.
 struct NoGpu : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-std::string CudaMessage(cudaError_t error) {
-  return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
-}
-
-void CheckCuda(cudaError_t error, const std::string& what) {
-  if (error != cudaSuccess) throw Fatal(what + ": " + CudaMessage(error));
-}
 
 void CheckNccl(ncclResult_t result, const std::string& what) {
   if (result != ncclSuccess) throw Fatal(what + ": " + ncclGetErrorString(result));
@@ -99,12 +93,6 @@ int VisibleDevices() {
 }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 std::string DeviceName(int device) {
   cudaDeviceProp props{};
@@ -170,6 +158,7 @@ void Report(const Flags& flags, const std::string& mode, int ranks, const std::s
       mode.c_str(), ranks, devices.c_str(), flags.iters, flags.warmup);
   std::printf("%12s %12s %10s %11s %11s %10s\n", "size_B", "count", "time_us", "algbw_GB/s",
               "busbw_GB/s", "call_us");
+  const ember::bench::JsonLines json(flags.json, "nccl_bench");
   double busbw_sum = 0;
   for (const Row& row : rows) {
     const double algbw = static_cast<double>(row.bytes) / row.time_s / 1e9;
@@ -179,20 +168,12 @@ void Report(const Flags& flags, const std::string& mode, int ranks, const std::s
                 static_cast<unsigned long long>(row.bytes),
                 static_cast<unsigned long long>(row.bytes / sizeof(float)), row.time_s * 1e6, algbw,
                 busbw, row.call_s * 1e6);
-    if (!flags.json.empty()) {
-      const std::string fields = ember::bench::StringPrintf(
-          "\"mode\": \"%s\", \"ranks\": %d, \"devices\": \"%s\", \"bytes\": "
-          "%llu, "
-          "\"iters\": %u, \"time_us\": %.2f, \"algbw_gbps\": %.3f, "
-          "\"busbw_gbps\": %.3f, \"call_us\": %.2f",
-          mode.c_str(), ranks, devices.c_str(),
-          static_cast<unsigned long long>(row.bytes), flags.iters,
-          row.time_s * 1e6, algbw, busbw, row.call_s * 1e6);
-      ember::Status written =
-          ember::bench::AppendJsonLine(flags.json, "nccl_bench", fields);
-      if (!written.ok())
-        throw Fatal("--json: " + written.message());
-    }
+    json.Append(ember::bench::StringPrintf(
+        "\"mode\": \"%s\", \"ranks\": %d, \"devices\": \"%s\", \"bytes\": %llu, "
+        "\"iters\": %u, \"time_us\": %.2f, \"algbw_gbps\": %.3f, \"busbw_gbps\": %.3f, "
+        "\"call_us\": %.2f",
+        mode.c_str(), ranks, devices.c_str(), static_cast<unsigned long long>(row.bytes),
+        flags.iters, row.time_s * 1e6, algbw, busbw, row.call_s * 1e6));
   }
   std::printf("nccl_bench: mode=%s ranks=%d avg_busbw_GB/s=%.2f (mean over sizes, as nccl-tests)\n",
               mode.c_str(), ranks, rows.empty() ? 0.0 : busbw_sum / rows.size());
@@ -350,6 +331,26 @@ int RunRaw(const Flags& flags) {
   return 0;
 }
 
+// --device-count, or a run of --mode; exit 77 without a GPU.
+int Run(const Flags& flags, bool device_count) {
+  if (flags.min_mib > flags.max_mib) {
+    throw Fatal("--min-mib " + std::to_string(flags.min_mib) + " is above --max-mib " +
+                std::to_string(flags.max_mib));
+  }
+  if (device_count) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    std::printf("%d\n", count);
+    return 0;
+  }
+  try {
+    return flags.mode == "ember" ? RunEmber(flags) : RunRaw(flags);
+  } catch (const NoGpu& e) {
+    std::printf("nccl_bench: SKIP: no CUDA device visible (%s); nothing measured\n", e.what());
+    return kExitNoGpu;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -381,32 +382,6 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--json", flags.json, "append one JSON line per size to this file");
   app.add_flag("--device-count", device_count, "print the number of visible CUDA devices and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;
-  }
-  if (flags.min_mib > flags.max_mib) {
-    std::fprintf(stderr, "nccl_bench: --min-mib %u is above --max-mib %u\n", flags.min_mib,
-                 flags.max_mib);
-    return 1;
-  }
-
-  if (device_count) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    std::printf("%d\n", count);
-    return 0;
-  }
-  try {
-    return flags.mode == "ember" ? RunEmber(flags) : RunRaw(flags);
-  } catch (const NoGpu& e) {
-    std::printf("nccl_bench: SKIP: no CUDA device visible (%s); nothing measured\n", e.what());
-    return kExitNoGpu;
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "nccl_bench: %s\n", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "nccl_bench: %s\n", e.what());
-  }
-  return 1;
+  return ember::examples::ProgramMain(app, argc, argv, "nccl_bench",
+                                      [&] { return Run(flags, device_count); });
 }

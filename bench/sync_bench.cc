@@ -26,15 +26,12 @@
 // process CPU time (all threads, user + system) and minor page faults per timed step,
 // which other load on the machine disturbs less than wall time. Exit codes: 0 done,
 // 1 an error.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
-#include <numeric>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -46,14 +43,20 @@
 
 #include "bench/json_lines.h"
 #include "bench/models/resnet18.h"
+#include "bench/stats.h"
 #include "ember/client.h"
 #include "ember/data_parallel.h"
 #include "ember/launch_env.h"
 #include "ember/make_communicator.h"
 #include "ember/model_sync.h"
 #include "sdk/examples/fashion_cnn.h"
+#include "sdk/examples/program_main.h"
 
 namespace {
+
+using ember::bench::Mean;
+using ember::bench::Median;
+using ember::examples::Fatal;
 
 using Clock = std::chrono::steady_clock;
 
@@ -73,11 +76,6 @@ struct Flags {
   uint64_t seed = 0;
   std::string json;
   std::string collectives = "shm";
-};
-
-// Thrown for errors that have already been phrased for the user.
-struct Fatal : std::runtime_error {
-  using std::runtime_error::runtime_error;
 };
 
 // The model as a module and its forward pass.
@@ -110,16 +108,6 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const Flags& flags,
 
 double Ms(Clock::duration duration) {
   return std::chrono::duration<double, std::milli>(duration).count();
-}
-
-double Mean(const std::vector<double>& values) {
-  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 // CPU time (user + system, all threads) and minor page faults of this process so far.
@@ -241,28 +229,22 @@ int Run(const Flags& flags) {
   std::printf("sync_bench: %s\n", line);
   std::fflush(stdout);
 
-  if (!flags.json.empty()) {
-    const std::string fields = ember::bench::StringPrintf(
-        "\"cpus\": %ld, "
-        "\"loadavg_1min_before\": %.2f, \"torch\": \"%s\", \"impl\": \"%s\", "
-        "\"model\": \"%s\", \"params\": %lld, \"ranks\": %d, \"batch\": %u, "
-        "\"steps\": %u, \"warmup\": %u, \"threads\": %d, \"optimizer\": "
-        "\"%s\", "
-        "\"step_ms_mean\": %.2f, \"step_ms_median\": %.2f, \"forward_ms\": "
-        "%.2f, "
-        "\"backward_ms\": %.2f, \"sync_ms\": %.2f, \"optimizer_ms\": %.2f, "
-        "\"cpu_ms\": %.1f, \"page_faults\": %.0f",
-        sysconf(_SC_NPROCESSORS_ONLN), load_before, TORCH_VERSION, impl.c_str(),
-        flags.model.c_str(), static_cast<long long>(params), world_size,
-        flags.batch_size, flags.steps, flags.warmup, flags.threads,
-        flags.optimizer.c_str(), Mean(step_ms), Median(step_ms),
-        Mean(forward_ms), Mean(backward_ms), Mean(sync_ms), Mean(optimizer_ms),
-        cpu_ms, faults);
-    ember::Status written =
-        ember::bench::AppendJsonLine(flags.json, "sync_bench", fields);
-    if (!written.ok())
-      throw Fatal("--json: " + written.message());
-  }
+  ember::bench::JsonLines(flags.json, "sync_bench")
+      .Append(ember::bench::StringPrintf(
+          "\"cpus\": %ld, "
+          "\"loadavg_1min_before\": %.2f, \"torch\": \"%s\", \"impl\": \"%s\", "
+          "\"model\": \"%s\", \"params\": %lld, \"ranks\": %d, \"batch\": %u, "
+          "\"steps\": %u, \"warmup\": %u, \"threads\": %d, \"optimizer\": "
+          "\"%s\", "
+          "\"step_ms_mean\": %.2f, \"step_ms_median\": %.2f, \"forward_ms\": "
+          "%.2f, "
+          "\"backward_ms\": %.2f, \"sync_ms\": %.2f, \"optimizer_ms\": %.2f, "
+          "\"cpu_ms\": %.1f, \"page_faults\": %.0f",
+          sysconf(_SC_NPROCESSORS_ONLN), load_before, TORCH_VERSION, impl.c_str(),
+          flags.model.c_str(), static_cast<long long>(params), world_size, flags.batch_size,
+          flags.steps, flags.warmup, flags.threads, flags.optimizer.c_str(), Mean(step_ms),
+          Median(step_ms), Mean(forward_ms), Mean(backward_ms), Mean(sync_ms), Mean(optimizer_ms),
+          cpu_ms, faults));
   return 0;
 }
 
@@ -299,18 +281,5 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"shm", "gloo"}))
       ->capture_default_str();
   app.add_option("--json", flags.json, "rank 0 appends its result as one JSON line to this file");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;
-  }
-
-  try {
-    return Run(flags);
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "sync_bench: %s\n", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sync_bench: %s\n", e.what());
-  }
-  return 1;
+  return ember::examples::ProgramMain(app, argc, argv, "sync_bench", [&] { return Run(flags); });
 }

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -19,11 +18,6 @@
 #include "sdk/examples/fashion_cnn.h"
 
 namespace ember::examples {
-
-// Thrown for errors that have already been phrased for the user.
-struct Fatal : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 inline double Seconds(std::chrono::nanoseconds duration) {
   return std::chrono::duration<double>(duration).count();

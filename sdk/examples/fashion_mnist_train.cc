@@ -24,6 +24,7 @@
 #include "ember/model_sync.h"
 #include "sdk/examples/fashion_cnn.h"
 #include "sdk/examples/fashion_common.h"
+#include "sdk/examples/program_main.h"
 #include "sdk/examples/heap_tuning.h"
 
 namespace {
@@ -149,18 +150,6 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--check-sync", flags.check_sync,
                "after every step, check that all ranks hold identical parameters");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;  // --help is a ParseError that exits 0
-  }
-
-  try {
-    return Run(flags);
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "fashion_mnist_train: %s\n", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fashion_mnist_train: %s\n", e.what());
-  }
-  return 1;
+  return ember::examples::ProgramMain(app, argc, argv, "fashion_mnist_train",
+                                      [&] { return Run(flags); });
 }

@@ -28,6 +28,7 @@
 #include "ember/make_communicator.h"
 #include "sdk/examples/fashion_cnn.h"
 #include "sdk/examples/fashion_common.h"
+#include "sdk/examples/program_main.h"
 
 namespace {
 
@@ -159,18 +160,6 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-register-ring", flags.register_ring,
                "copy batches through pinned staging buffers instead of straight from the "
                "registered ring");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;  // --help is a ParseError that exits 0
-  }
-
-  try {
-    return Run(flags);
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "fashion_mnist_train_cuda: %s\n", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fashion_mnist_train_cuda: %s\n", e.what());
-  }
-  return 1;
+  return ember::examples::ProgramMain(app, argc, argv, "fashion_mnist_train_cuda",
+                                      [&] { return Run(flags); });
 }

@@ -1,7 +1,7 @@
 // Runs data_parallel_test_worker as separate processes (one per rank) and reads their exit
 // codes and stderr; the workers check their own training (see data_parallel_test_worker.cc).
 // This test does not link LibTorch: it only spawns and waits.
-#include <signal.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <string>
@@ -25,24 +25,21 @@ using ember::sdk::testing::Worker;
 // (three float32 ones and the float64 `scale`).
 const std::vector<std::string> kSmallBuckets = {"--bucket-bytes", "300", "--min-buckets", "4"};
 
+std::string WorkerBinary() {
+  return ember::testing::Runfile("sdk/sync/data_parallel_test_worker");
+}
+
 Worker Spawn(const std::string& store, int rank, int world, const std::vector<std::string>& extra) {
-  return ember::sdk::testing::SpawnWorker(
-      ember::testing::Runfile("sdk/sync/data_parallel_test_worker"), store, rank, world, extra);
+  return ember::sdk::testing::SpawnWorker(WorkerBinary(), store, rank, world, extra);
 }
 
 void TrainAndExpectSuccess(const std::string& name, int world, std::vector<std::string> extra) {
   const std::string store = FreshTempPath(name + ".store");
   extra.insert(extra.end(), {"--steps", "20", "--timeout-ms", "30000"});
   const Clock::time_point start = Clock::now();
-  std::vector<Worker> workers;
-  for (int rank = 0; rank < world; ++rank) workers.push_back(Spawn(store, rank, world, extra));
-  for (int rank = 0; rank < world; ++rank) {
-    Outcome outcome = Wait(workers[rank], start, std::chrono::seconds(60));
-    INFO("rank " << rank << " of " << world << " stderr:\n" << outcome.err);
-    CHECK(outcome.exited);
-    CHECK(outcome.exit_code == 0);
-    CHECK(outcome.err.find("ok after 20 steps") != std::string::npos);
-  }
+  ember::sdk::testing::ExpectAllSucceed(
+      ember::sdk::testing::SpawnWorkers(WorkerBinary(), store, world, extra), start,
+      std::chrono::seconds(60), "ok after 20 steps");
 }
 
 std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
@@ -88,23 +85,14 @@ TEST_CASE("shared memory: buckets, micro-batches and unused parameters as over G
 // rank 1's pid.
 std::pair<Outcome, pid_t> SurvivorOfKilledPeer(const std::string& name,
                                               const std::vector<std::string>& extra) {
-  const std::string store = FreshTempPath(name + ".store");
-  const Clock::time_point start = Clock::now();
-  Worker survivor = Spawn(store, 0, 2, extra);
-  Worker victim = Spawn(store, 1, 2, With(extra, {"--die-after-step", "3"}));
-
-  Outcome died = Wait(victim, start, std::chrono::seconds(30));
-  INFO("rank 1 stderr:\n" << died.err);
-  CHECK(died.signal == SIGKILL);
-  CHECK(died.err.find("killing itself after step 3") != std::string::npos);
-
-  Outcome outcome = Wait(survivor, Clock::now(), std::chrono::seconds(15));
-  INFO("rank 0 stderr:\n" << outcome.err);
-  CHECK(outcome.exited);
-  CHECK(outcome.exit_code == 2);
-  CHECK(outcome.err.find("rank 0: DataParallel (rank 0 of 2): all-reduce of gradient bucket") !=
+  auto survivor = ember::sdk::testing::SurvivorOfKilledPeer(
+      WorkerBinary(), FreshTempPath(name + ".store"), extra, std::chrono::seconds(30),
+      std::chrono::seconds(15));
+  INFO("rank 0 stderr:\n" << survivor.first.err);
+  CHECK(survivor.first.err.find(
+            "rank 0: DataParallel (rank 0 of 2): all-reduce of gradient bucket") !=
         std::string::npos);
-  return {outcome, victim.pid};
+  return survivor;
 }
 
 TEST_CASE("shared memory: a peer killed mid-training makes the survivor fail at once") {

@@ -15,13 +15,10 @@
 // 5 a parameter that no rank used got a gradient, 7 bucket layout or counters are wrong.
 // After a failure it leaves with _Exit so that the test does not wait for Gloo's threads
 // to notice that their peer is gone.
-#include <signal.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -32,9 +29,8 @@
 
 #include "ember/data_parallel.h"
 #include "ember/model_sync.h"
-#include "sdk/sync/error_message.h"
-#include "sdk/sync/parameter_diff_testing.h"
 #include "sdk/sync/communicator_testing.h"
+#include "sdk/sync/parameter_diff_testing.h"
 
 namespace {
 
@@ -142,47 +138,34 @@ bool BucketsAreReversed(const std::vector<std::vector<int64_t>>& layout, int64_t
 
 int main(int argc, char** argv) {
   CLI::App app{"one rank of data_parallel_test"};
-  std::string store_path, unused_name = "none";
-  int rank = 0, world_size = 1, steps = 20, micros = 1, min_buckets = 1;
-  int die_after_step = -1, stall_after_step = -1;
-  int64_t timeout_ms = 30000, bucket_bytes = 25 * 1024 * 1024;
-  std::string backend = "gloo";
-  app.add_option("--store", store_path, "c10d::FileStore file shared by the ranks")->required();
-  app.add_option("--backend", backend, "gloo, or shm (segment in the file STORE.shm)")
-      ->check(CLI::IsMember({"gloo", "shm"}));
-  app.add_option("--rank", rank)->required();
-  app.add_option("--world", world_size)->required();
-  app.add_option("--steps", steps);
+  ember::sdk::testing::WorkerFlags flags;
+  flags.steps = 20;
+  std::string unused_name = "none";
+  int micros = 1, min_buckets = 1, stall_after_step = -1;
+  int64_t bucket_bytes = 25 * 1024 * 1024;
+  ember::sdk::testing::AddWorkerFlags(app, flags);
   app.add_option("--micro-batches", micros, "backward passes per step, all but the last in NoSync");
   app.add_option("--bucket-bytes", bucket_bytes);
   app.add_option("--min-buckets", min_buckets, "fail unless there are at least this many");
   app.add_option("--unused", unused_name, "none, one-rank (aux on rank 0 only) or all-ranks")
       ->check(CLI::IsMember({"none", "one-rank", "all-ranks"}));
-  app.add_option("--timeout-ms", timeout_ms);
-  app.add_option("--die-after-step", die_after_step, "SIGKILL this rank after that step");
   app.add_option("--stall-after-step", stall_after_step,
                  "stop taking part after that step (0: before DataParallel)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;
-  }
-  const Unused unused = unused_name == "none"       ? Unused::kNone
-                        : unused_name == "one-rank" ? Unused::kOneRank
-                                                    : Unused::kAllRanks;
-  torch::set_num_threads(1);
+  return ember::sdk::testing::WorkerMain(app, argc, argv, flags, [&] {
+    const int rank = flags.rank;
+    const int steps = flags.steps;
+    const Unused unused = unused_name == "none"       ? Unused::kNone
+                          : unused_name == "one-rank" ? Unused::kOneRank
+                                                      : Unused::kAllRanks;
+    auto stall = [&](int step) {
+      if (step != stall_after_step) return;
+      std::fprintf(stderr, "rank %d: stalling after step %d as asked\n", rank, step);
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::seconds(120));
+    };
 
-  auto stall = [&](int step) {
-    if (step != stall_after_step) return;
-    std::fprintf(stderr, "rank %d: stalling after step %d as asked\n", rank, step);
-    std::fflush(stderr);
-    std::this_thread::sleep_for(std::chrono::seconds(120));
-  };
-
-  try {
-    std::shared_ptr<ember::Communicator> comm = ember::sdk::testing::MakeTestCommunicator(
-        backend, store_path, rank, world_size, std::chrono::milliseconds(timeout_ms),
-        "data_parallel_test");
+    std::shared_ptr<ember::Communicator> comm =
+        ember::sdk::testing::MakeTestCommunicator(flags, "data_parallel_test");
     stall(0);
 
     Net net = MakeNet(kInitSeed + rank);
@@ -243,11 +226,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "rank %d: parameters differ from rank 0 after step %d\n", rank, step);
         Exit(3);
       }
-      if (step == die_after_step) {
-        std::fprintf(stderr, "rank %d: killing itself after step %d as asked\n", rank, step);
-        std::fflush(stderr);
-        kill(getpid(), SIGKILL);
-      }
+      ember::sdk::testing::DieIfAsked(flags, step);
       stall(step);
     }
 
@@ -257,23 +236,13 @@ int main(int argc, char** argv) {
       Exit(5);
     }
 
-    Net reference = TrainReference(unused, world_size, steps, micros);
+    Net reference = TrainReference(unused, flags.world_size, steps, micros);
     const ember::sdk::testing::ParameterDiff diff =
         ember::sdk::testing::CompareParameters(*net, *reference);
-    const double worst = diff.worst;
-    if (worst > kTolerance) {
-      std::fprintf(stderr,
-                   "rank %d: parameter %s differs from single-process training by %.3g "
-                   "(relative)\n",
-                   rank, diff.name.c_str(), worst);
-      Exit(4);
-    }
+    if (!ember::sdk::testing::MatchesSingleProcess(diff, kTolerance, rank)) Exit(4);
     std::fprintf(stderr,
                  "rank %d: ok after %d steps with %lld buckets; worst relative difference %.3g\n",
-                 rank, steps, static_cast<long long>(buckets), worst);
+                 rank, steps, static_cast<long long>(buckets), diff.worst);
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, ember::sdk::ErrorMessage(e).c_str());
-    Exit(2);
-  }
+  });
 }

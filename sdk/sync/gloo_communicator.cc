@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "sdk/sync/communicator_args.h"
 #include "sdk/sync/error_message.h"
 #include "sdk/sync/same_world.h"
 
@@ -186,13 +187,8 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Stor
                                                    int rank, int world_size,
                                                    std::chrono::milliseconds timeout,
                                                    const std::string& name) {
-  const std::string where = "gloo communicator '" + name + "' (rank " + std::to_string(rank) +
-                            " of " + std::to_string(world_size) + ")";
+  const std::string where = CheckCommunicatorArgs("gloo", name, rank, world_size, timeout);
   TORCH_CHECK(store, where, ": no store");
-  TORCH_CHECK(world_size >= 1, where, ": world size must be at least 1");
-  TORCH_CHECK(rank >= 0 && rank < world_size, where, ": rank is outside the world");
-  TORCH_CHECK(timeout.count() > 0, where, ": timeout must be positive, got ", timeout.count(),
-              " ms");
   try {
     CheckSameWorld(*store, "ember/gloo/" + name, rank, world_size, timeout);
   } catch (const std::exception& e) {

@@ -10,22 +10,16 @@
 // Exit codes (the reason is on stderr): 0 ok, 1 bad arguments, 2 a collective failed,
 // 3 parameters differ from rank 0's, 4 parameters differ from single-process training,
 // 5 a parameter that no rank used got a gradient, 6 ranks agreed before the broadcast.
-#include <signal.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <string>
-#include <vector>
+#include <memory>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
 #include "ember/model_sync.h"
-#include "sdk/sync/error_message.h"
-#include "sdk/sync/parameter_diff_testing.h"
 #include "sdk/sync/communicator_testing.h"
+#include "sdk/sync/parameter_diff_testing.h"
 
 namespace {
 
@@ -108,31 +102,14 @@ TinyNet TrainReference(int world_size, int steps) {
 
 int main(int argc, char** argv) {
   CLI::App app{"one rank of model_sync_test"};
-  std::string store_path;
-  int rank = 0, world_size = 1, steps = 10, die_after_step = 0;
+  ember::sdk::testing::WorkerFlags flags;
   int odd_rank = -1;
-  int64_t timeout_ms = 30000;
-  std::string backend = "gloo";
-  app.add_option("--store", store_path, "c10d::FileStore file shared by the ranks")->required();
-  app.add_option("--backend", backend, "gloo, or shm (segment in the file STORE.shm)")
-      ->check(CLI::IsMember({"gloo", "shm"}));
-  app.add_option("--rank", rank)->required();
-  app.add_option("--world", world_size)->required();
-  app.add_option("--steps", steps);
-  app.add_option("--timeout-ms", timeout_ms);
-  app.add_option("--die-after-step", die_after_step, "SIGKILL this rank after that step");
+  ember::sdk::testing::AddWorkerFlags(app, flags);
   app.add_option("--odd-rank", odd_rank, "this rank builds a network unlike the others'");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;
-  }
-  torch::set_num_threads(1);
-
-  try {
-    std::shared_ptr<ember::Communicator> comm = ember::sdk::testing::MakeTestCommunicator(
-        backend, store_path, rank, world_size, std::chrono::milliseconds(timeout_ms),
-        "model_sync_test");
+  return ember::sdk::testing::WorkerMain(app, argc, argv, flags, [&] {
+    const int rank = flags.rank;
+    std::shared_ptr<ember::Communicator> comm =
+        ember::sdk::testing::MakeTestCommunicator(flags, "model_sync_test");
 
     TinyNet net = MakeNet(kInitSeed + rank, rank == odd_rank ? kHidden + 1 : kHidden);
     ember::ModelSync sync(*net, comm);
@@ -154,7 +131,7 @@ int main(int argc, char** argv) {
     }
 
     torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(kLearningRate));
-    for (int step = 1; step <= steps; ++step) {
+    for (int step = 1; step <= flags.steps; ++step) {
       optimizer.zero_grad();
       RankLoss(net, rank, step).backward();
       sync.AverageGradients();
@@ -164,10 +141,7 @@ int main(int argc, char** argv) {
                      step);
         return 3;
       }
-      if (step == die_after_step) {
-        std::fprintf(stderr, "rank %d: killing itself after step %d as asked\n", rank, step);
-        kill(getpid(), SIGKILL);
-      }
+      ember::sdk::testing::DieIfAsked(flags, step);
     }
 
     if (net->unused->weight.grad().defined() || net->unused_wide->weight.grad().defined()) {
@@ -175,22 +149,12 @@ int main(int argc, char** argv) {
       return 5;
     }
 
-    TinyNet reference = TrainReference(world_size, steps);
+    TinyNet reference = TrainReference(flags.world_size, flags.steps);
     const ember::sdk::testing::ParameterDiff diff =
         ember::sdk::testing::CompareParameters(*net, *reference);
-    const double worst = diff.worst;
-    if (worst > kTolerance) {
-      std::fprintf(stderr,
-                   "rank %d: parameter %s differs from single-process training by %.3g "
-                   "(relative)\n",
-                   rank, diff.name.c_str(), worst);
-      return 4;
-    }
+    if (!ember::sdk::testing::MatchesSingleProcess(diff, kTolerance, rank)) return 4;
     std::fprintf(stderr, "rank %d: ok after %d steps; worst relative difference %.3g\n", rank,
-                 steps, worst);
+                 flags.steps, diff.worst);
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, ember::sdk::ErrorMessage(e).c_str());
-    return 2;
-  }
+  });
 }

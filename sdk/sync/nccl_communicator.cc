@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "sdk/sync/communicator_args.h"
 #include "sdk/sync/ember_store.h"
 #include "sdk/sync/error_message.h"
 #include "sdk/sync/same_world.h"
@@ -388,14 +389,9 @@ std::unique_ptr<Communicator> MakeNcclCommunicator(c10::intrusive_ptr<c10d::Stor
                                                    int rank, int world_size, int device,
                                                    std::chrono::milliseconds timeout,
                                                    const std::string& name) {
-  const std::string where = "nccl communicator '" + name + "' (rank " + std::to_string(rank) +
-                            " of " + std::to_string(world_size) + ")";
+  const std::string where = sdk::CheckCommunicatorArgs("nccl", name, rank, world_size, timeout);
   TORCH_CHECK(store, where, ": no store");
-  TORCH_CHECK(world_size >= 1, where, ": world size must be at least 1");
-  TORCH_CHECK(rank >= 0 && rank < world_size, where, ": rank is outside the world");
   TORCH_CHECK(device >= 0, where, ": bad cuda device ", device);
-  TORCH_CHECK(timeout.count() > 0, where, ": timeout must be positive, got ", timeout.count(),
-              " ms");
   auto comm = std::make_unique<NcclCommunicator>(rank, world_size, device, timeout, name);
   comm->Init(*store);
   return comm;

@@ -1,6 +1,7 @@
 #include "sdk/sync/parameter_diff_testing.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace ember::sdk::testing {
 
@@ -16,6 +17,14 @@ ParameterDiff CompareParameters(torch::nn::Module& actual, torch::nn::Module& ex
     if (relative > diff.worst) diff = {relative, item.key()};
   }
   return diff;
+}
+
+bool MatchesSingleProcess(const ParameterDiff& diff, double tolerance, int rank) {
+  if (diff.worst <= tolerance) return true;
+  std::fprintf(stderr,
+               "rank %d: parameter %s differs from single-process training by %.3g (relative)\n",
+               rank, diff.name.c_str(), diff.worst);
+  return false;
 }
 
 }  // namespace ember::sdk::testing

@@ -15,6 +15,11 @@ struct ParameterDiff {
 
 ParameterDiff CompareParameters(torch::nn::Module& actual, torch::nn::Module& expected);
 
+// Whether `diff`, of rank `rank`'s parameters from the same network trained in one
+// process, is within `tolerance`; if not, says so on stderr ("rank R: parameter P differs
+// from single-process training by D (relative)").
+bool MatchesSingleProcess(const ParameterDiff& diff, double tolerance, int rank);
+
 }  // namespace ember::sdk::testing
 
 #endif  // EMBER_SDK_SYNC_PARAMETER_DIFF_TESTING_H_

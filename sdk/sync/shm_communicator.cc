@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/futex.h"
+#include "sdk/sync/communicator_args.h"
 #include "sdk/sync/error_message.h"
 
 namespace ember::sdk {
@@ -484,13 +485,8 @@ uint64_t ShmSegmentBytes(int world_size) {
 std::unique_ptr<Communicator> MakeShmCommunicator(int fd, int rank, int world_size,
                                                   std::chrono::milliseconds timeout,
                                                   const std::string& name) {
-  const std::string where = "shared-memory communicator '" + name + "' (rank " +
-                            std::to_string(rank) + " of " + std::to_string(world_size) + ")";
-  TORCH_CHECK(world_size >= 1 && world_size <= kShmMaxRanks, where, ": world size must be 1 to ",
-              kShmMaxRanks);
-  TORCH_CHECK(rank >= 0 && rank < world_size, where, ": rank is outside the world");
-  TORCH_CHECK(timeout.count() > 0, where, ": timeout must be positive, got ", timeout.count(),
-              " ms");
+  const std::string where =
+      CheckCommunicatorArgs("shared-memory", name, rank, world_size, timeout, kShmMaxRanks);
   const uint64_t bytes = ShmSegmentBytes(world_size);
   struct stat st {};
   TORCH_CHECK(fstat(fd, &st) == 0, where, ": fstat of the segment (fd ", fd, "): ",

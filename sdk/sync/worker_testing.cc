@@ -1,5 +1,6 @@
 #include "sdk/sync/worker_testing.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +49,50 @@ Outcome Wait(const Worker& worker, Clock::time_point start, std::chrono::seconds
   outcome.exit_code = outcome.exited ? WEXITSTATUS(status) : -1;
   outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   return outcome;
+}
+
+std::vector<Worker> SpawnWorkers(const std::string& binary, const std::string& store, int world,
+                                 const std::vector<std::string>& extra) {
+  std::vector<Worker> workers;
+  for (int rank = 0; rank < world; ++rank) {
+    workers.push_back(SpawnWorker(binary, store, rank, world, extra));
+  }
+  return workers;
+}
+
+void ExpectAllSucceed(const std::vector<Worker>& workers, Clock::time_point start,
+                      std::chrono::seconds limit, const std::string& ok_text) {
+  for (size_t rank = 0; rank < workers.size(); ++rank) {
+    Outcome outcome = Wait(workers[rank], start, limit);
+    INFO("rank " << rank << " of " << workers.size() << " stderr:\n" << outcome.err);
+    CHECK(outcome.exited);
+    CHECK(outcome.exit_code == 0);
+    CHECK(outcome.err.find(ok_text) != std::string::npos);
+  }
+}
+
+std::pair<Outcome, pid_t> SurvivorOfKilledPeer(const std::string& binary,
+                                               const std::string& store,
+                                               const std::vector<std::string>& extra,
+                                               std::chrono::seconds victim_limit,
+                                               std::chrono::seconds survivor_limit) {
+  const Clock::time_point start = Clock::now();
+  Worker survivor = SpawnWorker(binary, store, 0, 2, extra);
+  std::vector<std::string> victim_extra = extra;
+  victim_extra.insert(victim_extra.end(), {"--die-after-step", "3"});
+  Worker victim = SpawnWorker(binary, store, 1, 2, victim_extra);
+
+  Outcome died = Wait(victim, start, victim_limit);
+  {
+    INFO("rank 1 stderr:\n" << died.err);
+    CHECK(died.signal == SIGKILL);
+    CHECK(died.err.find("killing itself after step 3") != std::string::npos);
+  }
+  Outcome outcome = Wait(survivor, Clock::now(), survivor_limit);
+  INFO("rank 0 stderr:\n" << outcome.err);
+  CHECK(outcome.exited);
+  CHECK(outcome.exit_code == 2);
+  return {outcome, victim.pid};
 }
 
 }  // namespace ember::sdk::testing

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ember::sdk::testing {
@@ -39,6 +40,26 @@ Worker SpawnWorker(const std::string& binary, const std::string& store, int rank
 // Waits until `limit` after `start`; a worker still running then is SIGKILLed and
 // reported as not exited.
 Outcome Wait(const Worker& worker, Clock::time_point start, std::chrono::seconds limit);
+
+// Starts ranks 0 .. world-1 of `binary`, all with the same `extra` flags.
+std::vector<Worker> SpawnWorkers(const std::string& binary, const std::string& store, int world,
+                                 const std::vector<std::string>& extra);
+
+// Waits for every worker (until `limit` after `start`) and checks, as part of the current
+// Catch2 test, that each exited with 0 and wrote `ok_text` to its stderr.
+void ExpectAllSucceed(const std::vector<Worker>& workers, Clock::time_point start,
+                      std::chrono::seconds limit, const std::string& ok_text);
+
+// Starts rank 0 of 2 with `extra` and rank 1 with `extra` and --die-after-step 3, and
+// checks, as part of the current Catch2 test, that rank 1 killed itself after step 3
+// (within `victim_limit`) and that rank 0 then exited with 2 (within `survivor_limit` of
+// that). Returns rank 0's outcome, its seconds counted from rank 1's death, and rank 1's
+// pid.
+std::pair<Outcome, pid_t> SurvivorOfKilledPeer(const std::string& binary,
+                                               const std::string& store,
+                                               const std::vector<std::string>& extra,
+                                               std::chrono::seconds victim_limit,
+                                               std::chrono::seconds survivor_limit);
 
 }  // namespace ember::sdk::testing
 
