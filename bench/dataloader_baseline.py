@@ -16,9 +16,7 @@ Runs with Debian's python3-torch (1.13) and numpy; needs no network.
 
 import argparse
 import gzip
-import json
 import os
-import platform
 import struct
 import sys
 import time
@@ -29,6 +27,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+import json_lines  # bench/json_lines.py, beside this script
 import rank_results  # bench/rank_results.py, beside this script
 
 DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
@@ -211,21 +210,13 @@ def main(argv):
         print(f"rank {rank}: samples={samples} batches={batches} seconds={seconds:.3f} "
               f"samples_per_s={rate:.1f} last_epoch={epoch}")
     if args.json:
-        record = {
-            "tool": "dataloader_baseline",
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "host": platform.node(),
-            "cpus": os.cpu_count(),
-            "loadavg_1min_before": round(load_before, 2),
-            "torch": torch.__version__,
+        json_lines.append(args.json, "dataloader_baseline", load_before, {
             "ranks": args.ranks,
             "batch": args.batch_size,
             "workers": args.workers,
             "seconds": args.seconds,
             "samples_per_s": round(total, 1),
-        }
-        with open(args.json, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        })
     print(f"baseline: samples_per_s={total:.1f} ranks={args.ranks} "
           f"batch={args.batch_size} workers={args.workers}")
     return 0

@@ -23,9 +23,7 @@ torchvision; needs no network.
 """
 
 import argparse
-import json
 import os
-import platform
 import resource
 import statistics
 import sys
@@ -39,6 +37,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
+import json_lines  # bench/json_lines.py, beside this script
 import rank_results  # bench/rank_results.py, beside this script
 
 CLASSES = 10
@@ -189,20 +188,12 @@ def main(argv):
         "page_faults": round(mean["page_faults"]),
     }
     if args.json:
-        full = {
-            "tool": "ddp_baseline",
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "host": platform.node(),
-            "cpus": os.cpu_count(),
-            "loadavg_1min_before": round(load_before, 2),
-            "torch": torch.__version__,
+        json_lines.append(args.json, "ddp_baseline", load_before, {
             **record,
             "warmup": args.warmup,
             "threads": args.threads,
             "optimizer": args.optimizer,
-        }
-        with open(args.json, "a", encoding="utf-8") as f:
-            f.write(json.dumps(full) + "\n")
+        })
     print("ddp_baseline: " + " ".join(
         f"{k}={v:.1f}" if k == "cpu_ms" else f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
         for k, v in record.items()))

@@ -1,10 +1,27 @@
 # shellcheck shell=bash
-# Shared by the bench/*.sh scripts (sourced, not run, from the repository root): a
-# private emberd (tools/lib/emberd.sh), and peak PSS of a run summed over all its
-# processes.
+# Shared by the bench/*.sh scripts (sourced, not run, from the repository root): their
+# options, a private emberd (tools/lib/emberd.sh), peak PSS of a run summed over all its
+# processes, and the heading of their results.
 
 # shellcheck source=tools/lib/emberd.sh
 source tools/lib/emberd.sh
+
+# Parses "--option value" pairs: $1 names the script in messages, the associative array
+# `options` maps each option to the variable it sets, and the rest are the arguments. An
+# option not in `options`, or one without its value: "<script>: unknown argument '...'"
+# on stderr and exit 2.
+parse_options() {
+  local script="$1"
+  shift
+  while [[ $# -gt 0 ]]; do
+    if [[ -z "${options[$1]:-}" || $# -lt 2 ]]; then
+      echo "${script}: unknown argument '$1'" >&2
+      exit 2
+    fi
+    printf -v "${options[$1]}" '%s' "$2"
+    shift 2
+  done
+}
 
 # All descendants of $1, and $1.
 tree_pids() {
@@ -66,3 +83,13 @@ stop_daemon() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'; }
 machine() { echo "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"; }
+
+# The start of a run's entry in a bench/results/*.md file: a heading with the UTC time and
+# the machine, and the command line $1.
+results_heading() {
+  echo
+  echo "## $(date -u +%Y-%m-%dT%H:%MZ) — $(machine)"
+  echo
+  echo "\`$1\`"
+  echo
+}

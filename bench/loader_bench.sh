@@ -11,22 +11,16 @@
 # to bench/results/loader_fmnist.md with the machine, date and command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 ranks=2
 batch=64
 seconds=10
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --ranks) ranks="$2"; shift 2 ;;
-    --batch-size) batch="$2"; shift 2 ;;
-    --seconds) seconds="$2"; shift 2 ;;
-    *) echo "loader_bench: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+declare -A options=([--ranks]=ranks [--batch-size]=batch [--seconds]=seconds)
+parse_options loader_bench "$@"
 
 bazel build //daemon:emberd //tools/emberctl:emberctl //bench:loader_bench >/dev/null
-# shellcheck source=bench/lib.sh
-source bench/lib.sh
 make_bench_tmp
 
 start_daemon "${tmp}"
@@ -55,11 +49,7 @@ done
 
 mkdir -p bench/results
 {
-  echo
-  echo "## $(date -u +%Y-%m-%dT%H:%MZ) — $(machine)"
-  echo
-  echo "\`bench/loader_bench.sh --ranks ${ranks} --batch-size ${batch} --seconds ${seconds}\`"
-  echo
+  results_heading "bench/loader_bench.sh --ranks ${ranks} --batch-size ${batch} --seconds ${seconds}"
   echo "| loader | samples/s | vs DataLoader w=2 | peak PSS, all processes | vs DataLoader w=2 |"
   echo "|---|---|---|---|---|"
   echo "| Ember (emberd + ${ranks} readers) | ${ember_rate} | $(ratio "${ember_rate}" "${base_rate[2]}")x | ${ember_pss} MiB | $(pct "${ember_pss}" "${base_pss[2]}") |"

@@ -18,26 +18,19 @@
 # bench/results/train_e2e.md with the machine, date, command and the median ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 ranks=2
 epochs=2
 batch=64
 repeat=1
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --ranks) ranks="$2"; shift 2 ;;
-    --epochs) epochs="$2"; shift 2 ;;
-    --batch-size) batch="$2"; shift 2 ;;
-    --repeat) repeat="$2"; shift 2 ;;
-    *) echo "train_bench: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+declare -A options=([--ranks]=ranks [--epochs]=epochs [--batch-size]=batch [--repeat]=repeat)
+parse_options train_bench "$@"
 readonly data=/usr/share/datasets/fashion-mnist
 
 bazel build //daemon:emberd //tools/emberctl:emberctl //tools/ember_run:ember-run \
   //sdk/examples:fashion_mnist_train //bench:compute_floor >/dev/null
-# shellcheck source=bench/lib.sh
-source bench/lib.sh
 make_bench_tmp
 
 start_daemon "${tmp}"
@@ -80,11 +73,7 @@ done
 
 mkdir -p bench/results
 {
-  echo
-  echo "## $(date -u +%Y-%m-%dT%H:%MZ) — $(machine)"
-  echo
-  echo "\`bench/train_bench.sh --ranks ${ranks} --epochs ${epochs} --batch-size ${batch} --repeat ${repeat}\`"
-  echo
+  results_heading "bench/train_bench.sh --ranks ${ranks} --epochs ${epochs} --batch-size ${batch} --repeat ${repeat}"
   echo "| run | steps per rank | floor s (1 process, 1 thread) | Ember trainer s (${ranks} ranks) | trainer / floor | ${ranks} floors side by side, mean s (/ floor) | rank 0 data wait s | test accuracy |"
   echo "|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"

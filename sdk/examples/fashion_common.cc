@@ -1,5 +1,7 @@
 #include "sdk/examples/fashion_common.h"
 
+#include "sdk/examples/program_main.h"
+
 namespace ember::examples {
 namespace {
 
@@ -33,6 +35,22 @@ Status CheckDatasets(Client& client, const TrainFlags& flags) {
     }
   }
   return Status::Ok();
+}
+
+std::unique_ptr<Client> ConnectForTraining(const TrainFlags& flags) {
+  Result<std::unique_ptr<Client>> connected = Client::Connect();
+  if (!connected.ok()) throw Fatal(connected.status().ToString());
+  std::unique_ptr<Client> client = std::move(connected).value();
+  const Status datasets = CheckDatasets(*client, flags);
+  if (!datasets.ok()) throw Fatal(datasets.message());
+  return client;
+}
+
+void FinalBarrier(Client& client, const std::string& job, const std::string& program,
+                  int world_size, std::chrono::milliseconds timeout) {
+  const Status done =
+      client.Barrier(job, program + ".done", static_cast<uint32_t>(world_size), timeout);
+  if (!done.ok()) throw Fatal("final barrier: " + done.ToString());
 }
 
 StreamOptions TrainStream(const TrainFlags& flags, const std::string& job, int rank,

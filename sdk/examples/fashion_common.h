@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -39,6 +40,15 @@ void AddTrainFlags(CLI::App& app, TrainFlags& flags);
 // Both splits are checked up front, so that a bad name fails every rank before training
 // rather than rank 0 alone after it. The error names the flag and the daemon's reason.
 Status CheckDatasets(Client& client, const TrainFlags& flags);
+
+// A client of emberd (at $EMBER_SOCKET or the default socket) that has passed
+// CheckDatasets. Throws Fatal with the reason if either fails.
+std::unique_ptr<Client> ConnectForTraining(const TrainFlags& flags);
+
+// Waits (up to `timeout`) until all `world_size` ranks of `job` have reached the barrier
+// "<program>.done", so that no rank leaves while a peer still needs it. Throws Fatal.
+void FinalBarrier(Client& client, const std::string& job, const std::string& program,
+                  int world_size, std::chrono::milliseconds timeout);
 
 // This rank's shuffled training stream of `job`.
 StreamOptions TrainStream(const TrainFlags& flags, const std::string& job, int rank,

@@ -54,11 +54,7 @@ int Run(const Flags& all_flags) {
   torch::set_num_threads(all_flags.threads);
   torch::manual_seed(flags.seed);
 
-  ember::Result<std::unique_ptr<ember::Client>> connected = ember::Client::Connect();
-  if (!connected.ok()) throw Fatal(connected.status().ToString());
-  std::unique_ptr<ember::Client> client = std::move(connected).value();
-  ember::Status datasets = ember::examples::CheckDatasets(*client, flags);
-  if (!datasets.ok()) throw Fatal(datasets.message());
+  std::unique_ptr<ember::Client> client = ember::examples::ConnectForTraining(flags);
 
   // The stream first: emberd loads the dataset and fills the ring while the model and
   // the communicator are set up.
@@ -129,9 +125,7 @@ int Run(const Flags& all_flags) {
                 train_seconds, world_size);
     std::fflush(stdout);
   }
-  ember::Status done = client->Barrier(job, "fashion_mnist_train.done",
-                                       static_cast<uint32_t>(world_size), kSyncTimeout);
-  if (!done.ok()) throw Fatal("final barrier: " + done.ToString());
+  ember::examples::FinalBarrier(*client, job, "fashion_mnist_train", world_size, kSyncTimeout);
   return 0;
 }
 

@@ -66,11 +66,7 @@ int Run(const Flags& all_flags) {
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
   torch::manual_seed(flags.seed);
 
-  ember::Result<std::unique_ptr<ember::Client>> connected = ember::Client::Connect();
-  if (!connected.ok()) throw Fatal(connected.status().ToString());
-  std::unique_ptr<ember::Client> client = std::move(connected).value();
-  ember::Status datasets = ember::examples::CheckDatasets(*client, flags);
-  if (!datasets.ok()) throw Fatal(datasets.message());
+  std::unique_ptr<ember::Client> client = ember::examples::ConnectForTraining(flags);
 
   // The stream first: emberd loads the dataset and fills the ring while the model and
   // NCCL are set up.
@@ -145,9 +141,7 @@ int Run(const Flags& all_flags) {
         static_cast<long long>(stats.buckets_launched_at_end));
     std::fflush(stdout);
   }
-  ember::Status done = client->Barrier(job, "fashion_mnist_train_cuda.done",
-                                       static_cast<uint32_t>(world_size), kSyncTimeout);
-  if (!done.ok()) throw Fatal("final barrier: " + done.ToString());
+  ember::examples::FinalBarrier(*client, job, "fashion_mnist_train_cuda", world_size, kSyncTimeout);
   return 0;
 }
 
