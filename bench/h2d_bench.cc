@@ -57,13 +57,10 @@
 #include "ember/loader.h"
 #include "sdk/examples/program_main.h"
 
+namespace ember::bench {
 namespace {
 
-using ember::bench::CheckCuda;
-using ember::bench::CudaMessage;
-using ember::bench::Median;
-using ember::bench::StringPrintf;
-using ember::examples::Fatal;
+using examples::Fatal;
 
 using Clock = std::chrono::steady_clock;
 
@@ -594,12 +591,13 @@ int Run(const Flags& flags) {
 }
 
 }  // namespace
+}  // namespace ember::bench
 
 int main(int argc, char** argv) {
   CLI::App app{
       "h2d_bench: host-to-device bandwidth of batch-sized copies (registered ring, "
       "pinned, pageable) and of ember::DeviceLoader"};
-  Flags flags;
+  ember::bench::Flags flags;
   if (const char* socket = std::getenv("EMBER_SOCKET")) flags.socket = socket;
   if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0')
     flags.tmp_dir = tmp;
@@ -629,5 +627,6 @@ int main(int argc, char** argv) {
   app.add_flag("--host-only", flags.host_only,
                "only the ember::Loader rows, no CUDA (checks the daemon side without a GPU)");
   app.add_option("--json", flags.json, "append the results as JSON lines to this file");
-  return ember::examples::ProgramMain(app, argc, argv, "h2d_bench", [&] { return Run(flags); });
+  return ember::examples::ProgramMain(app, argc, argv, "h2d_bench",
+                                      [&] { return ember::bench::Run(flags); });
 }

@@ -47,12 +47,10 @@
 #include "ember/nccl_communicator.h"
 #include "sdk/examples/program_main.h"
 
+namespace ember::bench {
 namespace {
 
-using ember::bench::CheckCuda;
-using ember::bench::CudaMessage;
-using ember::bench::Median;
-using ember::examples::Fatal;
+using examples::Fatal;
 
 using Clock = std::chrono::steady_clock;
 
@@ -352,12 +350,13 @@ int Run(const Flags& flags, bool device_count) {
 }
 
 }  // namespace
+}  // namespace ember::bench
 
 int main(int argc, char** argv) {
   CLI::App app{
       "nccl_bench: all-reduce bus bandwidth through Ember's NCCL communicator "
       "(under ember-run) or raw NCCL"};
-  Flags flags;
+  ember::bench::Flags flags;
   bool device_count = false;
   app.add_option("--mode", flags.mode, "ember (one rank per GPU, under ember-run) or raw")
       ->check(CLI::IsMember({"ember", "raw"}))
@@ -382,6 +381,6 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--json", flags.json, "append one JSON line per size to this file");
   app.add_flag("--device-count", device_count, "print the number of visible CUDA devices and exit");
-  return ember::examples::ProgramMain(app, argc, argv, "nccl_bench",
-                                      [&] { return Run(flags, device_count); });
+  return ember::examples::ProgramMain(
+      app, argc, argv, "nccl_bench", [&] { return ember::bench::Run(flags, device_count); });
 }

@@ -13,33 +13,25 @@
 #include "sdk/sync/worker_testing.h"
 #include "tests/support/process_testing.h"
 
+namespace ember::sdk::testing {
 namespace {
-
-using ember::sdk::testing::Clock;
-using ember::sdk::testing::FreshTempPath;
-using ember::sdk::testing::Outcome;
-using ember::sdk::testing::Wait;
-using ember::sdk::testing::Worker;
 
 // With 300-byte buckets the test network's parameters fall into four buckets
 // (three float32 ones and the float64 `scale`).
 const std::vector<std::string> kSmallBuckets = {"--bucket-bytes", "300", "--min-buckets", "4"};
 
-std::string WorkerBinary() {
-  return ember::testing::Runfile("sdk/sync/data_parallel_test_worker");
-}
+std::string WorkerBinary() { return ember::testing::Runfile("sdk/sync/data_parallel_test_worker"); }
 
 Worker Spawn(const std::string& store, int rank, int world, const std::vector<std::string>& extra) {
-  return ember::sdk::testing::SpawnWorker(WorkerBinary(), store, rank, world, extra);
+  return SpawnWorker(WorkerBinary(), store, rank, world, extra);
 }
 
 void TrainAndExpectSuccess(const std::string& name, int world, std::vector<std::string> extra) {
   const std::string store = FreshTempPath(name + ".store");
   extra.insert(extra.end(), {"--steps", "20", "--timeout-ms", "30000"});
   const Clock::time_point start = Clock::now();
-  ember::sdk::testing::ExpectAllSucceed(
-      ember::sdk::testing::SpawnWorkers(WorkerBinary(), store, world, extra), start,
-      std::chrono::seconds(60), "ok after 20 steps");
+  ExpectAllSucceed(SpawnWorkers(WorkerBinary(), store, world, extra), start,
+                   std::chrono::seconds(60), "ok after 20 steps");
 }
 
 std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
@@ -84,10 +76,10 @@ TEST_CASE("shared memory: buckets, micro-batches and unused parameters as over G
 // Kills rank 1 of 2 after step 3 and returns rank 0's outcome, timed from the death, and
 // rank 1's pid.
 std::pair<Outcome, pid_t> SurvivorOfKilledPeer(const std::string& name,
-                                              const std::vector<std::string>& extra) {
-  auto survivor = ember::sdk::testing::SurvivorOfKilledPeer(
-      WorkerBinary(), FreshTempPath(name + ".store"), extra, std::chrono::seconds(30),
-      std::chrono::seconds(15));
+                                               const std::vector<std::string>& extra) {
+  auto survivor =
+      testing::SurvivorOfKilledPeer(WorkerBinary(), FreshTempPath(name + ".store"), extra,
+                                    std::chrono::seconds(30), std::chrono::seconds(15));
   INFO("rank 0 stderr:\n" << survivor.first.err);
   CHECK(survivor.first.err.find(
             "rank 0: DataParallel (rank 0 of 2): all-reduce of gradient bucket") !=
@@ -156,3 +148,4 @@ TEST_CASE("a peer that never constructs DataParallel fails the others' construct
 }
 
 }  // namespace
+}  // namespace ember::sdk::testing

@@ -12,13 +12,8 @@
 #include "sdk/sync/worker_testing.h"
 #include "tests/support/process_testing.h"
 
+namespace ember::sdk::testing {
 namespace {
-
-using ember::sdk::testing::Clock;
-using ember::sdk::testing::FreshTempPath;
-using ember::sdk::testing::Outcome;
-using ember::sdk::testing::Wait;
-using ember::sdk::testing::Worker;
 
 std::string WorkerBinary() { return ember::testing::Runfile("sdk/sync/model_sync_test_worker"); }
 
@@ -26,18 +21,16 @@ void TrainAndExpectSuccess(int world, const std::string& backend = "gloo") {
   const std::string store =
       FreshTempPath("train" + std::to_string(world) + "_" + backend + ".store");
   const Clock::time_point start = Clock::now();
-  ember::sdk::testing::ExpectAllSucceed(
-      ember::sdk::testing::SpawnWorkers(
-          WorkerBinary(), store, world,
-          {"--steps", "10", "--timeout-ms", "30000", "--backend", backend}),
-      start, std::chrono::seconds(90), "ok after 10 steps");
+  ExpectAllSucceed(SpawnWorkers(WorkerBinary(), store, world,
+                                {"--steps", "10", "--timeout-ms", "30000", "--backend", backend}),
+                   start, std::chrono::seconds(90), "ok after 10 steps");
 }
 
 // Rank 0's outcome after rank 1 killed itself after step 3, and rank 1's pid.
 std::pair<Outcome, pid_t> SurvivorOfKilledPeer(const std::string& store,
                                                const std::vector<std::string>& extra) {
-  return ember::sdk::testing::SurvivorOfKilledPeer(
-      WorkerBinary(), store, extra, std::chrono::seconds(60), std::chrono::seconds(20));
+  return testing::SurvivorOfKilledPeer(WorkerBinary(), store, extra, std::chrono::seconds(60),
+                                       std::chrono::seconds(20));
 }
 
 TEST_CASE("two ranks stay bitwise identical and match single-process training") {
@@ -56,8 +49,7 @@ TEST_CASE("shared memory: two and three ranks match single-process training") {
 TEST_CASE("a peer that never joins fails the rendezvous within the timeout") {
   const std::string store = FreshTempPath("missing_peer.store");
   const Clock::time_point start = Clock::now();
-  Worker lonely =
-      ember::sdk::testing::SpawnWorker(WorkerBinary(), store, 0, 2, {"--timeout-ms", "2000"});
+  Worker lonely = SpawnWorker(WorkerBinary(), store, 0, 2, {"--timeout-ms", "2000"});
   Outcome outcome = Wait(lonely, start, std::chrono::seconds(20));
   INFO("stderr:\n" << outcome.err);
   CHECK(outcome.exited);
@@ -87,8 +79,8 @@ TEST_CASE("shared memory: a peer that dies mid-training fails the survivor at on
 TEST_CASE("ranks with different networks all fail the broadcast") {
   const std::string store = FreshTempPath("wrong_shape.store");
   const Clock::time_point start = Clock::now();
-  const std::vector<Worker> workers = ember::sdk::testing::SpawnWorkers(
-      WorkerBinary(), store, 2, {"--timeout-ms", "10000", "--odd-rank", "1"});
+  const std::vector<Worker> workers =
+      SpawnWorkers(WorkerBinary(), store, 2, {"--timeout-ms", "10000", "--odd-rank", "1"});
   for (int rank = 0; rank < 2; ++rank) {
     Outcome outcome = Wait(workers[rank], start, std::chrono::seconds(60));
     INFO("rank " << rank << " stderr:\n" << outcome.err);
@@ -99,3 +91,4 @@ TEST_CASE("ranks with different networks all fail the broadcast") {
 }
 
 }  // namespace
+}  // namespace ember::sdk::testing
