@@ -9,14 +9,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/temp_dir_testing.h"
 #include "tests/support/process_testing.h"
 
 namespace ember::sdk::testing {
 
 std::string FreshTempPath(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  REQUIRE(tmp != nullptr);
-  std::string path = std::string(tmp) + "/" + name;
+  std::string path = TestTmpDir() + "/" + name;
   unlink(path.c_str());
   return path;
 }
