@@ -34,6 +34,7 @@ struct DatasetInfo {
   count @1 :UInt64;     # samples
   tensors @2 :List(TensorSpec);
   files @3 :List(Text); # the files the dataset reads
+  fingerprint @4 :UInt64;  # sample count, tensors and an index digest; 0: not known
 }
 
 # What one rank reads (Daemon.openStream). The ring (slots x slot size, the slot size
@@ -51,6 +52,11 @@ struct StreamRequest {
   shuffle @7 :Bool = true;
   slots @8 :UInt32;     # ring depth, 2..1024; 0: the daemon's default (config ring_slots, 8)
   startEpoch @9 :UInt32;  # resume from this epoch; below epochs unless epochs is 0
+  startPosition @10 :UInt64;  # resume startEpoch at this position of its order (a Loader
+                              # state's); below the dataset's sample count
+  fingerprint @11 :UInt64;    # the dataset's fingerprint the caller expects (a saved Loader
+                              # state's); 0: any. failed_precondition naming both if unlike
+  sampleIds @12 :Bool;        # add a "sample_id" int64 tensor (each sample's index) to batches
 }
 
 struct StreamInfo {
@@ -60,6 +66,7 @@ struct StreamInfo {
   ringBytes @3 :UInt64;
   batchesPerEpoch @4 :UInt64;   # per rank
   samplesPerEpoch @5 :UInt64;   # whole dataset
+  fingerprint @6 :UInt64;       # the dataset's (DatasetInfo.fingerprint)
 }
 
 # A capability whose only purpose is to carry the ring's memfd to the trainer:
@@ -99,6 +106,18 @@ struct JobStatus {
   epochsStarted @3 :UInt64;
   batchesLeased @4 :UInt64;
   batchesCommitted @5 :UInt64;
+  batchSize @6 :UInt32;
+  batchesPerRank @7 :UInt64;    # in a full epoch
+  ranks @8 :List(RankProgress);
+}
+
+# Where one rank of a job stands.
+struct RankProgress {
+  rank @0 :UInt32;
+  joined @1 :Bool;
+  epoch @2 :UInt64;       # its first epoch not fully consumed
+  consumed @3 :UInt64;    # batches of that epoch consumed in a row from its first
+  leased @4 :UInt64;      # batches handed to it, not yet consumed
 }
 
 # A shared-memory segment that not all of its ranks have opened yet.

@@ -2,7 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <utility>
+
+#include "daemon/catalog/fingerprint.h"  // FingerprintHex
 
 #include "common/strict_yaml.h"
 
@@ -31,6 +34,8 @@ std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
       out << YAML::Key << "pipeline" << YAML::Value << YAML::Literal << info.spec.pipeline;
     out << YAML::Key << "on_error" << YAML::Value << info.spec.on_error;
     out << YAML::Key << "count" << YAML::Value << info.count;
+    if (info.fingerprint != 0)
+      out << YAML::Key << "fingerprint" << YAML::Value << FingerprintHex(info.fingerprint);
     out << YAML::Key << "tensors" << YAML::Value << YAML::BeginSeq;
     for (const TensorSpec& tensor : info.tensors) {
       out << YAML::BeginMap;
@@ -137,6 +142,14 @@ class Reader {
     if (!on_error_ok.ok()) return Corrupt(node, where, on_error_ok.message());
     EMBER_ASSIGN_OR_RETURN(YAML::Node count, Field(node, "count", where));
     EMBER_ASSIGN_OR_RETURN(info.count, Unsigned(count, "'count'", where));
+    if (node["fingerprint"]) {  // optional: catalogs written before it lack it
+      const YAML::Node& fp = node["fingerprint"];
+      char* end = nullptr;
+      const std::string text = fp.IsScalar() ? fp.Scalar() : "";
+      info.fingerprint = std::strtoull(text.c_str(), &end, 16);
+      if (text.size() != 16 || end != text.c_str() + text.size())
+        return Corrupt(fp, where, "'fingerprint' is not 16 hex digits");
+    }
     EMBER_ASSIGN_OR_RETURN(YAML::Node tensors, Sequence(node, "tensors", where));
     size_t tensor_index = 0;
     for (const YAML::Node& tensor : tensors) {

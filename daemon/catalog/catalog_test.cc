@@ -28,6 +28,7 @@ DatasetInfo InfoFor(const DatasetSpec& spec) {
                   TensorSpec{"label", DType::kUInt8, {}}};
   info.files = {spec.path + "/train-images-idx3-ubyte.gz",
                 spec.path + "/train-labels-idx1-ubyte.gz"};
+  info.fingerprint = 0x0123456789abcdefULL;
   return info;
 }
 
@@ -58,6 +59,7 @@ void CheckSameInfo(const DatasetInfo& a, const DatasetInfo& b) {
   CHECK(a.spec.format == b.spec.format);
   CHECK(a.spec.path == b.spec.path);
   CHECK(a.spec.split == b.spec.split);
+  CHECK(a.fingerprint == b.fingerprint);
   CHECK(a.spec.pipeline == b.spec.pipeline);
   CHECK(a.spec.on_error == b.spec.on_error);
   CHECK(a.count == b.count);

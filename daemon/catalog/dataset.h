@@ -41,6 +41,7 @@ struct DatasetInfo {
   uint64_t count = 0;
   std::vector<TensorSpec> tensors;
   std::vector<std::string> files;  // absolute paths the dataset reads
+  uint64_t fingerprint = 0;        // fingerprint.h; 0: not known
 };
 
 // Checks a dataset name: 1-64 characters of [A-Za-z0-9_.-], not starting with '.'.

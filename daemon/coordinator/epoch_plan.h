@@ -1,20 +1,26 @@
-// EpochPlan: how one epoch of a job's dataset is cut into batches.
+// EpochPlan: how one epoch of a job's dataset is cut into global steps and batches.
 //
 // The plan is a pure function of (num_samples, batch_size, world_size, seed, epoch,
-// shuffle): every daemon and every run computes the same one.
-//   - The sample order is a Fisher-Yates permutation of 0..num_samples-1 driven by a
-//     SplitMix64 stream seeded from (seed, epoch) with unbiased bounded draws
-//     (common/random.h; not std::shuffle, whose output differs between standard
-//     libraries). Without shuffle: identity.
-//   - total batches T = world_size * ceil(num_samples / (batch_size * world_size)), so
-//     every rank gets exactly T / world_size batches.
-//   - Batches are consecutive runs of the order. All are full (batch_size samples) except
-//     the last world_size ones, which share the remainder as evenly as possible (sizes
-//     differ by at most one). If that would leave one empty, all T batches share the
-//     samples as evenly as possible instead.
-//   - Every sample is in exactly one batch.
-// kInvalidArgument if batch_size or world_size is 0, or num_samples < T (too few
-// samples to give each rank a batch), naming the numbers.
+// shuffle, start): every daemon of every node and every run computes the same one.
+//   - The order is a Fisher-Yates permutation of 0..num_samples-1 driven by a SplitMix64
+//     stream seeded from (seed, epoch) with unbiased bounded draws (common/random.h; not
+//     std::shuffle, whose output differs between standard libraries). Without shuffle:
+//     the identity. The order does not depend on batch_size, world_size or start.
+//   - Positions [start, num_samples) of the order are served (start > 0: an epoch resumed
+//     from a checkpoint; the positions before it were consumed). They are cut into global
+//     steps of G = batch_size x world_size consecutive positions; rank r's batch of a step
+//     is slice r of it (the step's positions shared as evenly as possible, in rank order,
+//     sizes differing by at most one). So runs with the same G see the same samples in the
+//     same steps whatever their world size.
+//   - Tail rule: with R = num_samples - start positions, there are ceil(R / G) steps; all
+//     are full except, when r = R mod G is not 0, the end: if r >= G / 2 (or there is only
+//     one step) the last step has r positions; otherwise the last two steps share G + r
+//     positions as evenly as possible (the first gets the extra one). Every rank gets one
+//     batch per step, so the same number of batches; every position is served exactly
+//     once; no batch exceeds batch_size.
+// kInvalidArgument, naming the numbers, if batch_size or world_size is 0, start >=
+// num_samples, or a step has fewer positions than there are ranks (too few samples, or
+// batch_size 1 with a tail that does not divide among the ranks).
 #ifndef EMBER_DAEMON_COORDINATOR_EPOCH_PLAN_H_
 #define EMBER_DAEMON_COORDINATOR_EPOCH_PLAN_H_
 
@@ -25,22 +31,38 @@
 
 namespace ember::daemon {
 
-struct EpochPlan {
-  std::vector<uint64_t> order;          // sample ids in epoch order
-  std::vector<uint64_t> batch_starts;   // batch b = order[batch_starts[b] .. batch_starts[b+1])
-                                        // (size T + 1)
-  uint64_t batches_per_rank = 0;
-
-  uint64_t num_batches() const { return batch_starts.empty() ? 0 : batch_starts.size() - 1; }
-  uint64_t batch_size(uint64_t b) const { return batch_starts[b + 1] - batch_starts[b]; }
-  const uint64_t* batch_ids(uint64_t b) const { return order.data() + batch_starts[b]; }
+// Positions [begin, end) of the epoch's order.
+struct PositionRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t size() const { return end - begin; }
 };
 
-// Only the counts (no permutation): cheap, for validating a request.
-Result<uint64_t> BatchesPerRank(uint64_t num_samples, uint32_t batch_size, uint32_t world_size);
+// The step boundaries only (no permutation): cheap, for validating a request and sizing
+// rings. step_starts[s] is the first position of step s; back() is num_samples.
+struct StepLayout {
+  std::vector<uint64_t> step_starts;  // size steps + 1
+  uint32_t world_size = 1;
+
+  uint64_t steps() const { return step_starts.empty() ? 0 : step_starts.size() - 1; }
+  // Rank `rank`'s batch of step `step` (both in range).
+  PositionRange Slice(uint64_t step, uint32_t rank) const;
+};
+
+Result<StepLayout> MakeStepLayout(uint64_t num_samples, uint32_t batch_size, uint32_t world_size,
+                                  uint64_t start = 0);
+
+struct EpochPlan {
+  std::vector<uint64_t> order;  // sample ids in epoch order (all num_samples of them)
+  StepLayout layout;
+
+  uint64_t steps() const { return layout.steps(); }
+  PositionRange Slice(uint64_t step, uint32_t rank) const { return layout.Slice(step, rank); }
+  const uint64_t* ids(PositionRange range) const { return order.data() + range.begin; }
+};
 
 Result<EpochPlan> MakeEpochPlan(uint64_t num_samples, uint32_t batch_size, uint32_t world_size,
-                                uint64_t seed, uint64_t epoch, bool shuffle);
+                                uint64_t seed, uint64_t epoch, bool shuffle, uint64_t start = 0);
 
 }  // namespace ember::daemon
 

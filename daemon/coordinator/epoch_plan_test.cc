@@ -18,10 +18,19 @@ EpochPlan MustPlan(uint64_t n, uint32_t batch, uint32_t world, uint64_t seed, ui
   return std::move(plan).value();
 }
 
-std::vector<uint64_t> Sizes(const EpochPlan& plan) {
+// The sizes of every batch, step by step, rank by rank.
+std::vector<uint64_t> Sizes(const StepLayout& layout) {
   std::vector<uint64_t> sizes;
-  for (uint64_t b = 0; b < plan.num_batches(); ++b) sizes.push_back(plan.batch_size(b));
+  for (uint64_t s = 0; s < layout.steps(); ++s)
+    for (uint32_t r = 0; r < layout.world_size; ++r) sizes.push_back(layout.Slice(s, r).size());
   return sizes;
+}
+
+StepLayout MustLayout(uint64_t n, uint32_t batch, uint32_t world, uint64_t start = 0) {
+  Result<StepLayout> layout = MakeStepLayout(n, batch, world, start);
+  INFO(layout.status().ToString());
+  REQUIRE(layout.ok());
+  return std::move(layout).value();
 }
 
 std::vector<uint64_t> Iota(uint64_t n) {
@@ -42,8 +51,7 @@ TEST_CASE("the same (seed, epoch) gives the same plan") {
   const EpochPlan a = MustPlan(5000, 32, 3, 42, 7);
   const EpochPlan b = MustPlan(5000, 32, 3, 42, 7);
   CHECK(a.order == b.order);
-  CHECK(a.batch_starts == b.batch_starts);
-  CHECK(a.batches_per_rank == b.batches_per_rank);
+  CHECK(a.layout.step_starts == b.layout.step_starts);
 }
 
 TEST_CASE("different epochs and seeds give different orders") {
@@ -64,11 +72,14 @@ TEST_CASE("without shuffle the order is the identity for any seed and epoch") {
 TEST_CASE("every sample appears exactly once") {
   for (uint64_t epoch = 0; epoch < 5; ++epoch) {
     EpochPlan plan = MustPlan(10007, 64, 3, 123, epoch);
-    REQUIRE(plan.batch_starts.front() == 0);
-    REQUIRE(plan.batch_starts.back() == 10007);
+    REQUIRE(plan.layout.step_starts.front() == 0);
+    REQUIRE(plan.layout.step_starts.back() == 10007);
     std::vector<uint64_t> seen;
-    for (uint64_t b = 0; b < plan.num_batches(); ++b) {
-      seen.insert(seen.end(), plan.batch_ids(b), plan.batch_ids(b) + plan.batch_size(b));
+    for (uint64_t s = 0; s < plan.steps(); ++s) {
+      for (uint32_t r = 0; r < 3; ++r) {
+        const PositionRange slice = plan.Slice(s, r);
+        seen.insert(seen.end(), plan.ids(slice), plan.ids(slice) + slice.size());
+      }
     }
     std::sort(seen.begin(), seen.end());
     CHECK(seen == Iota(10007));
@@ -89,69 +100,104 @@ TEST_CASE("the shuffle is unbiased: every permutation of 3 is about equally like
   }
 }
 
-TEST_CASE("batch counts and sizes follow the rules for every small shape") {
-  for (uint64_t n = 1; n <= 120; ++n) {
-    for (uint32_t batch = 1; batch <= 9; ++batch) {
-      for (uint32_t world = 1; world <= 5; ++world) {
-        const uint64_t per_rank = (n + uint64_t{batch} * world - 1) / (uint64_t{batch} * world);
-        const uint64_t total = per_rank * world;
-        Result<EpochPlan> plan = MakeEpochPlan(n, batch, world, 1, 0, true);
-        Result<uint64_t> counted = BatchesPerRank(n, batch, world);
-        INFO("n " << n << " batch " << batch << " world " << world);
-        if (n < total) {
-          CHECK(plan.status().code() == StatusCode::kInvalidArgument);
-          CHECK(counted.status().code() == StatusCode::kInvalidArgument);
-          continue;
-        }
-        REQUIRE(plan.ok());
-        REQUIRE(counted.ok());
-        CHECK(*counted == per_rank);
-        CHECK(plan->batches_per_rank == per_rank);
-        REQUIRE(plan->num_batches() == total);
-        const std::vector<uint64_t> sizes = Sizes(*plan);
-        CHECK(std::accumulate(sizes.begin(), sizes.end(), uint64_t{0}) == n);
-        CHECK(*std::min_element(sizes.begin(), sizes.end()) >= 1);
-        CHECK(*std::max_element(sizes.begin(), sizes.end()) <= batch);
-        const uint64_t remainder = n - (total - world) * batch;
-        if (remainder >= world) {
-          for (uint64_t b = 0; b + world < total; ++b) CHECK(sizes[b] == batch);
-          const auto tail = sizes.end() - world;
-          CHECK(*std::max_element(tail, sizes.end()) - *std::min_element(tail, sizes.end()) <= 1);
-        } else {
-          CHECK(*std::max_element(sizes.begin(), sizes.end()) -
-                    *std::min_element(sizes.begin(), sizes.end()) <=
-                1);
+TEST_CASE("steps, slices and the tail follow the rules for every small shape and start") {
+  for (uint64_t n = 1; n <= 70; ++n) {
+    for (uint32_t batch = 1; batch <= 7; ++batch) {
+      for (uint32_t world = 1; world <= 4; ++world) {
+        for (uint64_t start = 0; start < n; start += 1 + n / 5) {
+          INFO("n " << n << " batch " << batch << " world " << world << " start " << start);
+          const uint64_t global = uint64_t{batch} * world, remaining = n - start;
+          const uint64_t steps = (remaining + global - 1) / global, tail = remaining % global;
+          // The step sizes the rule gives.
+          std::vector<uint64_t> expected(steps, global);
+          if (tail != 0 && (tail >= global / 2 || steps == 1)) {
+            expected.back() = tail;
+          } else if (tail != 0) {
+            expected[steps - 2] = global + tail - (global + tail) / 2;
+            expected[steps - 1] = (global + tail) / 2;
+          }
+          const bool possible =
+              *std::min_element(expected.begin(), expected.end()) >= uint64_t{world};
+          Result<StepLayout> layout = MakeStepLayout(n, batch, world, start);
+          if (!possible) {
+            CHECK(layout.status().code() == StatusCode::kInvalidArgument);
+            continue;
+          }
+          REQUIRE(layout.ok());
+          REQUIRE(layout->steps() == steps);
+          CHECK(layout->step_starts.front() == start);
+          CHECK(layout->step_starts.back() == n);
+          uint64_t next = start;
+          for (uint64_t s = 0; s < steps; ++s) {
+            CHECK(layout->step_starts[s + 1] - layout->step_starts[s] == expected[s]);
+            uint64_t smallest = UINT64_MAX, largest = 0;
+            for (uint32_t r = 0; r < world; ++r) {
+              const PositionRange slice = layout->Slice(s, r);
+              CHECK(slice.begin == next);  // slices tile the step in rank order
+              next = slice.end;
+              smallest = std::min(smallest, slice.size());
+              largest = std::max(largest, slice.size());
+            }
+            CHECK(smallest >= 1);
+            CHECK(largest <= batch);
+            CHECK(largest - smallest <= 1);
+          }
+          CHECK(next == n);
         }
       }
     }
   }
 }
 
-TEST_CASE("the remainder is shared by the last world_size batches") {
-  // 10 samples, 3 per batch, 2 ranks: 2 full batches, then 4 samples over 2 batches.
-  CHECK(Sizes(MustPlan(10, 3, 2, 1, 0)) == std::vector<uint64_t>{3, 3, 2, 2});
-  // 10 samples, 4 per batch, 4 ranks: no full batch, 10 over 4.
-  CHECK(Sizes(MustPlan(10, 4, 4, 1, 0)) == std::vector<uint64_t>{3, 3, 2, 2});
+TEST_CASE("the tail: a last step of at least G / 2, else the last two steps share") {
+  // 10 samples, G = 3 x 2: one full step, then 4 >= 3 samples in the last.
+  CHECK(Sizes(MustLayout(10, 3, 2)) == std::vector<uint64_t>{3, 3, 2, 2});
+  // 13 samples, G = 6: 6, 6, then 1 < 3: the last two steps share 7 as 4 + 3.
+  CHECK(Sizes(MustLayout(13, 3, 2)) == std::vector<uint64_t>{3, 3, 2, 2, 2, 1});
+  // One step only: it takes what there is.
+  CHECK(Sizes(MustLayout(10, 4, 4)) == std::vector<uint64_t>{3, 3, 2, 2});
 }
 
-TEST_CASE("a remainder smaller than world_size spreads all samples over all batches") {
-  // 9 samples, 2 per batch, 4 ranks: 8 batches; 4 full ones would leave 1 sample for the
-  // last 4, so all 8 share the 9 samples.
-  const EpochPlan plan = MustPlan(9, 2, 4, 1, 0);
-  CHECK(plan.batches_per_rank == 2);
-  CHECK(Sizes(plan) == std::vector<uint64_t>{2, 1, 1, 1, 1, 1, 1, 1});
+TEST_CASE("runs with the same global batch see the same steps whatever their world size") {
+  for (uint64_t n : {1000, 1001, 1023, 1090, 60000}) {
+    for (uint64_t start : {0, 7, 500}) {
+      const StepLayout four = MustLayout(n, 32, 4, start);
+      const StepLayout two = MustLayout(n, 64, 2, start);
+      const StepLayout one = MustLayout(n, 128, 1, start);
+      CHECK(four.step_starts == two.step_starts);
+      CHECK(two.step_starts == one.step_starts);
+    }
+  }
+}
+
+TEST_CASE("a resumed epoch serves exactly the positions not yet consumed, on any world size") {
+  const EpochPlan before = MustPlan(1000, 16, 2, 5, 3);
+  for (uint64_t consumed_steps : {1, 10, 30}) {
+    const uint64_t start = before.layout.step_starts[consumed_steps];
+    for (uint32_t world : {1, 3, 4}) {
+      INFO("after " << consumed_steps << " steps, world " << world);
+      Result<EpochPlan> after = MakeEpochPlan(1000, 8, world, 5, 3, true, start);
+      REQUIRE(after.ok());
+      CHECK(after->order == before.order);
+      std::vector<uint64_t> seen(before.order.begin(), before.order.begin() + start);
+      for (uint64_t s = 0; s < after->steps(); ++s)
+        for (uint32_t r = 0; r < world; ++r) {
+          const PositionRange slice = after->Slice(s, r);
+          seen.insert(seen.end(), after->ids(slice), after->ids(slice) + slice.size());
+        }
+      std::sort(seen.begin(), seen.end());
+      CHECK(seen == Iota(1000));
+    }
+  }
 }
 
 TEST_CASE("Fashion-MNIST train split, batch 64, 2 ranks: 469 batches per rank") {
-  Result<uint64_t> per_rank = BatchesPerRank(60000, 64, 2);
-  REQUIRE(per_rank.ok());
-  CHECK(*per_rank == 469);
-  const EpochPlan plan = MustPlan(60000, 64, 2, 0, 0);
-  CHECK(plan.batches_per_rank == 469);
-  REQUIRE(plan.num_batches() == 938);
-  for (uint64_t b = 0; b < 936; ++b) REQUIRE(plan.batch_size(b) == 64);
-  CHECK(plan.batch_size(936) == 48);
-  CHECK(plan.batch_size(937) == 48);
+  const StepLayout layout = MustLayout(60000, 64, 2);
+  REQUIRE(layout.steps() == 469);
+  for (uint64_t s = 0; s < 468; ++s)
+    for (uint32_t r = 0; r < 2; ++r) REQUIRE(layout.Slice(s, r).size() == 64);
+  CHECK(layout.Slice(468, 0).size() == 48);
+  CHECK(layout.Slice(468, 1).size() == 48);
 }
 
 TEST_CASE("impossible plans are rejected with the numbers") {
@@ -167,11 +213,17 @@ TEST_CASE("impossible plans are rejected with the numbers") {
   Result<EpochPlan> few = MakeEpochPlan(3, 2, 4, 0, 0, true);
   CHECK(few.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(few.status().message(), Catch::Contains("num_samples 3"));
-  CHECK_THAT(few.status().message(), Catch::Contains("needs at least 4"));
-  CHECK(BatchesPerRank(3, 2, 4).status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(few.status().message(), Catch::Contains("3 samples for 4 ranks"));
+
+  // Batch size 1 cannot split a tail of 1 sample over 2 ranks.
+  Result<StepLayout> odd = MakeStepLayout(5, 1, 2);
+  CHECK(odd.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(odd.status().message(), Catch::Contains("batch_size of at least 2"));
 
   CHECK(MakeEpochPlan(0, 2, 1, 0, 0, true).status().code() == StatusCode::kInvalidArgument);
-  CHECK(BatchesPerRank(0, 2, 1).status().code() == StatusCode::kInvalidArgument);
+  Result<StepLayout> done = MakeStepLayout(100, 2, 1, 100);
+  CHECK(done.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(done.status().message(), Catch::Contains("start 100"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "daemon/coordinator/job_ledger.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ember::daemon {
@@ -19,8 +20,9 @@ Status CheckField(const char* field, const std::string& job, uint32_t rank, cons
                          ", rank " + std::to_string(rank) + " asked for " + Show(asked));
 }
 
-Status CheckSameParams(const std::string& job, uint32_t rank, const JobParams& has,
-                       const JobParams& asked) {
+// The params that must match between ranks, other than the start.
+Status CheckSameJob(const std::string& job, uint32_t rank, const JobParams& has,
+                    const JobParams& asked) {
   EMBER_RETURN_IF_ERROR(CheckField("dataset", job, rank, has.dataset, asked.dataset));
   EMBER_RETURN_IF_ERROR(CheckField("num_samples", job, rank, has.num_samples, asked.num_samples));
   EMBER_RETURN_IF_ERROR(CheckField<uint64_t>("batch_size", job, rank, has.batch_size,
@@ -29,6 +31,17 @@ Status CheckSameParams(const std::string& job, uint32_t rank, const JobParams& h
                                              asked.world_size));
   EMBER_RETURN_IF_ERROR(CheckField("seed", job, rank, has.seed, asked.seed));
   return CheckField("shuffle", job, rank, has.shuffle, asked.shuffle);
+}
+
+Status CheckSameStart(const std::string& job, uint32_t rank, const JobParams& has,
+                      const JobParams& asked) {
+  EMBER_RETURN_IF_ERROR(
+      CheckField("start_epoch", job, rank, has.start_epoch, asked.start_epoch));
+  return CheckField("start_position", job, rank, has.start_position, asked.start_position);
+}
+
+std::string RankName(const std::string& job, uint32_t rank) {
+  return JobName(job) + ": rank " + std::to_string(rank);
 }
 
 }  // namespace
@@ -42,42 +55,58 @@ void JobLedger::JobState::MarkFinished(uint64_t epoch) {
   }
 }
 
+Result<JobLedger::JobState> JobLedger::NewJob(const std::string& job, const JobParams& params) {
+  Result<StepLayout> full = MakeStepLayout(params.num_samples, params.batch_size, params.world_size);
+  if (!full.ok()) return full.status().WithContext(JobName(job));
+  if (params.start_position != 0) {
+    Result<StepLayout> first = MakeStepLayout(params.num_samples, params.batch_size,
+                                              params.world_size, params.start_position);
+    if (!first.ok())
+      return first.status().WithContext(JobName(job) + ": epoch " +
+                                        std::to_string(params.start_epoch));
+  }
+  JobState state;
+  state.params = params;
+  state.batches_per_rank = full->steps();
+  state.joined.assign(params.world_size, false);
+  state.ever_joined.assign(params.world_size, false);
+  state.finished_below = params.start_epoch;
+  return state;
+}
+
 Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& params) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
   if (it != jobs_.end()) {
     JobState& state = it->second;
-    EMBER_RETURN_IF_ERROR(CheckSameParams(job, rank, state.params, params));
-    if (rank >= state.params.world_size) {
-      return InvalidArgument(JobName(job) + ": rank " + std::to_string(rank) +
-                             " is out of range for world_size " +
-                             std::to_string(state.params.world_size));
+    EMBER_RETURN_IF_ERROR(CheckSameJob(job, rank, state.params, params));
+    Status same_start = CheckSameStart(job, rank, state.params, params);
+    if (!same_start.ok()) {
+      bool anyone_joined = false;
+      for (bool joined : state.joined) anyone_joined = anyone_joined || joined;
+      if (anyone_joined) return same_start;
+      // Nobody is left of the old run: a restart from a checkpoint replaces it.
+      jobs_.erase(it);
+      it = jobs_.end();
     }
-    if (state.joined[rank]) {
-      return AlreadyExists(JobName(job) + ": rank " + std::to_string(rank) +
-                           " is already joined");
-    }
-    state.joined[rank] = true;
-    state.ever_joined[rank] = true;
-    return Status::Ok();
   }
-
-  Result<uint64_t> per_rank =
-      daemon::BatchesPerRank(params.num_samples, params.batch_size, params.world_size);
-  if (!per_rank.ok()) return per_rank.status().WithContext(JobName(job));
-  if (rank >= params.world_size) {
-    return InvalidArgument(JobName(job) + ": rank " + std::to_string(rank) +
-                           " is out of range for world_size " +
-                           std::to_string(params.world_size));
+  if (it == jobs_.end()) {
+    EMBER_ASSIGN_OR_RETURN(JobState fresh, NewJob(job, params));
+    it = jobs_.emplace(job, std::move(fresh)).first;
   }
-  JobState state;
-  state.params = params;
-  state.batches_per_rank = *per_rank;
-  state.joined.assign(params.world_size, false);
+  JobState& state = it->second;
+  if (rank >= state.params.world_size) {
+    Status out_of_range = InvalidArgument(RankName(job, rank) +
+                                          " is out of range for world_size " +
+                                          std::to_string(state.params.world_size));
+    bool anyone = false;
+    for (bool came : state.ever_joined) anyone = anyone || came;
+    if (!anyone) jobs_.erase(it);
+    return out_of_range;
+  }
+  if (state.joined[rank]) return AlreadyExists(RankName(job, rank) + " is already joined");
   state.joined[rank] = true;
-  state.ever_joined.assign(params.world_size, false);
   state.ever_joined[rank] = true;
-  jobs_.emplace(job, std::move(state));
   return Status::Ok();
 }
 
@@ -86,58 +115,47 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
   JobState& state = it->second;
-  if (rank >= state.joined.size() || !state.joined[rank]) {
-    return NotFound(JobName(job) + ": rank " + std::to_string(rank) + " is not joined");
-  }
-  const std::string exhausted = JobName(job) + ": rank " + std::to_string(rank) +
-                                " already received all " +
-                                std::to_string(state.batches_per_rank) + " batches of epoch " +
-                                std::to_string(epoch);
-  if (state.IsFinished(epoch)) return FailedPrecondition(exhausted);
+  if (rank >= state.joined.size() || !state.joined[rank])
+    return NotFound(RankName(job, rank) + " is not joined");
+  const JobParams& p = state.params;
+  auto exhausted = [&](uint64_t batches) {
+    return FailedPrecondition(RankName(job, rank) + " already received all " +
+                              std::to_string(batches) + " batches of epoch " +
+                              std::to_string(epoch));
+  };
+  if (state.IsFinished(epoch)) return exhausted(state.batches_per_rank);
 
   auto eit = state.epochs.find(epoch);
   if (eit == state.epochs.end()) {
-    const JobParams& p = state.params;
+    const uint64_t start = epoch == p.start_epoch ? p.start_position : 0;
     Result<EpochPlan> plan = MakeEpochPlan(p.num_samples, p.batch_size, p.world_size, p.seed,
-                                           epoch, p.shuffle);
-    if (!plan.ok()) {
-      return plan.status().WithContext(JobName(job) + ": epoch " + std::to_string(epoch));
-    }
+                                           epoch, p.shuffle, start);
+    if (!plan.ok()) return plan.status().WithContext(JobName(job) + ": epoch " +
+                                                     std::to_string(epoch));
     EpochState fresh;
     fresh.plan = std::move(plan).value();
+    fresh.ranks.resize(p.world_size);
     eit = state.epochs.emplace(epoch, std::move(fresh)).first;
     ++state.epochs_started;
   }
   EpochState& es = eit->second;
-
-  uint64_t& leased = es.leased_by_rank[rank];
-  if (leased >= state.batches_per_rank) return FailedPrecondition(exhausted);
-
-  // Each rank holds fewer than batches_per_rank leases here, so fewer than all batches
-  // are out: a returned or a fresh batch is always left.
-  uint64_t batch;
-  if (!es.returned.empty()) {
-    batch = *es.returned.begin();
-    es.returned.erase(es.returned.begin());
-  } else if (es.next_fresh < es.plan.num_batches()) {
-    batch = es.next_fresh++;
-  } else {
-    return Internal(JobName(job) + ": epoch " + std::to_string(epoch) +
-                    ": no batch left although rank " + std::to_string(rank) + " has only " +
-                    std::to_string(leased) + " leases");
-  }
+  RankState& rs = es.ranks[rank];
+  const uint64_t steps = es.plan.steps();
+  uint64_t batch = std::max(rs.next, rs.done_below);
+  while (batch < steps && rs.Done(batch)) ++batch;
+  if (batch >= steps) return exhausted(steps);
+  rs.leased.insert(batch);
+  rs.next = batch + 1;
+  ++state.batches_leased;
 
   BatchLease lease;
   lease.epoch = epoch;
   lease.batch = batch;
-  lease.index_in_epoch = leased;
-  lease.last_in_epoch = leased + 1 == state.batches_per_rank;
-  const uint64_t* ids = es.plan.batch_ids(batch);
-  lease.sample_ids.assign(ids, ids + es.plan.batch_size(batch));
-
-  ++leased;
-  es.outstanding[{rank, batch}] = false;
-  ++state.batches_leased;
+  lease.index_in_epoch = batch;
+  lease.last_in_epoch = batch + 1 == steps;
+  lease.step_end = es.plan.layout.step_starts[batch + 1];
+  const PositionRange slice = es.plan.Slice(batch, rank);
+  lease.sample_ids.assign(es.plan.ids(slice), es.plan.ids(slice) + slice.size());
   return lease;
 }
 
@@ -148,20 +166,22 @@ Status JobLedger::Commit(const std::string& job, uint32_t rank, uint64_t epoch, 
   JobState& state = it->second;
   if (state.IsFinished(epoch)) return Status::Ok();
 
-  const std::string no_lease = JobName(job) + ": rank " + std::to_string(rank) +
-                               " holds no lease of batch " + std::to_string(batch) +
-                               " of epoch " + std::to_string(epoch);
+  const Status no_lease = NotFound(RankName(job, rank) + " holds no lease of batch " +
+                                   std::to_string(batch) + " of epoch " + std::to_string(epoch));
   auto eit = state.epochs.find(epoch);
-  if (eit == state.epochs.end()) return NotFound(no_lease);
+  if (eit == state.epochs.end() || rank >= eit->second.ranks.size()) return no_lease;
   EpochState& es = eit->second;
-  auto lit = es.outstanding.find({rank, batch});
-  if (lit == es.outstanding.end()) return NotFound(no_lease);
-  if (lit->second) return Status::Ok();
+  RankState& rs = es.ranks[rank];
+  if (rs.Done(batch)) return Status::Ok();
+  if (rs.leased.erase(batch) == 0) return no_lease;
 
-  lit->second = true;
-  ++es.committed;
+  rs.done_above.insert(batch);
+  while (!rs.done_above.empty() && *rs.done_above.begin() == rs.done_below) {
+    rs.done_above.erase(rs.done_above.begin());
+    ++rs.done_below;
+  }
   ++state.batches_committed;
-  if (es.committed == es.plan.num_batches()) {
+  if (rs.done_below == es.plan.steps() && ++es.ranks_done == es.ranks.size()) {
     state.epochs.erase(eit);
     state.MarkFinished(epoch);
   }
@@ -186,18 +206,10 @@ void JobLedger::Leave(const std::string& job, uint32_t rank) {
     jobs_.erase(it);
     return;
   }
-
   for (auto& [epoch, es] : state.epochs) {
-    auto lit = es.outstanding.lower_bound({rank, 0});
-    while (lit != es.outstanding.end() && lit->first.first == rank) {
-      if (lit->second) {
-        ++lit;
-        continue;
-      }
-      es.returned.insert(lit->first.second);
-      --es.leased_by_rank[rank];
-      lit = es.outstanding.erase(lit);
-    }
+    RankState& rs = es.ranks[rank];
+    rs.leased.clear();
+    rs.next = rs.done_below;
   }
 }
 
@@ -219,6 +231,25 @@ std::vector<JobSummary> JobLedger::Summaries() const {
     s.epochs_started = state.epochs_started;
     s.batches_leased = state.batches_leased;
     s.batches_committed = state.batches_committed;
+    s.batches_per_rank = state.batches_per_rank;
+    for (uint32_t r = 0; r < state.params.world_size; ++r) {
+      RankProgress progress;
+      progress.rank = r;
+      progress.joined = state.joined[r];
+      progress.epoch = state.finished_below;
+      for (const auto& [epoch, es] : state.epochs) {
+        const RankState& rs = es.ranks[r];
+        if (rs.done_below == es.plan.steps()) {
+          progress.epoch = epoch + 1;
+          continue;
+        }
+        progress.epoch = epoch;
+        progress.consumed = rs.done_below;
+        progress.leased = rs.leased.size();
+        break;
+      }
+      s.ranks.push_back(progress);
+    }
     out.push_back(std::move(s));
   }
   return out;

@@ -1,19 +1,25 @@
-// JobLedger: the coordinator's record of which batches of which epoch went to which rank.
+// JobLedger: the coordinator's record of which batches of which epoch each rank of a job
+// was handed and has consumed.
 //
 // Glossary
 //   job     one training run: world_size ranks reading one dataset with one
-//           (batch_size, seed, shuffle). Ranks join by name; the first sets the params.
+//           (batch_size, seed, shuffle, start). Ranks join by name; the first sets the params.
+//   step    a global step of an epoch's plan (epoch_plan.h): G = batch_size x world_size
+//           positions of the epoch's order; rank r's batch of step s is slice r of it. So
+//           which samples a rank gets is fixed by (seed, epoch, rank), never by timing.
 //   lease   a batch handed to a rank's stream, not yet consumed (a BatchLease). Not a
 //           ring slot: the stream writes a leased batch into a slot, the trainer holds
 //           the slot while it reads and hands it back.
 //   commit  the rank's trainer consumed the batch: the stream calls Commit once it sees
 //           the batch's slot handed back.
 //
-// Batches of an epoch are leased on demand, in plan order, to whichever rank asks next,
-// so a slow rank never holds up loading; each rank gets exactly batches_per_rank of them
-// per epoch. When a rank leaves (its stream closed or its trainer died), its uncommitted
-// leases go back to the pool, and its lease count drops by as many, so a restarted rank
-// picks them up again: each sample is still delivered exactly once per epoch.
+// Each rank is handed its batches of an epoch in step order, as its stream asks for them,
+// so a slow rank never holds up another rank's loading. When a rank leaves (its stream
+// closed or its trainer died), its uncommitted leases are dropped; when it joins again it
+// continues at its first unconsumed batch, so each sample is delivered exactly once per
+// epoch. A job resumed from a checkpoint starts at (start_epoch, start_position): the
+// positions of start_epoch's order before start_position were consumed by an earlier run,
+// possibly with another world size or batch size.
 // A job is forgotten once every rank of its world has joined and all have left, so a rank
 // that finishes (or crashes) before another rank joins does not reset the job.
 //
@@ -41,14 +47,27 @@ struct JobParams {
   uint32_t world_size = 0;
   uint64_t seed = 0;
   bool shuffle = true;
+  uint64_t start_epoch = 0;     // epochs before it count as finished
+  uint64_t start_position = 0;  // positions of start_epoch's order already consumed
 };
 
 struct BatchLease {
   uint64_t epoch = 0;
-  uint64_t batch = 0;           // index into the epoch's plan
-  uint64_t index_in_epoch = 0;  // this rank's count: 0 .. batches_per_rank-1
-  bool last_in_epoch = false;   // this rank's final batch of the epoch
+  uint64_t batch = 0;           // the global step of the epoch's plan; the rank's slice of it
+  uint64_t index_in_epoch = 0;  // = batch: the rank's batches of an epoch are its steps
+  bool last_in_epoch = false;   // the epoch's last step
+  uint64_t step_end = 0;        // the epoch's order is consumed up to here once every rank
+                                // consumed this step (a Loader's resume position)
   std::vector<uint64_t> sample_ids;
+};
+
+// Where one rank of a job stands (emberctl jobs).
+struct RankProgress {
+  uint32_t rank = 0;
+  bool joined = false;
+  uint64_t epoch = 0;      // its first epoch not fully consumed
+  uint64_t consumed = 0;   // batches of that epoch consumed in a row from its first
+  uint64_t leased = 0;     // batches handed to it and not yet consumed
 };
 
 struct JobSummary {
@@ -57,6 +76,8 @@ struct JobSummary {
   uint64_t epochs_started = 0;
   uint64_t batches_leased = 0;     // over the job's life
   uint64_t batches_committed = 0;  // over the job's life
+  uint64_t batches_per_rank = 0;   // in a full epoch
+  std::vector<RankProgress> ranks;
 };
 
 class JobLedger {
@@ -64,13 +85,15 @@ class JobLedger {
   // Registers `rank` of job `job`. The first rank creates the job; later ranks must
   // match its params (kInvalidArgument naming the mismatched field and both values).
   // kAlreadyExists if that rank is already joined; kInvalidArgument if rank >= world_size
-  // or the plan is impossible (see MakeEpochPlan).
+  // or the plan is impossible (see MakeEpochPlan). A job that no rank is joined to now,
+  // asked for with another start (start_epoch, start_position) and otherwise the same
+  // params, is replaced: the run was restarted from a checkpoint.
   Status Join(const std::string& job, uint32_t rank, const JobParams& params);
 
-  // The next batch of `epoch` for `rank`, in plan order (batches given back by a leaving
-  // rank first). kFailedPrecondition if the rank already received all its batches of
-  // that epoch ("rank 1 already received all 469 batches of epoch 0"); kNotFound if the
-  // job does not exist or the rank is not joined.
+  // The rank's next batch of `epoch`: its first batch neither consumed nor leased.
+  // kFailedPrecondition if the rank already received all its batches of that epoch
+  // ("rank 1 already received all 469 batches of epoch 0"); kNotFound if the job does
+  // not exist or the rank is not joined.
   Result<BatchLease> Next(const std::string& job, uint32_t rank, uint64_t epoch);
 
   // Marks a lease consumed. Idempotent (also once the epoch is finished and dropped).
@@ -78,28 +101,35 @@ class JobLedger {
   // left, and the batch went back to the pool).
   Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch);
 
-  // The rank leaves: uncommitted leases return to the pool. Forgets the job when no rank
-  // is left. Idempotent.
+  // The rank leaves: its uncommitted leases are dropped (it is handed them again when it
+  // joins again). Forgets the job once every rank has joined and none is left. Idempotent.
   void Leave(const std::string& job, uint32_t rank);
 
+  // Batches per rank in a full epoch, and in the job's first epoch (fewer when the job
+  // resumed mid-epoch).
   Result<uint64_t> BatchesPerRank(const std::string& job) const;
   std::vector<JobSummary> Summaries() const;
 
  private:
-  // An epoch's state lives from its first lease until every batch is committed; then it
-  // is dropped and the epoch only recorded as finished, so memory stays bounded by the
-  // epochs in flight.
+  // An epoch's state lives from its first lease until every rank consumed all its
+  // batches; then it is dropped and the epoch only recorded as finished, so memory stays
+  // bounded by the epochs in flight.
+  struct RankState {
+    uint64_t done_below = 0;        // every batch below this is consumed
+    std::set<uint64_t> done_above;  // consumed batches above done_below
+    uint64_t next = 0;              // where the search for the next lease starts
+    std::set<uint64_t> leased;      // handed out, not consumed
+
+    bool Done(uint64_t batch) const { return batch < done_below || done_above.count(batch); }
+  };
   struct EpochState {
     EpochPlan plan;
-    uint64_t next_fresh = 0;                 // first never-leased batch
-    std::set<uint64_t> returned;             // batches given back by a leaving rank
-    std::map<uint32_t, uint64_t> leased_by_rank;  // leases counted against the quota
-    std::map<std::pair<uint32_t, uint64_t>, bool> outstanding;  // (rank, batch) -> committed
-    uint64_t committed = 0;                  // entries of `outstanding` that are committed
+    std::vector<RankState> ranks;  // by rank
+    uint32_t ranks_done = 0;       // ranks that consumed all their batches
   };
   struct JobState {
     JobParams params;
-    uint64_t batches_per_rank = 0;
+    uint64_t batches_per_rank = 0;  // in a full epoch
     std::vector<bool> joined;       // by rank: joined now
     std::vector<bool> ever_joined;  // by rank: joined at some point
     std::map<uint64_t, EpochState> epochs;  // epochs in flight
@@ -114,6 +144,9 @@ class JobLedger {
     }
     void MarkFinished(uint64_t epoch);
   };
+
+  // Creates the job's state for `params` (validated).
+  static Result<JobState> NewJob(const std::string& job, const JobParams& params);
 
   friend class JobLedgerTestPeer;  // job_ledger_test.cc: checks that memory stays bounded
 

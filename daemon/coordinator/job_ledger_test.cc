@@ -144,10 +144,11 @@ TEST_CASE("Next: unknown job or rank, and the end of a rank's epoch") {
   CHECK(MustNext(ledger, "j", 0, 1).index_in_epoch == 0);
 }
 
-TEST_CASE("two ranks in any interleaving split each epoch exactly") {
+TEST_CASE("two ranks in any interleaving get their slice of every step, in step order") {
   const uint64_t kSamples = 1003;
   const JobParams params = Params(kSamples, 16, 2);
   std::mt19937 rng(12345);  // the interleaving only; the ledger must not depend on it
+  std::vector<std::vector<uint64_t>> first_round;  // by epoch: ids in (rank, step) order
   for (int round = 0; round < 20; ++round) {
     JobLedger ledger;
     MustJoin(ledger, "j", 0, params);
@@ -155,45 +156,39 @@ TEST_CASE("two ranks in any interleaving split each epoch exactly") {
     const uint64_t per_rank = *ledger.BatchesPerRank("j");
     REQUIRE(per_rank == 32);
     for (uint64_t epoch = 0; epoch < 2; ++epoch) {
-      std::vector<uint64_t> ids;
+      const EpochPlan plan = MakeEpochPlan(kSamples, 16, 2, 7, epoch, true).value();
+      std::vector<std::vector<uint64_t>> by_rank(2);
       std::vector<uint64_t> count(2, 0);
-      std::vector<uint64_t> batches;
       while (count[0] < per_rank || count[1] < per_rank) {
         uint32_t rank = rng() % 2;
         if (count[rank] == per_rank) rank = 1 - rank;
         const BatchLease lease = MustNext(ledger, "j", rank, epoch);
         CHECK(lease.epoch == epoch);
+        CHECK(lease.batch == count[rank]);
         CHECK(lease.index_in_epoch == count[rank]);
         CHECK(lease.last_in_epoch == (count[rank] + 1 == per_rank));
+        CHECK(lease.step_end == plan.layout.step_starts[lease.batch + 1]);
+        const PositionRange slice = plan.Slice(lease.batch, rank);
+        CHECK(lease.sample_ids ==
+              std::vector<uint64_t>(plan.ids(slice), plan.ids(slice) + slice.size()));
         ++count[rank];
-        ids.insert(ids.end(), lease.sample_ids.begin(), lease.sample_ids.end());
-        batches.push_back(lease.batch);
+        by_rank[rank].insert(by_rank[rank].end(), lease.sample_ids.begin(),
+                             lease.sample_ids.end());
         if (rng() % 2 == 0) MustCommit(ledger, "j", rank, lease);
       }
-      // Batches go out in plan order, whoever asks.
-      CHECK(batches == Iota(2 * per_rank));
       for (uint32_t rank = 0; rank < 2; ++rank) {
         CHECK(ledger.Next("j", rank, epoch).status().code() == StatusCode::kFailedPrecondition);
       }
+      std::vector<uint64_t> ids = by_rank[0];
+      ids.insert(ids.end(), by_rank[1].begin(), by_rank[1].end());
+      if (round == 0) first_round.push_back(ids);
+      CHECK(ids == first_round[epoch]);  // what each rank got never depends on timing
       CheckExactlyOnce(ids, kSamples);
     }
   }
 }
 
-TEST_CASE("the sample ids of a lease are the plan's batch") {
-  JobLedger ledger;
-  const JobParams params = Params(100, 8, 2, 99);
-  MustJoin(ledger, "j", 0, params);
-  Result<EpochPlan> plan = MakeEpochPlan(100, 8, 2, 99, 3, true);
-  REQUIRE(plan.ok());
-  for (uint64_t i = 0; i < plan->batches_per_rank; ++i) {
-    const BatchLease lease = MustNext(ledger, "j", 0, 3);
-    const uint64_t* ids = plan->batch_ids(lease.batch);
-    CHECK(lease.sample_ids == std::vector<uint64_t>(ids, ids + plan->batch_size(lease.batch)));
-  }
-}
-
-TEST_CASE("a rank that leaves gives its uncommitted leases back") {
+TEST_CASE("a rank that leaves is handed its unconsumed batches again when it rejoins") {
   const uint64_t kSamples = 200;
   const JobParams params = Params(kSamples, 10, 2);  // 10 batches per rank
   JobLedger ledger;
@@ -201,41 +196,37 @@ TEST_CASE("a rank that leaves gives its uncommitted leases back") {
   MustJoin(ledger, "j", 1, params);
 
   std::vector<uint64_t> ids;  // ids the trainers consumed
-  std::vector<uint64_t> committed_by_1;
-  for (int i = 0; i < 6; ++i) {
-    const BatchLease lease = MustNext(ledger, "j", 1, 0);
-    if (i < 3) {
-      MustCommit(ledger, "j", 1, lease);
-      committed_by_1.push_back(lease.batch);
-      ids.insert(ids.end(), lease.sample_ids.begin(), lease.sample_ids.end());
-    }
+  std::vector<BatchLease> held;
+  for (int i = 0; i < 6; ++i) held.push_back(MustNext(ledger, "j", 1, 0));
+  // Consumed out of order: 0, 1, 2 and 4; 3 and 5 are still in the trainer's hands.
+  for (int i : {0, 1, 2, 4}) {
+    MustCommit(ledger, "j", 1, held[i]);
+    ids.insert(ids.end(), held[i].sample_ids.begin(), held[i].sample_ids.end());
   }
-  const BatchLease r0 = MustNext(ledger, "j", 0, 0);  // batch 6
-  CHECK(r0.batch == 6);
+  const BatchLease r0 = MustNext(ledger, "j", 0, 0);
+  CHECK(r0.batch == 0);
   MustCommit(ledger, "j", 0, r0);
   ids.insert(ids.end(), r0.sample_ids.begin(), r0.sample_ids.end());
 
-  ledger.Leave("j", 1);  // batches 3, 4, 5 were leased but not consumed
+  ledger.Leave("j", 1);
   CHECK(ledger.Next("j", 1, 0).status().code() == StatusCode::kNotFound);
-  // A late commit of a returned lease is refused, so it cannot count twice.
-  CHECK(ledger.Commit("j", 1, 0, 4).code() == StatusCode::kNotFound);
+  // A late commit of a dropped lease is refused, so it cannot count twice.
+  CHECK(ledger.Commit("j", 1, 0, 3).code() == StatusCode::kNotFound);
   MustJoin(ledger, "j", 1, params);
 
-  // The restarted rank continues its count where its commits left off and gets the
-  // returned batches first, in plan order.
+  // The restarted rank continues at its first unconsumed batch and skips what it consumed.
   std::vector<uint64_t> batches_1;
-  for (uint64_t index = 3; index < 10; ++index) {
-    const BatchLease lease = MustNext(ledger, "j", 1, 0);
-    CHECK(lease.index_in_epoch == index);
-    CHECK(lease.last_in_epoch == (index == 9));
-    batches_1.push_back(lease.batch);
-    ids.insert(ids.end(), lease.sample_ids.begin(), lease.sample_ids.end());
+  for (;;) {
+    Result<BatchLease> lease = ledger.Next("j", 1, 0);
+    if (!lease.ok()) {
+      CHECK(lease.status().code() == StatusCode::kFailedPrecondition);
+      break;
+    }
+    CHECK(lease->last_in_epoch == (lease->batch == 9));
+    batches_1.push_back(lease->batch);
+    ids.insert(ids.end(), lease->sample_ids.begin(), lease->sample_ids.end());
   }
-  CHECK(batches_1 == std::vector<uint64_t>{3, 4, 5, 7, 8, 9, 10});
-  for (uint64_t b : committed_by_1) {
-    CHECK(std::find(batches_1.begin(), batches_1.end(), b) == batches_1.end());
-  }
-  CHECK(ledger.Next("j", 1, 0).status().code() == StatusCode::kFailedPrecondition);
+  CHECK(batches_1 == std::vector<uint64_t>{3, 5, 6, 7, 8, 9});
 
   for (uint64_t index = 1; index < 10; ++index) {
     const BatchLease lease = MustNext(ledger, "j", 0, 0);
@@ -244,6 +235,86 @@ TEST_CASE("a rank that leaves gives its uncommitted leases back") {
   }
   CHECK(ledger.Next("j", 0, 0).status().code() == StatusCode::kFailedPrecondition);
   CheckExactlyOnce(ids, kSamples);
+}
+
+TEST_CASE("a job resumed mid-epoch on another world size serves exactly the rest") {
+  const uint64_t kSamples = 1000;
+  // The first run: 2 ranks x 16, consumes 7 steps of epoch 3 and checkpoints.
+  JobParams first = Params(kSamples, 16, 2);
+  first.start_epoch = 3;
+  std::vector<uint64_t> ids;
+  uint64_t position = 0;
+  {
+    JobLedger ledger;
+    MustJoin(ledger, "j", 0, first);
+    MustJoin(ledger, "j", 1, first);
+    CHECK(ledger.Next("j", 0, 2).status().code() == StatusCode::kFailedPrecondition);
+    for (int step = 0; step < 7; ++step)
+      for (uint32_t r = 0; r < 2; ++r) {
+        const BatchLease lease = MustNext(ledger, "j", r, 3);
+        MustCommit(ledger, "j", r, lease);
+        ids.insert(ids.end(), lease.sample_ids.begin(), lease.sample_ids.end());
+        position = lease.step_end;
+      }
+  }
+  CHECK(position == 7 * 32);
+  // The second run: 3 ranks x 8 from that position.
+  JobParams second = Params(kSamples, 8, 3);
+  second.start_epoch = 3;
+  second.start_position = position;
+  JobLedger ledger;
+  for (uint32_t r = 0; r < 3; ++r) MustJoin(ledger, "j", r, second);
+  for (uint32_t r = 0; r < 3; ++r)
+    for (;;) {
+      Result<BatchLease> lease = ledger.Next("j", r, 3);
+      if (!lease.ok()) break;
+      ids.insert(ids.end(), lease->sample_ids.begin(), lease->sample_ids.end());
+    }
+  CheckExactlyOnce(ids, kSamples);
+  // The next epoch is whole again.
+  CHECK(MustNext(ledger, "j", 0, 4).sample_ids.size() == 8);
+}
+
+TEST_CASE("a resume from a checkpoint replaces a job nobody is joined to, not a live one") {
+  JobLedger ledger;
+  MustJoin(ledger, "j", 0, Params(100, 10, 2));
+  JobParams resumed = Params(100, 10, 2);
+  resumed.start_position = 40;
+  Status live = ledger.Join("j", 1, resumed);
+  CHECK(live.code() == StatusCode::kInvalidArgument);
+  CHECK(live.message() == "start_position: job 'j' has 0, rank 1 asked for 40");
+  ledger.Leave("j", 0);  // rank 1 never came: the job is kept, but nobody is joined
+  MustJoin(ledger, "j", 1, resumed);
+  CHECK(MustNext(ledger, "j", 1, 0).sample_ids.size() == 10);
+  CHECK(*ledger.BatchesPerRank("j") == 5);
+  // 60 positions left in steps of 20: rank 1's first batch is step 0 of the rest.
+  const EpochPlan plan = MakeEpochPlan(100, 10, 2, 7, 0, true, 40).value();
+  MustJoin(ledger, "j", 0, resumed);
+  const BatchLease first = MustNext(ledger, "j", 0, 0);
+  CHECK(first.step_end == 60);
+  CHECK(first.sample_ids == std::vector<uint64_t>(plan.ids({40, 50}), plan.ids({40, 50}) + 10));
+}
+
+TEST_CASE("same-G topologies see the same samples in every global step") {
+  // (world, batch) pairs with G = 48; the per-step sample sets must be identical.
+  const uint64_t kSamples = 1111;
+  std::vector<std::vector<std::set<uint64_t>>> runs;
+  for (auto [world, batch] : std::vector<std::pair<uint32_t, uint32_t>>{{1, 48}, {2, 24},
+                                                                        {3, 16}, {4, 12}}) {
+    JobLedger ledger;
+    const JobParams params = Params(kSamples, batch, world, 3);
+    for (uint32_t r = 0; r < world; ++r) MustJoin(ledger, "j", r, params);
+    std::vector<std::set<uint64_t>> steps;
+    for (uint32_t r = 0; r < world; ++r)
+      for (;;) {
+        Result<BatchLease> lease = ledger.Next("j", r, 1);
+        if (!lease.ok()) break;
+        if (steps.size() <= lease->batch) steps.resize(lease->batch + 1);
+        steps[lease->batch].insert(lease->sample_ids.begin(), lease->sample_ids.end());
+      }
+    runs.push_back(steps);
+  }
+  for (size_t i = 1; i < runs.size(); ++i) CHECK(runs[i] == runs[0]);
 }
 
 TEST_CASE("a rank that leaves mid-epoch in a random interleaving still yields each sample once") {
@@ -319,22 +390,18 @@ TEST_CASE("one thread per rank hammering Next gets a consistent split") {
 
   for (uint64_t epoch = 0; epoch < kEpochs; ++epoch) {
     std::vector<uint64_t> ids;
-    std::vector<uint64_t> batches;
     for (uint32_t r = 0; r < kWorld; ++r) {
       CHECK(errors[r] == 0);
       uint64_t index = 0;
       for (const BatchLease& lease : got[r]) {
         if (lease.epoch != epoch) continue;
-        CHECK(lease.index_in_epoch == index);
+        CHECK(lease.batch == index);
         CHECK(lease.last_in_epoch == (index + 1 == per_rank));
         ++index;
-        batches.push_back(lease.batch);
         ids.insert(ids.end(), lease.sample_ids.begin(), lease.sample_ids.end());
       }
       CHECK(index == per_rank);
     }
-    std::sort(batches.begin(), batches.end());
-    CHECK(batches == Iota(kWorld * per_rank));
     CheckExactlyOnce(ids, kSamples);
   }
   const JobSummary* s = FindSummary(ledger.Summaries(), "j");
@@ -386,6 +453,15 @@ TEST_CASE("Summaries count epochs, leases and commits per job") {
   CHECK(b->params.world_size == 2);
   CHECK(b->epochs_started == 0);
   CHECK(b->batches_leased == 0);
+  // Rank 0 of "a" consumed batches 0 and 2 of epoch 0 (1 and 3 are out): one in a row.
+  REQUIRE(a->ranks.size() == 1);
+  CHECK(a->ranks[0].joined);
+  CHECK(a->ranks[0].epoch == 0);
+  CHECK(a->ranks[0].consumed == 1);
+  CHECK(a->ranks[0].leased == 2);
+  CHECK(a->batches_per_rank == 10);
+  REQUIRE(b->ranks.size() == 2);
+  CHECK(!b->ranks[1].joined);
 }
 
 TEST_CASE("a job is forgotten once every rank has joined and all have left") {

@@ -1,5 +1,7 @@
 #include "daemon/data/formats.h"
 
+#include "daemon/catalog/fingerprint.h"
+
 #include "daemon/data/idx.h"
 #include "daemon/data/image/imagefolder.h"
 #include "daemon/data/image/packed_images.h"
@@ -76,9 +78,16 @@ Status CheckPluginFormats(const PluginRegistry& plugins) {
 
 Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
                                  const PluginRegistry* plugins) {
-  if (const Format* format = FindBuiltin(spec.format)) return format->probe(env, spec, plugins);
-  if (auto plugin = FindPlugin(plugins, spec.format)) return ProbeWithPlugin(plugin, spec);
-  return UnknownFormat(plugins, spec.format);
+  Result<DatasetInfo> info = [&]() -> Result<DatasetInfo> {
+    if (const Format* format = FindBuiltin(spec.format)) return format->probe(env, spec, plugins);
+    if (auto plugin = FindPlugin(plugins, spec.format)) return ProbeWithPlugin(plugin, spec);
+    return UnknownFormat(plugins, spec.format);
+  }();
+  if (!info.ok()) return info;
+  Result<uint64_t> fingerprint = DatasetFingerprint(env, *info);
+  if (!fingerprint.ok()) return fingerprint.status().WithContext("fingerprint");
+  info->fingerprint = *fingerprint;
+  return info;
 }
 
 Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,

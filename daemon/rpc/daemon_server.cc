@@ -59,6 +59,7 @@ void ToRpc(const DatasetInfo& info, rpc::DatasetInfo::Builder b) {
   }
   auto files = b.initFiles(info.files.size());
   for (size_t i = 0; i < info.files.size(); ++i) files.set(i, info.files[i]);
+  b.setFingerprint(info.fingerprint);
 }
 
 // A promise and the callback that resolves it, for the service's completion callbacks.
@@ -146,6 +147,9 @@ StreamParams FromRpc(rpc::StreamRequest::Reader r) {
   params.shuffle = r.getShuffle();
   params.slots = r.getSlots();
   params.start_epoch = r.getStartEpoch();
+  params.start_position = r.getStartPosition();
+  params.expect_fingerprint = r.getFingerprint();
+  params.sample_ids = r.getSampleIds();
   return params;
 }
 
@@ -156,6 +160,7 @@ void ToRpc(const OpenedStream& s, rpc::StreamInfo::Builder info) {
   info.setRingBytes(s.ring_bytes);
   info.setBatchesPerEpoch(s.batches_per_epoch);
   info.setSamplesPerEpoch(s.samples_per_epoch);
+  info.setFingerprint(s.fingerprint);
 }
 
 void ToRpc(const JobSummary& job, rpc::JobStatus::Builder b) {
@@ -165,6 +170,17 @@ void ToRpc(const JobSummary& job, rpc::JobStatus::Builder b) {
   b.setEpochsStarted(job.epochs_started);
   b.setBatchesLeased(job.batches_leased);
   b.setBatchesCommitted(job.batches_committed);
+  b.setBatchSize(job.params.batch_size);
+  b.setBatchesPerRank(job.batches_per_rank);
+  auto ranks = b.initRanks(job.ranks.size());
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    const RankProgress& p = job.ranks[i];
+    ranks[i].setRank(p.rank);
+    ranks[i].setJoined(p.joined);
+    ranks[i].setEpoch(p.epoch);
+    ranks[i].setConsumed(p.consumed);
+    ranks[i].setLeased(p.leased);
+  }
 }
 
 void ToRpc(const StreamStats& st, rpc::StreamStatus::Builder b) {

@@ -139,6 +139,7 @@ Result<OpenedStream> DaemonService::OpenStream(const StreamParams& params) {
   opened.ring_bytes = s.ring_bytes();
   opened.batches_per_epoch = s.batches_per_epoch();
   opened.samples_per_epoch = s.samples_per_epoch();
+  opened.fingerprint = s.fingerprint();
   return opened;
 }
 

@@ -61,6 +61,7 @@ struct OpenedStream {
   uint64_t ring_bytes = 0;
   uint64_t batches_per_epoch = 0;  // per rank
   uint64_t samples_per_epoch = 0;  // whole dataset
+  uint64_t fingerprint = 0;        // the dataset's
 };
 
 struct DaemonStatus {

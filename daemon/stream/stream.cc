@@ -18,11 +18,17 @@ constexpr uint64_t kRateWindowUs = 2'000'000;
 
 }  // namespace
 
-uint64_t BatchPayloadBytes(const DatasetInfo& info, uint32_t batch_size) {
+uint64_t BatchPayloadBytes(const std::vector<TensorSpec>& tensors, uint32_t batch_size) {
   uint64_t bytes = 0;
-  for (const TensorSpec& t : info.tensors)
+  for (const TensorSpec& t : tensors)
     bytes += ring::AlignUp(t.SampleBytes() * batch_size, ring::kCacheLine);
   return bytes;
+}
+
+std::vector<TensorSpec> StreamTensors(const DatasetInfo& info, bool sample_ids) {
+  std::vector<TensorSpec> tensors = info.tensors;
+  if (sample_ids) tensors.push_back(TensorSpec{"sample_id", ring::DType::kInt64, {}});
+  return tensors;
 }
 
 Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& ledger,
@@ -30,10 +36,12 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& 
                                               DatasetCache::SourceFuture source,
                                               DecodePool* decode_pool,
                                               const StreamParams& params) {
-  if (info.tensors.empty() || info.tensors.size() > ring::kMaxTensors)
+  const std::vector<TensorSpec> tensors = StreamTensors(info, params.sample_ids);
+  if (info.tensors.empty() || tensors.size() > ring::kMaxTensors)
     return InvalidArgument("dataset '" + info.spec.name + "' has " +
                            std::to_string(info.tensors.size()) + " tensors per sample (1.." +
-                           std::to_string(ring::kMaxTensors) + " supported)");
+                           std::to_string(ring::kMaxTensors) + " supported" +
+                           (params.sample_ids ? ", one less with sample ids" : "") + ")");
   for (const TensorSpec& t : info.tensors)
     if (t.shape.size() + 1 > ring::kMaxDims)
       return InvalidArgument("dataset '" + info.spec.name + "': tensor '" + t.name +
@@ -45,6 +53,8 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& 
   job_params.world_size = params.world_size;
   job_params.seed = params.seed;
   job_params.shuffle = params.shuffle;
+  job_params.start_epoch = params.start_epoch;
+  job_params.start_position = params.start_position;
   EMBER_RETURN_IF_ERROR(ledger.Join(params.job, params.rank, job_params));
   auto batches = ledger.BatchesPerRank(params.job);
   if (!batches.ok()) {
@@ -53,7 +63,7 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& 
   }
   const std::string ring_name = "ember-" + params.job + "-r" + std::to_string(params.rank);
   auto ring = RingWriter::Create(env, ring_name, params.slots,
-                                 BatchPayloadBytes(info, params.batch_size), *batches);
+                                 BatchPayloadBytes(tensors, params.batch_size), *batches);
   if (!ring.ok()) {
     ledger.Leave(params.job, params.rank);
     return ring.status();
@@ -72,6 +82,7 @@ Stream::Stream(uint64_t id, Env& env, JobLedger& ledger, DatasetInfo info,
       env_(env),
       ledger_(ledger),
       info_(std::move(info)),
+      tensors_(StreamTensors(info_, params.sample_ids)),
       source_future_(std::move(source)),
       decode_pool_(decode_pool),
       params_(std::move(params)),
@@ -135,7 +146,7 @@ Status Stream::Produce() {
   for (uint64_t epoch = params_.start_epoch;
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
     epoch_.store(epoch, std::memory_order_relaxed);
-    for (uint64_t i = 0; i < batches_per_epoch_; ++i) {
+    for (bool epoch_done = false; !epoch_done;) {
       ring::SlotHeader* slot = ring_->Acquire(stop_);
       if (slot == nullptr) return Cancelled("stream closed");
       EMBER_RETURN_IF_ERROR(CommitConsumed(ring_->IndexOf(slot)));
@@ -146,7 +157,8 @@ Status Stream::Produce() {
       } else {
         EMBER_ASSIGN_OR_RETURN(lease, NextLease(epoch));
       }
-      if (source->ParallelDecode() && i + 1 < batches_per_epoch_) {
+      epoch_done = lease.last_in_epoch;
+      if (source->ParallelDecode() && !epoch_done) {
         // Lease the next batch now so the source can start reading its files while this
         // one decodes.
         EMBER_ASSIGN_OR_RETURN(BatchLease next, NextLease(epoch));
@@ -175,15 +187,16 @@ Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Sourc
   uint8_t* base = ring_->SlotBase(slot);
   const uint64_t rows = lease.sample_ids.size();
   uint64_t offset = ring_->payload_offset();
-  slot->num_tensors = static_cast<uint32_t>(info_.tensors.size());
+  slot->num_tensors = static_cast<uint32_t>(tensors_.size());
   slot->num_samples = static_cast<uint32_t>(rows);
   slot->epoch = lease.epoch;
   slot->index_in_epoch = lease.index_in_epoch;
   slot->last_in_epoch = lease.last_in_epoch ? 1 : 0;
+  slot->position = lease.step_end;
   std::array<uint8_t*, ring::kMaxTensors> columns{};
   std::array<uint64_t, ring::kMaxTensors> sample_bytes{};
-  for (size_t t = 0; t < info_.tensors.size(); ++t) {
-    const TensorSpec& spec = info_.tensors[t];
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const TensorSpec& spec = tensors_[t];
     sample_bytes[t] = spec.SampleBytes();
     ring::TensorDesc& desc = slot->tensors[t];
     std::memset(desc.name, 0, sizeof(desc.name));
@@ -232,13 +245,17 @@ Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Sourc
     done_cv.wait(lock, [&] { return pending == 0; });
   }
   if (stop_.load()) return Cancelled("stream closed");
+  if (params_.sample_ids) {
+    auto* ids = reinterpret_cast<int64_t*>(columns[tensors_.size() - 1]);
+    for (uint64_t r = 0; r < rows; ++r) ids[r] = static_cast<int64_t>(lease.sample_ids[r]);
+  }
 
   uint64_t good = 0;
   for (uint64_t r = 0; r < rows; ++r) {
     if (errors[r].ok()) {
       // Under skip, close the gaps left by bad rows, keeping the batch's order.
       if (good != r)
-        for (size_t t = 0; t < info_.tensors.size(); ++t)
+        for (size_t t = 0; t < tensors_.size(); ++t)
           std::memmove(columns[t] + good * sample_bytes[t], columns[t] + r * sample_bytes[t],
                        sample_bytes[t]);
       ++good;
@@ -253,7 +270,7 @@ Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Sourc
   }
   if (good != rows) {
     slot->num_samples = static_cast<uint32_t>(good);
-    for (size_t t = 0; t < info_.tensors.size(); ++t) {
+    for (size_t t = 0; t < tensors_.size(); ++t) {
       slot->tensors[t].shape[0] = static_cast<int64_t>(good);
       slot->tensors[t].nbytes = sample_bytes[t] * good;
     }

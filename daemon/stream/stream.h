@@ -43,6 +43,9 @@ struct StreamParams {
   bool shuffle = true;
   uint32_t slots = 0;   // resolved by the caller (never 0 here)
   uint32_t start_epoch = 0;
+  uint64_t start_position = 0;  // of start_epoch's order: the job resumes mid-epoch
+  bool sample_ids = false;      // add a "sample_id" int64 tensor to every batch
+  uint64_t expect_fingerprint = 0;  // the dataset's, as a saved loader state says; 0: any
 };
 
 struct StreamStats {
@@ -64,8 +67,12 @@ struct DecodePool {
   boost::asio::thread_pool pool;
 };
 
-// Bytes of payload one batch of `batch_size` samples of `info` needs in a slot.
-uint64_t BatchPayloadBytes(const DatasetInfo& info, uint32_t batch_size);
+// Bytes of payload one batch of `batch_size` samples with `tensors` needs in a slot.
+uint64_t BatchPayloadBytes(const std::vector<TensorSpec>& tensors, uint32_t batch_size);
+
+// The tensors of a stream's batches: the dataset's, then "sample_id" (int64, each
+// sample's index in the dataset) if asked for.
+std::vector<TensorSpec> StreamTensors(const DatasetInfo& info, bool sample_ids);
 
 class Stream {
  public:
@@ -100,6 +107,7 @@ class Stream {
   uint64_t slot_size() const { return ring_->slot_size(); }
   uint64_t batches_per_epoch() const { return batches_per_epoch_; }
   uint64_t samples_per_epoch() const { return info_.count; }
+  uint64_t fingerprint() const { return info_.fingerprint; }
   const StreamParams& params() const { return params_; }
 
   StreamStats Stats() const;
@@ -125,6 +133,7 @@ class Stream {
   Env& env_;
   JobLedger& ledger_;
   const DatasetInfo info_;
+  const std::vector<TensorSpec> tensors_;  // StreamTensors(info_, params_.sample_ids)
   DatasetCache::SourceFuture source_future_;
   DecodePool* const decode_pool_;
   const StreamParams params_;

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "daemon/catalog/fingerprint.h"
+
 namespace ember::daemon {
 
 namespace {
@@ -95,9 +97,19 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                            std::to_string(limits_.max_slots));
   auto info = catalog_->Get(params.dataset);
   if (!info.ok()) return info.status();
+  if (params.expect_fingerprint != 0 && info->fingerprint != 0 &&
+      params.expect_fingerprint != info->fingerprint)
+    return FailedPrecondition("fingerprint: dataset '" + params.dataset + "' has " +
+                              FingerprintHex(info->fingerprint) + ", the loader state is of " +
+                              FingerprintHex(params.expect_fingerprint) +
+                              " (the dataset changed since the state was saved)");
+  if (params.start_position != 0 && params.start_position >= info->count)
+    return InvalidArgument("start_position: " + std::to_string(params.start_position) +
+                           " is not below the dataset's " + std::to_string(info->count) +
+                           " samples");
 
   const uint64_t ring_bytes = ring::RingBytesFor(
-      params.slots, ring::SlotSizeFor(BatchPayloadBytes(*info, params.batch_size)));
+      params.slots, ring::SlotSizeFor(BatchPayloadBytes(StreamTensors(*info, params.sample_ids), params.batch_size)));
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -45,6 +45,7 @@ DatasetInfo FromRpc(rpc::DatasetInfo::Reader r) {
     info.tensors.push_back(std::move(tensor));
   }
   for (auto f : r.getFiles()) info.files.push_back(ToStd(f));
+  info.fingerprint = r.getFingerprint();
   return info;
 }
 
@@ -262,6 +263,17 @@ Result<DaemonStatus> Client::GetStatus() {
         job.epochs_started = j.getEpochsStarted();
         job.batches_leased = j.getBatchesLeased();
         job.batches_committed = j.getBatchesCommitted();
+        job.batch_size = j.getBatchSize();
+        job.batches_per_rank = j.getBatchesPerRank();
+        for (auto p : j.getRanks()) {
+          RankProgress progress;
+          progress.rank = p.getRank();
+          progress.joined = p.getJoined();
+          progress.epoch = p.getEpoch();
+          progress.consumed = p.getConsumed();
+          progress.leased = p.getLeased();
+          job.ranks.push_back(progress);
+        }
         out.jobs.push_back(std::move(job));
       }
       for (auto x : st.getStreams()) {
@@ -320,6 +332,9 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
     r.setShuffle(options.shuffle);
     r.setSlots(options.slots);
     r.setStartEpoch(options.start_epoch);
+    r.setStartPosition(options.start_position);
+    r.setFingerprint(options.fingerprint);
+    r.setSampleIds(options.sample_ids);
     return Catch(req.send().then([&s](auto response) {
       StreamInfo info;
       auto i = response.getInfo();
@@ -329,6 +344,7 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
       info.ring_bytes = i.getRingBytes();
       info.batches_per_epoch = i.getBatchesPerEpoch();
       info.samples_per_epoch = i.getSamplesPerEpoch();
+      info.fingerprint = i.getFingerprint();
       s.streams.emplace(info.stream_id, response.getStream());
       // The fd belongs to the imported capability: keep it alive until we have a copy.
       rpc::Ring::Client ring = response.getRing();

@@ -295,6 +295,7 @@ class RingReader final : public StreamReader {
     batch.epoch = slot->epoch;
     batch.index_in_epoch = slot->index_in_epoch;
     batch.last_in_epoch = slot->last_in_epoch != 0;
+    batch.position = slot->position;
     batch.num_samples = slot->num_samples;
     auto* slot_bytes = reinterpret_cast<uint8_t*>(slot);
     for (uint32_t t = 0; t < num_tensors; ++t) {

@@ -30,7 +30,7 @@
 namespace ember::ring {
 
 inline constexpr uint64_t kMagic = 0x31474e4952424d45ull;  // "EMBRING1", little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxTensors = 4;
 inline constexpr uint32_t kMaxDims = 6;
@@ -96,6 +96,8 @@ struct alignas(kCacheLine) SlotHeader {
   uint64_t index_in_epoch;        // 0 .. batches_per_epoch-1 for this rank
   uint32_t last_in_epoch;         // 1 on this rank's final batch of `epoch`
   uint32_t end_status;            // an EndStatus, valid when state == kEnd
+  uint64_t position;              // the epoch's order is consumed up to this position once
+                                  // every rank consumed this batch's global step
   char end_message[kEndMessageBytes];
   TensorDesc tensors[kMaxTensors];
 };

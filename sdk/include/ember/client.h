@@ -48,6 +48,7 @@ struct DatasetInfo {
   uint64_t count = 0;
   std::vector<TensorInfo> tensors;
   std::vector<std::string> files;
+  uint64_t fingerprint = 0;  // sample count, tensors and an index digest; 0: not known
 };
 
 // What a rank reads: a (job, rank) stream of batches of `dataset`.
@@ -62,6 +63,9 @@ struct StreamOptions {
   bool shuffle = true;
   uint32_t slots = 0;     // ring depth; 0: the daemon's default
   uint32_t start_epoch = 0;
+  uint64_t start_position = 0;  // of start_epoch's order: resume mid-epoch (LoaderState)
+  uint64_t fingerprint = 0;     // the dataset's fingerprint expected; 0: any
+  bool sample_ids = false;      // add a "sample_id" int64 tensor (dataset index) to batches
 };
 
 struct StreamStatus {
@@ -79,6 +83,14 @@ struct StreamStatus {
   uint64_t samples_skipped = 0;  // corrupt samples dropped (dataset on_error: skip)
 };
 
+struct RankProgress {
+  uint32_t rank = 0;
+  bool joined = false;
+  uint64_t epoch = 0;     // its first epoch not fully consumed
+  uint64_t consumed = 0;  // batches of that epoch consumed in a row from its first
+  uint64_t leased = 0;    // batches handed to it, not yet consumed
+};
+
 struct JobStatus {
   std::string job;
   uint32_t world_size = 0;
@@ -86,6 +98,9 @@ struct JobStatus {
   uint64_t epochs_started = 0;
   uint64_t batches_leased = 0;
   uint64_t batches_committed = 0;
+  uint32_t batch_size = 0;
+  uint64_t batches_per_rank = 0;  // in a full epoch
+  std::vector<RankProgress> ranks;
 };
 
 // A shared-memory segment (Client::OpenSharedMemory) that some ranks have not opened.

@@ -12,6 +12,10 @@
 // The tensors share one slot of the ring; it goes back to the daemon when the last of
 // them (and the Batch) is released. Errors throw (TORCH_CHECK / c10::Error) with the
 // daemon's message; the loader is for one thread.
+//
+// Checkpoint and resume (ember/loader_state.h): save loader.state().ToString() with the
+// model; construct the next run's Loader with the parsed state to get exactly the samples
+// not yet consumed, also with another world size or batch size.
 #ifndef EMBER_LOADER_H_
 #define EMBER_LOADER_H_
 
@@ -24,13 +28,16 @@
 #include <torch/torch.h>
 
 #include "ember/client.h"
+#include "ember/loader_state.h"
 #include "ember/stream_reader.h"
 
 namespace ember {
 
 struct Batch {
   uint64_t epoch = 0;
-  uint64_t index_in_epoch = 0;
+  uint64_t index_in_epoch = 0;  // the global step of the epoch (from a resumed start)
+  bool last_in_epoch = false;
+  uint64_t position = 0;        // RawBatch::position
   std::vector<std::string> names;
   std::vector<torch::Tensor> tensors;  // CPU tensors viewing the ring
 
@@ -43,12 +50,20 @@ Batch ToTorch(RawBatch raw);
 
 class Loader {
  public:
-  // Opens the stream; throws with the daemon's message on failure.
-  Loader(Client& client, const StreamOptions& options);
+  // Opens the stream; throws with the daemon's message on failure. With `resume`, starts
+  // where that state says (its epoch and position replace options.start_epoch and
+  // start_position; the dataset must have the state's fingerprint and options.seed must
+  // be the state's seed).
+  Loader(Client& client, const StreamOptions& options,
+         const std::optional<LoaderState>& resume = std::nullopt);
 
   // The next batch of the current epoch; nullopt at the end of each epoch (the next call
   // starts the following one) and once the stream has ended.
   std::optional<Batch> Next();
+
+  // Where the job stands after the last batch Next() returned (see loader_state.h):
+  // at the end of an epoch, the start of the next.
+  const LoaderState& state() const { return state_; }
 
   bool ended() const { return reader_->ended(); }
   uint64_t batches_per_epoch() const { return reader_->info().batches_per_epoch; }
@@ -56,6 +71,7 @@ class Loader {
 
  private:
   std::unique_ptr<StreamReader> reader_;
+  LoaderState state_;
 };
 
 }  // namespace ember

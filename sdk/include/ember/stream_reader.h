@@ -35,6 +35,8 @@ struct RawBatch {
   uint64_t epoch = 0;
   uint64_t index_in_epoch = 0;
   bool last_in_epoch = false;
+  uint64_t position = 0;  // the epoch's order is consumed up to here once every rank
+                          // consumed this batch's global step (LoaderState::position)
   uint32_t num_samples = 0;
   std::vector<RawTensor> tensors;
   std::shared_ptr<SlotHandle> slot;  // the slot is held while any copy lives
@@ -47,6 +49,7 @@ struct StreamInfo {
   uint64_t ring_bytes = 0;
   uint64_t batches_per_epoch = 0;  // per rank
   uint64_t samples_per_epoch = 0;  // whole dataset
+  uint64_t fingerprint = 0;        // the dataset's
 };
 
 class StreamReader {
