@@ -24,14 +24,36 @@ struct Launcher {
 
 const std::vector<Launcher>& Launchers() {
   static const std::vector<Launcher> launchers = {
-      {"ember-run", "EMBER_RANK", "EMBER_WORLD_SIZE", "EMBER_LOCAL_RANK",
-       {"EMBER_LOCAL_WORLD_SIZE"}, false, "EMBER_NODE_RANK", {"EMBER_NNODES"},
-       "EMBER_RESTART_COUNT", nullptr},
-      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", {"LOCAL_WORLD_SIZE"}, false, "GROUP_RANK",
-       {"GROUP_WORLD_SIZE"}, "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-       {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, true, "SLURM_NODEID",
-       {"SLURM_STEP_NUM_NODES", "SLURM_NNODES"}, "SLURM_RESTART_COUNT", nullptr},
+      {"ember-run",
+       "EMBER_RANK",
+       "EMBER_WORLD_SIZE",
+       "EMBER_LOCAL_RANK",
+       {"EMBER_LOCAL_WORLD_SIZE"},
+       false,
+       "EMBER_NODE_RANK",
+       {"EMBER_NNODES"},
+       "EMBER_RESTART_COUNT",
+       nullptr},
+      {"torchrun",
+       "RANK",
+       "WORLD_SIZE",
+       "LOCAL_RANK",
+       {"LOCAL_WORLD_SIZE"},
+       false,
+       "GROUP_RANK",
+       {"GROUP_WORLD_SIZE"},
+       "TORCHELASTIC_RESTART_COUNT",
+       "MASTER_ADDR"},
+      {"slurm",
+       "SLURM_PROCID",
+       "SLURM_NTASKS",
+       "SLURM_LOCALID",
+       {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"},
+       true,
+       "SLURM_NODEID",
+       {"SLURM_STEP_NUM_NODES", "SLURM_NNODES"},
+       "SLURM_RESTART_COUNT",
+       nullptr},
   };
   return launchers;
 }
@@ -43,9 +65,7 @@ struct Sourced {
   std::string note;    // how the value was found where it is not the variable's, e.g. " (unset)"
 };
 
-std::string Describe(const Sourced& v) {
-  return v.source + "=" + std::to_string(v.value) + v.note;
-}
+std::string Describe(const Sourced& v) { return v.source + "=" + std::to_string(v.value) + v.note; }
 
 // The variable's value, "" when it is unset or empty.
 std::string Get(const EnvLookup& lookup, const char* name) {
@@ -105,7 +125,8 @@ Result<int> TasksOnNode(const std::string& name, const std::string& list, int no
     std::string count = entry, repeat = "1";
     const size_t open = entry.find("(x");
     if (open != std::string::npos) {
-      if (entry.back() != ')') return InvalidArgument(bad + "has a malformed entry '" + entry + "'");
+      if (entry.back() != ')')
+        return InvalidArgument(bad + "has a malformed entry '" + entry + "'");
       count = entry.substr(0, open);
       repeat = entry.substr(open + 2, entry.size() - open - 3);
     }
@@ -153,9 +174,9 @@ Result<LaunchEnv> ReadFrom(const Launcher& l, const EnvLookup& lookup) {
     return InvalidArgument(local_world.source + "='" + std::to_string(local_world.value) + "'" +
                            local_world.note + " is more than " + Describe(world));
   }
-  EMBER_ASSIGN_OR_RETURN(Sourced local,
-                         LookupSourced(lookup, l.local_rank,
-                                       {rank.value, l.local_rank, " (unset: the rank)"}, 0));
+  EMBER_ASSIGN_OR_RETURN(
+      Sourced local,
+      LookupSourced(lookup, l.local_rank, {rank.value, l.local_rank, " (unset: the rank)"}, 0));
   EMBER_RETURN_IF_ERROR(CheckBelow(local, local_world));
   EMBER_ASSIGN_OR_RETURN(env.restart_count, LookupInt(lookup, l.restart_count, 0, 0));
 
@@ -197,8 +218,9 @@ Status CheckHostPort(const std::string& name, const std::string& value) {
     return InvalidArgument(bad + "an IPv6 host goes in brackets, e.g. [::1]:7070");
   if (host.find_first_of(" \t/") != std::string::npos)
     return InvalidArgument(bad + "the host has a space or '/'");
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(port) < 1 || std::stoi(port) > 65535)
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) < 1 ||
+      std::stoi(port) > 65535)
     return InvalidArgument(bad + "the port '" + port + "' is not in 1..65535");
   return Status::Ok();
 }

@@ -1,10 +1,9 @@
 #include "ember/launch_env.h"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <map>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 namespace ember {
 namespace {
@@ -25,16 +24,25 @@ std::string Error(const Vars& vars) {
   return env.status().message();
 }
 
-const Vars kTorchrun = {{"RANK", "5"},          {"WORLD_SIZE", "8"},
-                        {"LOCAL_RANK", "1"},    {"LOCAL_WORLD_SIZE", "4"},
-                        {"GROUP_RANK", "1"},    {"GROUP_WORLD_SIZE", "2"},
-                        {"MASTER_ADDR", "n0"},  {"MASTER_PORT", "29500"},
-                        {"TORCHELASTIC_RUN_ID", "run-3"}, {"TORCHELASTIC_RESTART_COUNT", "2"}};
+const Vars kTorchrun = {{"RANK", "5"},
+                        {"WORLD_SIZE", "8"},
+                        {"LOCAL_RANK", "1"},
+                        {"LOCAL_WORLD_SIZE", "4"},
+                        {"GROUP_RANK", "1"},
+                        {"GROUP_WORLD_SIZE", "2"},
+                        {"MASTER_ADDR", "n0"},
+                        {"MASTER_PORT", "29500"},
+                        {"TORCHELASTIC_RUN_ID", "run-3"},
+                        {"TORCHELASTIC_RESTART_COUNT", "2"}};
 
-const Vars kSlurm = {{"SLURM_PROCID", "6"},         {"SLURM_NTASKS", "7"},
-                     {"SLURM_LOCALID", "0"},        {"SLURM_NODEID", "3"},
-                     {"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NNODES", "4"},
-                     {"SLURM_JOB_ID", "4242"},      {"SLURM_RESTART_COUNT", "1"}};
+const Vars kSlurm = {{"SLURM_PROCID", "6"},
+                     {"SLURM_NTASKS", "7"},
+                     {"SLURM_LOCALID", "0"},
+                     {"SLURM_NODEID", "3"},
+                     {"SLURM_TASKS_PER_NODE", "2(x3),1"},
+                     {"SLURM_NNODES", "4"},
+                     {"SLURM_JOB_ID", "4242"},
+                     {"SLURM_RESTART_COUNT", "1"}};
 
 TEST_CASE("ReadLaunchEnv without a launcher: rank 0 of 1 on one node, the default job") {
   auto alone = Read({{"EMBER_WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"SLURM_NTASKS", "3"}});
@@ -200,8 +208,9 @@ TEST_CASE("ReadLaunchEnv names the variable and its value in each error") {
         "LOCAL_WORLD_SIZE='0' is not an integer >= 1");
   CHECK(Error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "3"}}) ==
         "LOCAL_WORLD_SIZE='3' is more than WORLD_SIZE=2");
-  CHECK(Error({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}) ==
-        "LOCAL_RANK='2' is not below LOCAL_WORLD_SIZE=2");
+  CHECK(
+      Error({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}) ==
+      "LOCAL_RANK='2' is not below LOCAL_WORLD_SIZE=2");
   CHECK(Error({{"EMBER_RANK", "3"}, {"EMBER_WORLD_SIZE", "4"}, {"EMBER_LOCAL_WORLD_SIZE", "2"}}) ==
         "EMBER_LOCAL_RANK='3' (unset: the rank) is not below EMBER_LOCAL_WORLD_SIZE=2");
   CHECK(Error({{"EMBER_RANK", "0"}, {"EMBER_NODE_RANK", "2"}, {"EMBER_NNODES", "2"}}) ==
@@ -223,7 +232,8 @@ TEST_CASE("ReadLaunchEnv names the variable and its value in each error") {
   slurm = kSlurm;
   slurm["SLURM_NNODES"] = "5";
   slurm["SLURM_NODEID"] = "4";
-  CHECK(Error(slurm) == "SLURM_TASKS_PER_NODE='2(x3),1' has no entry for node 4 (it lists 4 nodes)");
+  CHECK(Error(slurm) ==
+        "SLURM_TASKS_PER_NODE='2(x3),1' has no entry for node 4 (it lists 4 nodes)");
   for (const char* bad : {"2(x3", "2(xa),1", "2,,1", "x", "2(x0)", "0"}) {
     INFO(bad);
     slurm = kSlurm;
@@ -234,7 +244,8 @@ TEST_CASE("ReadLaunchEnv names the variable and its value in each error") {
   slurm = kSlurm;
   slurm["SLURM_TASKS_PER_NODE"] = "8";
   slurm["SLURM_NODEID"] = "0";
-  CHECK(Error(slurm) == "SLURM_TASKS_PER_NODE='8' (node 0's entry of '8') is more than SLURM_NTASKS=7");
+  CHECK(Error(slurm) ==
+        "SLURM_TASKS_PER_NODE='8' (node 0's entry of '8') is more than SLURM_NTASKS=7");
 
   CHECK(Error({{"EMBER_COORDINATOR", "node0"}}) ==
         "EMBER_COORDINATOR='node0' is not HOST:PORT: no ':PORT'");

@@ -6,18 +6,18 @@
 // value is ever taken from another launcher's variables. (ember-run under srun, or torchrun
 // under srun, both see their own launcher first.)
 //
-//   launcher     rank          world          local rank        local world size
-//   ember-run    EMBER_RANK    EMBER_WORLD_SIZE EMBER_LOCAL_RANK EMBER_LOCAL_WORLD_SIZE
-//   torchrun     RANK          WORLD_SIZE     LOCAL_RANK        LOCAL_WORLD_SIZE
-//   slurm        SLURM_PROCID  SLURM_NTASKS   SLURM_LOCALID     this node's entry of
-//                                                               SLURM_STEP_TASKS_PER_NODE, else
-//                                                               of SLURM_TASKS_PER_NODE ("2(x3),1")
-//   none         0             1              0                 1
+//   launcher   rank / world / local rank / local world size
+//   ember-run  EMBER_RANK, EMBER_WORLD_SIZE, EMBER_LOCAL_RANK, EMBER_LOCAL_WORLD_SIZE
+//   torchrun   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+//   slurm      SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, this node's entry of
+//              SLURM_STEP_TASKS_PER_NODE, else of SLURM_TASKS_PER_NODE ("2(x3),1")
+//   none       0, 1, 0, 1
 //
-//   launcher     node rank        nodes                             restart count
-//   ember-run    EMBER_NODE_RANK  EMBER_NNODES                      EMBER_RESTART_COUNT
-//   torchrun     GROUP_RANK       GROUP_WORLD_SIZE                  TORCHELASTIC_RESTART_COUNT
-//   slurm        SLURM_NODEID     SLURM_STEP_NUM_NODES, SLURM_NNODES SLURM_RESTART_COUNT
+//   launcher   node rank / nodes / restart count
+//   ember-run  EMBER_NODE_RANK, EMBER_NNODES, EMBER_RESTART_COUNT
+//   torchrun   GROUP_RANK, GROUP_WORLD_SIZE, TORCHELASTIC_RESTART_COUNT
+//   slurm      SLURM_NODEID, SLURM_STEP_NUM_NODES else SLURM_NNODES, SLURM_RESTART_COUNT
+//   none       0, 1, 0
 //
 // Unset, the world size is 1, the local rank the rank, the local world size the world size
 // (one node), the node rank and restart count 0 and the node count unknown (0). Without a
@@ -47,10 +47,9 @@ struct LaunchEnv {
   int num_nodes = 1;         // 0: the launcher did not say
   int restart_count = 0;     // how often the launcher restarted this run's ranks
   std::string job;           // shared by the ranks of a run
-  // "HOST:PORT" of the emberd that coordinates the job (EMBER_COORDINATOR); empty: unset.
-  std::string coordinator;
+  std::string coordinator;   // HOST:PORT of the job's coordinating emberd; empty: not given
   std::string master_addr;   // torchrun's MASTER_ADDR; empty under other launchers
-  std::string launcher;      // where the values came from: "ember-run", "torchrun", "slurm", "none"
+  std::string launcher;      // where the values came from: ember-run, torchrun, slurm, none
 };
 
 // Looks up one environment variable: its value, or nullptr when it is unset. The pointer
