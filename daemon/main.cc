@@ -31,7 +31,11 @@
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
+#include "daemon/peer/host_port.h"
+#include "daemon/peer/peer_listener.h"
+#include "daemon/peer/peer_tls.h"
 #include "daemon/rpc/daemon_server.h"
+#include "daemon/rpc/peer_server.h"
 #include "daemon/service/daemon_service.h"
 #include "daemon/service/session.h"
 #include "daemon/stream/stream_manager.h"
@@ -126,6 +130,7 @@ struct CommandLine {
   std::optional<uint64_t> shm_budget_bytes;
   std::optional<uint32_t> default_slots;
   std::optional<std::string> log_level;
+  std::optional<std::string> listen;
 };
 
 // The file's settings (if any) with the flags' over them; the file's errors name it and
@@ -141,7 +146,45 @@ Result<DaemonConfig> ResolveConfig(Env& env, const CommandLine& cli) {
   if (cli.shm_budget_bytes) config.shm_budget_bytes = *cli.shm_budget_bytes;
   if (cli.default_slots) config.default_slots = *cli.default_slots;
   if (cli.log_level) config.log_level = *cli.log_level;
+  if (cli.listen) {
+    config.listen = *cli.listen;
+    Status tls = CheckListenHasTls(config);
+    if (!tls.ok()) return InvalidArgument("--listen: " + tls.message());
+  }
   return config;
+}
+
+// This daemon's name for other nodes: key `node`, else the host's name.
+std::string NodeName(const DaemonConfig& config) {
+  if (!config.node_name.empty()) return config.node_name;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
+  return host;
+}
+
+// The TCP endpoint for other daemons (key `listen`) serving PeerServer on each
+// connection. Logs where it listens and writes the bound port, in decimal, to
+// <state_dir>/peer.port (for port 0: how tests and scripts learn it).
+Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContext& io,
+                                                     const DaemonConfig& config, PeerTls* tls) {
+  const std::string node = NodeName(config);
+  EMBER_ASSIGN_OR_RETURN(
+      std::unique_ptr<PeerListener> listener,
+      PeerListener::Start(io, config.listen, tls, [node](const PeerInfo& peer) {
+        return capnp::Capability::Client(kj::heap<PeerServer>(node, peer));
+      }));
+  EMBER_ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(config.listen));
+  bound.port = listener->port();
+  EMBER_RETURN_IF_ERROR(env.WriteFileAtomic(config.state_dir + "/peer.port",
+                                            std::to_string(bound.port) + "\n"));
+  if (tls == nullptr) {
+    spdlog::warn("tls: off: peer connections on {} are plain TCP, neither authenticated nor "
+                 "encrypted; set tls: {{cert, key, ca}} for mutual TLS",
+                 bound.ToString());
+  }
+  spdlog::info("listening for peers on {} (tls: {}) as node '{}'", bound.ToString(),
+               tls == nullptr ? "off" : "on", node);
+  return listener;
 }
 
 int Serve(const CommandLine& cli) {
@@ -189,6 +232,16 @@ int Serve(const CommandLine& cli) {
     spdlog::error("{}", socket_ok.message());
     return 2;
   }
+  std::unique_ptr<PeerTls> peer_tls;
+  if (config->tls == PeerTlsMode::kOn) {
+    auto loaded = PeerTls::Load(*env, config->tls_files.cert_path, config->tls_files.key_path,
+                                config->tls_files.ca_path);
+    if (!loaded.ok()) {
+      spdlog::error("{}: tls: {}", config_path, loaded.status().message());
+      return 2;
+    }
+    peer_tls = std::move(loaded).value();
+  }
 
   JobLedger ledger;
   KvStore kv;
@@ -218,6 +271,16 @@ int Serve(const CommandLine& cli) {
   {
     LogErrors log_errors;
     kj::TaskSet connections(log_errors);
+    // Before the unix socket: once it answers, <state_dir>/peer.port is there.
+    std::unique_ptr<PeerListener> peers;
+    if (!config->listen.empty()) {
+      auto listening = ListenForPeers(*env, io, *config, peer_tls.get());
+      if (!listening.ok()) {
+        spdlog::error("{}", listening.status().message());
+        return 2;
+      }
+      peers = std::move(listening).value();
+    }
     kj::Own<kj::ConnectionReceiver> listener;
     KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
       auto address =
@@ -249,6 +312,7 @@ int Serve(const CommandLine& cli) {
   // would report to still exists; its caller is gone, so the result is dropped.
   blocking.join();
   unlink(config->socket_path.c_str());
+  if (!config->listen.empty()) unlink((config->state_dir + "/peer.port").c_str());
   spdlog::info("emberd stopped");
   return exit_code;
 }
@@ -263,7 +327,7 @@ int main(int argc, char** argv) {
                  "YAML config file (see configs/emberd.yaml); without one, the defaults "
                  "documented there");
   // Each flag overrides its config key.
-  std::string socket_path, state_dir, shm_budget, log_level;
+  std::string socket_path, state_dir, shm_budget, log_level, listen;
   uint32_t decode_threads = 0, ring_slots = 0;
   CLI::Option* socket_flag =
       app.add_option("--socket", socket_path, "unix socket to serve on (key: socket)");
@@ -287,6 +351,14 @@ int main(int argc, char** argv) {
   CLI::Option* log_level_flag =
       app.add_option("--log-level", log_level, "least severe messages logged (key: log_level)")
           ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  CLI::Option* listen_flag =
+      app.add_option("--listen", listen,
+                     "HOST:PORT of the TCP endpoint for other nodes' daemons, port 0 for any "
+                     "free one; needs key tls in the config file (key: listen)")
+          ->check([](const std::string& text) {
+            auto address = ember::daemon::ParseHostPort(text);
+            return address.ok() ? std::string() : address.status().message();
+          });
   app.set_version_flag("--version", "emberd 0.1.0");
   try {
     app.parse(argc, argv);
@@ -299,6 +371,7 @@ int main(int argc, char** argv) {
   if (*shm_budget_flag) cli.shm_budget_bytes = *ember::daemon::ParseByteSize(shm_budget);
   if (*ring_slots_flag) cli.default_slots = ring_slots;
   if (*log_level_flag) cli.log_level = log_level;
+  if (*listen_flag) cli.listen = listen;
   spdlog::set_default_logger(spdlog::stderr_color_mt("emberd"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   signal(SIGPIPE, SIG_IGN);

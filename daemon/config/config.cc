@@ -2,7 +2,9 @@
 
 #include <string_view>
 
+#include "common/paths.h"
 #include "common/strict_yaml.h"
+#include "daemon/peer/host_port.h"
 
 namespace ember::daemon {
 
@@ -14,9 +16,60 @@ constexpr uint32_t kMaxSlots = 1024;
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr size_t kMaxSocketPathBytes = 107;
 
+constexpr size_t kMaxNodeNameBytes = 255;
+
 std::string Key(const std::string& key) { return "key '" + key + "'"; }
 
-Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root) {
+// Where LoadConfig found the file: relative tls paths are resolved against `dir` (ending
+// in '/'; empty: the working directory), and every tls file is read through `env`.
+struct FileContext {
+  Env* env;
+  std::string dir;
+};
+
+// One of the tls files: `path` as written, resolved and checked when `file` is given.
+Result<std::string> TlsFile(const StrictYaml& yaml, const YAML::Node& value,
+                            const std::string& what, const FileContext* file) {
+  EMBER_ASSIGN_OR_RETURN(std::string path, yaml.String(value, what, "a path"));
+  if (file == nullptr) return path;
+  if (path[0] != '/') {
+    Result<std::string> absolute = AbsolutePath(file->dir + path, what);
+    if (!absolute.ok()) return yaml.Error(value, absolute.status().message());
+    path = *absolute;
+  }
+  Result<std::string> contents = file->env->ReadFile(path);
+  if (!contents.ok()) return yaml.Error(value, what + ": " + contents.status().message());
+  return path;
+}
+
+Status ParseTls(const StrictYaml& yaml, const YAML::Node& value, const FileContext* file,
+                DaemonConfig* config) {
+  const std::string expected =
+      " must be off (plain TCP) or a map {cert: PATH, key: PATH, ca: PATH}, got ";
+  if (value.IsScalar() && value.Scalar() == "off") {
+    config->tls = PeerTlsMode::kOff;
+    return Status::Ok();
+  }
+  if (!value.IsMap()) return yaml.Error(value, Key("tls") + expected + DescribeYaml(value));
+  EMBER_RETURN_IF_ERROR(yaml.CheckKeys(value, Key("tls"), {"cert", "key", "ca"}));
+  for (const char* required : {"cert", "key", "ca"}) {
+    if (!value[required]) {
+      return yaml.Error(value, Key("tls") + " needs cert, key and ca; '" +
+                                   std::string(required) + "' is missing");
+    }
+  }
+  EMBER_ASSIGN_OR_RETURN(config->tls_files.cert_path,
+                         TlsFile(yaml, value["cert"], Key("tls.cert"), file));
+  EMBER_ASSIGN_OR_RETURN(config->tls_files.key_path,
+                         TlsFile(yaml, value["key"], Key("tls.key"), file));
+  EMBER_ASSIGN_OR_RETURN(config->tls_files.ca_path,
+                         TlsFile(yaml, value["ca"], Key("tls.ca"), file));
+  config->tls = PeerTlsMode::kOn;
+  return Status::Ok();
+}
+
+Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
+                               const FileContext* file) {
   DaemonConfig config;
   if (root.IsNull()) return config;
   if (!root.IsMap()) {
@@ -24,7 +77,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root) {
   }
   EMBER_RETURN_IF_ERROR(yaml.CheckKeys(root, "", {"socket", "state_dir", "decode_threads",
                                                   "shm_budget", "ring_slots", "log_level",
-                                                  "plugins"}));
+                                                  "plugins", "listen", "tls", "node"}));
+  YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
@@ -69,9 +123,31 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root) {
         }
         config.plugin_paths.push_back(path);
       }
+    } else if (key == "listen") {
+      EMBER_ASSIGN_OR_RETURN(config.listen, yaml.String(value, Key(key), "HOST:PORT"));
+      Result<HostPort> address = ParseHostPort(config.listen);
+      if (!address.ok()) return yaml.Error(value, Key(key) + ": " + address.status().message());
+      listen_node = value;
+    } else if (key == "tls") {
+      EMBER_RETURN_IF_ERROR(ParseTls(yaml, value, file, &config));
+    } else if (key == "node") {
+      EMBER_ASSIGN_OR_RETURN(config.node_name, yaml.String(value, Key(key), "a node name"));
+      if (config.node_name.size() > kMaxNodeNameBytes) {
+        return yaml.Error(value, Key(key) + ": a node name is at most " +
+                                     std::to_string(kMaxNodeNameBytes) + " bytes");
+      }
     }
   }
+  Status tls_ok = CheckListenHasTls(config);
+  if (!tls_ok.ok()) return yaml.Error(listen_node, tls_ok.message());
   return config;
+}
+
+Result<DaemonConfig> Parse(const std::string& yaml_text, const std::string& source,
+                           const FileContext* file) {
+  const StrictYaml yaml(source);
+  return yaml.Parse(yaml_text,
+                    [&yaml, file](const YAML::Node& root) { return ParseRoot(yaml, root, file); });
 }
 
 }  // namespace
@@ -104,13 +180,21 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
 }
 
 Result<DaemonConfig> ParseConfig(const std::string& yaml_text, const std::string& source) {
-  const StrictYaml yaml(source);
-  return yaml.Parse(yaml_text, [&yaml](const YAML::Node& root) { return ParseRoot(yaml, root); });
+  return Parse(yaml_text, source, nullptr);
 }
 
 Result<DaemonConfig> LoadConfig(Env& env, const std::string& path) {
   EMBER_ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
-  return ParseConfig(text, path);
+  const size_t slash = path.rfind('/');
+  const FileContext file{&env, slash == std::string::npos ? "" : path.substr(0, slash + 1)};
+  return Parse(text, path, &file);
+}
+
+Status CheckListenHasTls(const DaemonConfig& config) {
+  if (config.listen.empty() || config.tls != PeerTlsMode::kUnset) return Status::Ok();
+  return InvalidArgument(Key("listen") + " (" + config.listen +
+                         ") needs key 'tls': add tls: {cert: PATH, key: PATH, ca: PATH} for "
+                         "mutual TLS, or tls: off for plain TCP");
 }
 
 }  // namespace ember::daemon

@@ -12,6 +12,18 @@
 
 namespace ember::daemon {
 
+// Key `tls`: how the TCP endpoint for other daemons (key `listen`) and connections to them
+// are secured. kUnset: the key is absent (an error when `listen` is set).
+enum class PeerTlsMode { kUnset, kOff, kOn };
+
+// Key `tls: {cert: PATH, key: PATH, ca: PATH}`: PEM files of this node's certificate (a
+// chain may follow it), its private key and the one CA whose certificates peers must have.
+struct PeerTlsFiles {
+  std::string cert_path;
+  std::string key_path;
+  std::string ca_path;
+};
+
 struct DaemonConfig {
   std::string socket_path = "/run/ember/emberd.sock";  // key: socket
   std::string state_dir = "/var/lib/ember";            // key: state_dir
@@ -22,17 +34,32 @@ struct DaemonConfig {
   // key: plugins; absolute paths of dataset-format plugin libraries (ember/plugin.h),
   // the only ones emberd loads.
   std::vector<std::string> plugin_paths;
+  // key: listen; HOST:PORT (daemon/peer/host_port.h) of the TCP endpoint for other
+  // daemons, port 0 for any free one; empty: no TCP endpoint. Requires key tls.
+  std::string listen;
+  PeerTlsMode tls = PeerTlsMode::kUnset;  // key: tls; off or {cert, key, ca}
+  PeerTlsFiles tls_files;                 // when tls is kOn
+  std::string node_name;                  // key: node; empty: the host's name
 };
 
 // Parses YAML text; `source` names it in errors, with the place (common/strict_yaml.h):
 //   "emberd.yaml: line 3, column 17: key 'decode_threads' must be a whole number in
 //    0..1024, got 'many'"
 // An empty document gives the defaults. kInvalidArgument on any unknown or repeated key,
-// wrong type or out-of-range value.
+// wrong type or out-of-range value, and for `listen` without `tls` (CheckListenHasTls).
+// The tls files' paths are kept as written: LoadConfig resolves and checks them.
 Result<DaemonConfig> ParseConfig(const std::string& yaml_text, const std::string& source);
 
-// Reads `path` through env and parses it.
+// Reads `path` through env and parses it. Relative tls file paths are resolved against
+// the directory of `path`; each tls file must be readable, else kInvalidArgument naming
+// the key and the path ("emberd.yaml: line 5, column 9: key 'tls.ca': /etc/ember/ca.pem:
+// open: No such file or directory").
 Result<DaemonConfig> LoadConfig(Env& env, const std::string& path);
+
+// kInvalidArgument when `listen` is set and `tls` is not: "key 'listen' (HOST:PORT) needs
+// key 'tls': add tls: {cert: PATH, key: PATH, ca: PATH} for mutual TLS, or tls: off for
+// plain TCP". For settings merged from flags (emberd --listen) after the file was read.
+Status CheckListenHasTls(const DaemonConfig& config);
 
 // "4GiB" / "512MiB" / "64KiB" / "1000" -> bytes; kInvalidArgument otherwise.
 Result<uint64_t> ParseByteSize(const std::string& text);

@@ -26,6 +26,9 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.shm_budget_bytes == (uint64_t{4} << 30));
   CHECK(c.default_slots == 8);
   CHECK(c.log_level == "info");
+  CHECK(c.listen.empty());
+  CHECK(c.tls == PeerTlsMode::kUnset);
+  CHECK(c.node_name.empty());
 }
 
 TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names every key") {
@@ -44,6 +47,11 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
         "plugins"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
+  }
+  // Keys without a default value are shown commented out.
+  for (const char* key : {"listen", "tls", "node"}) {
+    INFO(key);
+    CHECK_THAT(text, Catch::Contains(std::string("\n# ") + key + ": "));
   }
 }
 
@@ -188,6 +196,106 @@ TEST_CASE("LoadConfig names the file in value errors") {
         path +
             ": line 1, column 12: key 'log_level' must be one of trace, debug, info, warn, error, "
             "off, got 'loud'");
+}
+
+TEST_CASE("listen, tls and node are read") {
+  Result<DaemonConfig> config = ParseConfig(
+      "listen: 10.0.0.5:7000\n"
+      "tls: {cert: node.pem, key: /etc/ember/node.key, ca: ../ca.pem}\n"
+      "node: gpu-07\n",
+      "peers.yaml");
+  INFO(config.status().ToString());
+  REQUIRE(config.ok());
+  CHECK(config->listen == "10.0.0.5:7000");
+  CHECK(config->tls == PeerTlsMode::kOn);
+  CHECK(config->tls_files.cert_path == "node.pem");  // LoadConfig resolves them
+  CHECK(config->tls_files.key_path == "/etc/ember/node.key");
+  CHECK(config->tls_files.ca_path == "../ca.pem");
+  CHECK(config->node_name == "gpu-07");
+
+  for (const char* listen : {"127.0.0.1:0", "[::1]:7000", "node0.cluster:65535"}) {
+    INFO(listen);
+    Result<DaemonConfig> off =
+        ParseConfig(std::string("listen: '") + listen + "'\ntls: off\n", "off.yaml");
+    INFO(off.status().ToString());
+    REQUIRE(off.ok());
+    CHECK(off->listen == listen);
+    CHECK(off->tls == PeerTlsMode::kOff);
+  }
+  Result<DaemonConfig> tls_only = ParseConfig("tls: off\n", "t.yaml");
+  REQUIRE(tls_only.ok());
+  CHECK(tls_only->listen.empty());
+}
+
+TEST_CASE("listen without tls is an error that says what to add") {
+  CHECK(ErrorOf("socket: /a\nlisten: 127.0.0.1:7000\n") ==
+        "test.yaml: line 2, column 9: key 'listen' (127.0.0.1:7000) needs key 'tls': add tls: "
+        "{cert: PATH, key: PATH, ca: PATH} for mutual TLS, or tls: off for plain TCP");
+  DaemonConfig merged;
+  merged.listen = "127.0.0.1:0";
+  Status status = CheckListenHasTls(merged);
+  CHECK(status.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(status.message(), Catch::StartsWith("key 'listen' (127.0.0.1:0) needs key 'tls'"));
+  merged.tls = PeerTlsMode::kOff;
+  CHECK(CheckListenHasTls(merged).ok());
+  CHECK(CheckListenHasTls(DaemonConfig{}).ok());
+}
+
+TEST_CASE("bad listen, tls and node values are errors naming the key") {
+  CHECK_THAT(ErrorOf("listen: 7000\ntls: off\n"),
+             Catch::Contains("line 1, column 9: key 'listen': expected HOST:PORT") &&
+                 Catch::Contains("got '7000'"));
+  CHECK_THAT(ErrorOf("listen: 'host:99999'\ntls: off\n"), Catch::Contains("0..65535"));
+  CHECK_THAT(ErrorOf("listen:\ntls: off\n"),
+             Catch::Contains("key 'listen' must be HOST:PORT, got nothing"));
+  CHECK_THAT(ErrorOf("tls: on\n"),
+             Catch::Contains("key 'tls' must be off (plain TCP) or a map {cert: PATH, key: PATH, "
+                             "ca: PATH}, got 'on'"));
+  CHECK_THAT(ErrorOf("tls: [a]\n"), Catch::Contains("key 'tls' must be off") &&
+                                         Catch::Contains("got a list"));
+  CHECK_THAT(ErrorOf("tls: {cert: a.pem, key: a.key}\n"),
+             Catch::Contains("key 'tls' needs cert, key and ca; 'ca' is missing"));
+  CHECK_THAT(ErrorOf("tls: {cert: a.pem, key: a.key, ca: c.pem, crl: x}\n"),
+             Catch::Contains("unknown key 'crl'"));
+  CHECK_THAT(ErrorOf("tls: {cert: a.pem, key: '', ca: c.pem}\n"),
+             Catch::Contains("key 'tls.key' must be a path"));
+  CHECK_THAT(ErrorOf("node:\n"), Catch::Contains("key 'node' must be a node name"));
+  CHECK_THAT(ErrorOf("node: " + std::string(300, 'n') + "\n"),
+             Catch::Contains("key 'node': a node name is at most 255 bytes"));
+}
+
+TEST_CASE("LoadConfig resolves tls paths against the file's directory and checks them") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("config_tls");
+  WriteTestFile(dir + "/certs/node.pem", "cert");
+  WriteTestFile(dir + "/certs/node.key", "key");
+  WriteTestFile(dir + "/ca.pem", "ca");
+  WriteTestFile(dir + "/etc/emberd.yaml",
+                "listen: 127.0.0.1:0\n"
+                "tls: {cert: ../certs/node.pem, key: " + dir + "/certs/node.key, ca: ../ca.pem}\n");
+  Result<DaemonConfig> config = LoadConfig(*env, dir + "/etc/emberd.yaml");
+  INFO(config.status().ToString());
+  REQUIRE(config.ok());
+  CHECK(config->tls_files.cert_path == dir + "/certs/node.pem");
+  CHECK(config->tls_files.key_path == dir + "/certs/node.key");
+  CHECK(config->tls_files.ca_path == dir + "/ca.pem");
+
+  WriteTestFile(dir + "/etc/missing.yaml",
+                "tls: {cert: ../certs/node.pem, key: ../certs/node.key, ca: ca.pem}\n");
+  Result<DaemonConfig> missing = LoadConfig(*env, dir + "/etc/missing.yaml");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(missing.status().message(),
+             Catch::StartsWith(dir + "/etc/missing.yaml: line 1, column 60: key 'tls.ca': " +
+                               dir + "/etc/ca.pem: open: ") &&
+                 Catch::Contains("No such file"));
+
+  WriteTestFile(dir + "/etc/dir.yaml",
+                "tls: {cert: ../certs, key: ../certs/node.key, ca: ../ca.pem}\n");
+  Result<DaemonConfig> directory = LoadConfig(*env, dir + "/etc/dir.yaml");
+  REQUIRE_FALSE(directory.ok());
+  CHECK_THAT(directory.status().message(),
+             Catch::Contains("key 'tls.cert': " + dir + "/certs: "));
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+// The TCP endpoint a daemon opens for other nodes' daemons (config key `listen`): accepts
+// connections, authenticates each by mutual TLS (PeerTls) or, with `tls: off`, not at all,
+// and serves a Cap'n Proto two-party RPC bootstrap capability on every authenticated one,
+// after one byte that tells the client it was accepted (peer_wire.h).
+//
+// A peer whose handshake fails (no certificate, one from another CA, not TLS at all) or
+// does not finish it within the handshake deadline is refused: its connection is closed
+// and "refused peer ADDRESS: REASON" is logged (spdlog warn). Handshakes run concurrently
+// and never hold up accepting others.
+#ifndef EMBER_DAEMON_PEER_PEER_LISTENER_H_
+#define EMBER_DAEMON_PEER_PEER_LISTENER_H_
+
+#include <capnp/capability.h>
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "daemon/peer/peer_tls.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+// An accepted, authenticated peer, for the capability served to it and for logs.
+struct PeerInfo {
+  std::string address;      // its end of the connection, "10.0.0.7:51234"
+  std::string common_name;  // the CN of its certificate; empty with tls: off
+};
+
+// Makes the bootstrap capability served on one connection. Called on the event loop's
+// thread, once per authenticated connection.
+using PeerBootstrapFactory = std::function<capnp::Capability::Client(const PeerInfo& peer)>;
+
+struct PeerListenerOptions {
+  // From accepting a connection to the end of its TLS handshake.
+  kj::Duration handshake_timeout = 10 * kj::SECONDS;
+  // Handshakes in flight at once; a connection beyond them is refused at once.
+  uint32_t max_handshakes = 64;
+};
+
+// Lives on the thread of the kj event loop it was started on; not thread-safe. Destroying
+// it stops accepting and closes every connection it accepted.
+class PeerListener final : private kj::TaskSet::ErrorHandler {
+ public:
+  // Binds `address` (HOST:PORT, host_port.h; port 0: any free port) and starts accepting
+  // on `io`'s event loop. `tls` null means plain TCP (tls: off); otherwise it must outlive
+  // the listener, as must `io`. Blocks on io.waitScope while HOST is resolved: call it
+  // outside any promise callback. Errors: kInvalidArgument for a bad address, kUnavailable
+  // "cannot listen for peers on ADDRESS: REASON" when it cannot be resolved or bound.
+  static Result<std::unique_ptr<PeerListener>> Start(kj::AsyncIoContext& io,
+                                                     const std::string& address, PeerTls* tls,
+                                                     PeerBootstrapFactory factory,
+                                                     PeerListenerOptions options = {});
+  ~PeerListener();
+
+  // The bound port (the one chosen when the address asked for port 0).
+  uint16_t port() const { return port_; }
+  // Connections authenticated and served, and connections refused, so far.
+  uint64_t accepted() const { return accepted_; }
+  uint64_t refused() const { return refused_; }
+
+ private:
+  struct Connection;
+
+  PeerListener(kj::Timer& timer, PeerTls* tls, PeerBootstrapFactory factory,
+               PeerListenerOptions options, kj::Own<kj::ConnectionReceiver> receiver);
+
+  kj::Promise<void> AcceptLoop();
+  void OnAccepted(kj::AuthenticatedStream raw);
+  kj::Promise<void> Handshake(std::string address, kj::AuthenticatedStream raw);
+  kj::Promise<void> Serve(const std::string& address, kj::AuthenticatedStream secured);
+  void Refuse(const std::string& address, const std::string& reason);
+  void taskFailed(kj::Exception&& exception) override;
+
+  kj::Timer& timer_;
+  PeerTls* const tls_;
+  const PeerBootstrapFactory factory_;
+  const PeerListenerOptions options_;
+  kj::Own<kj::ConnectionReceiver> receiver_;
+  const uint16_t port_;
+  uint64_t accepted_ = 0;
+  uint64_t refused_ = 0;
+  uint32_t handshakes_ = 0;  // in flight
+  kj::TaskSet tasks_;        // handshakes and connections
+  kj::Promise<void> accepting_;
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_PEER_PEER_LISTENER_H_

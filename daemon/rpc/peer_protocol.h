@@ -1,0 +1,21 @@
+// The version of the daemon-to-daemon protocol (schemas/peer.capnp) this build speaks;
+// both ends of a connection check it in hello.
+#ifndef EMBER_DAEMON_RPC_PEER_PROTOCOL_H_
+#define EMBER_DAEMON_RPC_PEER_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+inline constexpr uint32_t kPeerProtocol = 1;
+
+// OK when `theirs` is kPeerProtocol; else kFailedPrecondition naming both versions:
+// "node 'gpu-07' speaks daemon-to-daemon protocol 2, this daemon speaks 1".
+Status CheckPeerProtocol(const std::string& node, uint32_t theirs);
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_RPC_PEER_PROTOCOL_H_
