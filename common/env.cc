@@ -83,13 +83,17 @@ Status OpenErrnoStatus(const std::string& what, int err) {
   return ErrnoStatus(what, err);
 }
 
-// Opens `path` read-only and checks that it is a regular file; *size is its size.
-Result<int> OpenRegularFile(const std::string& path, uint64_t* size) {
+// Opens `path` (`flags`: O_RDONLY or O_WRONLY) and checks that it is a regular file;
+// *size is its size.
+Result<int> OpenRegularFile(const std::string& path, uint64_t* size, int flags = O_RDONLY) {
   int fd;
   do {
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = open(path.c_str(), flags | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return OpenErrnoStatus(path + ": cannot open", errno);
+  if (fd < 0) {
+    const char* what = flags == O_RDONLY ? ": cannot open" : ": cannot open for writing";
+    return OpenErrnoStatus(path + what, errno);
+  }
   FdCloser closer(fd);
   struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoStatus(path + ": cannot stat", errno);
@@ -185,6 +189,18 @@ class PosixWritableFile : public WritableFile {
 
   Status Sync() override {
     if (fsync(fd_) != 0) return ErrnoStatus(path() + ": fsync", errno);
+    return Status::Ok();
+  }
+
+  Status SyncData() override {
+    if (fdatasync(fd_) != 0) return ErrnoStatus(path() + ": fdatasync", errno);
+    return Status::Ok();
+  }
+
+  Status Truncate(uint64_t size) override {
+    if (ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      return ErrnoStatus(path() + ": truncate to " + std::to_string(size) + " bytes", errno);
+    }
     return Status::Ok();
   }
 
@@ -347,6 +363,12 @@ class PosixEnv final : public Env {
       fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return OpenErrnoStatus(path + ": create", errno);
+    return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(path, fd));
+  }
+
+  Result<std::unique_ptr<WritableFile>> OpenWritableFile(const std::string& path) override {
+    uint64_t size = 0;
+    EMBER_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size, O_WRONLY));
     return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(path, fd));
   }
 

@@ -7,7 +7,8 @@
 //                 whole or in pieces on demand (an image per sample).
 //   MappedFile    a whole regular file mapped read-only (mmap), for files too large to
 //                 read into memory (token streams, packed shards).
-//   WritableFile  a new file written at given offsets, then synced and closed.
+//   WritableFile  a file written at given offsets, then synced and closed: a new one, or an
+//                 existing one reopened to append to it (a journal).
 //
 // Thread-safety: implementations are safe to call from any thread; so are the const
 // methods of the files they return.
@@ -118,7 +119,7 @@ class MappedFile {
   const uint64_t size_;
 };
 
-// A file created for writing. Not thread-safe: one thread writes, syncs and closes.
+// A file open for writing. Not thread-safe: one thread writes, syncs and closes.
 // Destruction closes it if Close was not called (errors are then lost); the file stays.
 class WritableFile {
  public:
@@ -134,6 +135,14 @@ class WritableFile {
 
   // Flushes the file's data to the disk (fsync).
   virtual Status Sync() = 0;
+
+  // Flushes the file's data and its size, not its other metadata such as the modification
+  // time (fdatasync): what appending to a file needs to be durable.
+  virtual Status SyncData() = 0;
+
+  // Cuts the file to `size` bytes, or extends it with zeros (ftruncate); durable after
+  // Sync. Errors "<path>: truncate to N bytes: <reason>".
+  virtual Status Truncate(uint64_t size) = 0;
 
   // Drops the file's pages from the page cache (posix_fadvise DONTNEED), so that it is
   // read back from the disk and writing it does not evict other data. Only clean pages
@@ -191,6 +200,11 @@ class Env {
   // Creates the file `path` (mode 0644) for writing; it must not exist (kAlreadyExists).
   // Errors "<path>: create: <reason>".
   virtual Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) = 0;
+
+  // Opens the existing regular file `path` for writing (WritableFile), keeping its
+  // contents. kNotFound if it does not exist; other errors as OpenForRead's, with
+  // "<path>: cannot open for writing: <reason>".
+  virtual Result<std::unique_ptr<WritableFile>> OpenWritableFile(const std::string& path) = 0;
 
   // rename(2): renames `from` to `to`, replacing `to` if it is a file or an empty
   // directory. Errors "<to>: rename from <from>: <reason>".

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -314,6 +315,35 @@ TEST_CASE("CreateWritableFile writes at offsets, syncs, closes, and never replac
   CHECK(*env->ReadFile(dir + "/unclosed") == "abc");
 }
 
+TEST_CASE("OpenWritableFile appends to an existing file, truncates it and syncs its data") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("reopen");
+  const std::string path = dir + "/journal";
+  WriteTestFile(path, "0123456789");
+  {
+    auto file = env->OpenWritableFile(path);
+    REQUIRE(file.ok());
+    CHECK((*file)->path() == path);
+    REQUIRE((*file)->WriteAt(10, "abc", 3).ok());
+    REQUIRE((*file)->SyncData().ok());
+    CHECK(ReadTestFile(path) == "0123456789abc");
+    REQUIRE((*file)->Truncate(4).ok());
+    REQUIRE((*file)->Sync().ok());
+    CHECK(ReadTestFile(path) == "0123");
+    REQUIRE((*file)->Truncate(6).ok());  // extends with zeros
+    REQUIRE((*file)->Close().ok());
+  }
+  CHECK(ReadTestFile(path) == std::string("0123\0\0", 6));
+
+  auto missing = env->OpenWritableFile(dir + "/none");
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains(dir + "/none: cannot open for writing"));
+  CHECK_FALSE(env->FileExists(dir + "/none"));  // never created
+  auto directory = env->OpenWritableFile(dir);
+  REQUIRE_FALSE(directory.ok());
+  CHECK_THAT(directory.status().message(), Catch::Contains(dir));
+}
+
 TEST_CASE("Rename, RenameNoReplace, Exchange, RemoveAll and SyncDir") {
   auto env = NewPosixEnv();
   const std::string dir = FreshTestDir("rename");
@@ -460,6 +490,51 @@ TEST_CASE("FaultEnv fails reads, mappings, writes and renames of the chosen path
   CHECK(buffer == contents);
   CHECK(env.MapReadOnly(dir + "/c").ok());
   CHECK(env.Rename(dir + "/c", a).ok());
+}
+
+TEST_CASE("FaultEnv fails writes of reopened files and fails or holds syncs at once") {
+  auto base = NewPosixEnv();
+  const std::string dir = FreshTestDir("fault_syncs");
+  FaultEnv env(base.get());
+  const std::string a = dir + "/a";
+  WriteTestFile(a, "old");
+
+  env.FailWriteAt(a, ResourceExhausted("No space left on device"));
+  {
+    auto file = env.OpenWritableFile(a);
+    REQUIRE(file.ok());
+    CHECK((*file)->WriteAt(3, "x", 1).message() == a + ": No space left on device");
+    CHECK((*file)->Truncate(0).code() == StatusCode::kResourceExhausted);
+  }
+  CHECK(ReadTestFile(a) == "old");
+  env.ClearFaults();
+
+  auto file = env.OpenWritableFile(a);  // open before the faults: they apply at once
+  REQUIRE(file.ok());
+  REQUIRE((*file)->WriteAt(3, "new", 3).ok());
+  REQUIRE((*file)->SyncData().ok());
+  env.FailSync(a, Internal("Input/output error"));
+  env.FailSync(dir, Internal("directory gone"));
+  CHECK((*file)->Sync().message() == a + ": Input/output error");
+  CHECK((*file)->SyncData().message() == a + ": Input/output error");
+  CHECK(env.SyncDir(dir).message() == dir + ": directory gone");
+  env.ClearFaults();
+  CHECK((*file)->Sync().ok());
+  CHECK(env.SyncDir(dir).ok());
+
+  env.HoldSyncs(a);
+  std::atomic<bool> synced{false};
+  std::thread syncer([&] {
+    CHECK((*file)->SyncData().ok());
+    synced = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(synced);
+  CHECK(env.SyncDir(dir).ok());  // only the file's syncs are held
+  env.ClearFaults();
+  syncer.join();
+  CHECK(synced);
+  CHECK(ReadTestFile(a) == "oldnew");
 }
 
 }  // namespace

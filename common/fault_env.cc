@@ -1,6 +1,7 @@
 #include "common/fault_env.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 namespace ember {
@@ -37,20 +38,40 @@ class FaultReadableFile : public ReadableFile {
   const uint64_t readable_;
 };
 
-// A file of the base Env whose writes fail with `error`.
+// A file of the base Env whose writes fail with `error` (if not OK) and whose syncs
+// first ask `sync_fault`.
 class FaultWritableFile : public WritableFile {
  public:
-  FaultWritableFile(std::unique_ptr<WritableFile> base, Status error)
-      : WritableFile(base->path()), base_(std::move(base)), error_(std::move(error)) {}
+  FaultWritableFile(std::unique_ptr<WritableFile> base, Status error,
+                    std::function<Status()> sync_fault)
+      : WritableFile(base->path()),
+        base_(std::move(base)),
+        error_(std::move(error)),
+        sync_fault_(std::move(sync_fault)) {}
 
-  Status WriteAt(uint64_t, const void*, size_t) override { return error_; }
-  Status Sync() override { return base_->Sync(); }
+  Status WriteAt(uint64_t offset, const void* data, size_t n) override {
+    if (!error_.ok()) return error_;
+    return base_->WriteAt(offset, data, n);
+  }
+  Status Sync() override {
+    EMBER_RETURN_IF_ERROR(sync_fault_());
+    return base_->Sync();
+  }
+  Status SyncData() override {
+    EMBER_RETURN_IF_ERROR(sync_fault_());
+    return base_->SyncData();
+  }
+  Status Truncate(uint64_t size) override {
+    if (!error_.ok()) return error_;
+    return base_->Truncate(size);
+  }
   void DontNeed() override { base_->DontNeed(); }
   Status Close() override { return base_->Close(); }
 
  private:
   const std::unique_ptr<WritableFile> base_;
   const Status error_;
+  const std::function<Status()> sync_fault_;
 };
 
 }  // namespace
@@ -85,6 +106,16 @@ void FaultEnv::FailWriteAt(const std::string& path, Status error) {
   write_at_faults_[path] = NotOk(std::move(error), path);
 }
 
+void FaultEnv::FailSync(const std::string& path, Status error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sync_faults_[path] = NotOk(std::move(error), path);
+}
+
+void FaultEnv::HoldSyncs(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_syncs_.insert(path);
+}
+
 void FaultEnv::FailRename(const std::string& path, Status error) {
   std::lock_guard<std::mutex> lock(mu_);
   rename_faults_[path] = NotOk(std::move(error), path);
@@ -104,7 +135,10 @@ void FaultEnv::ClearFaults() {
   short_reads_.clear();
   write_at_faults_.clear();
   rename_faults_.clear();
+  sync_faults_.clear();
+  held_syncs_.clear();
   exchange_disabled_ = false;
+  syncs_released_.notify_all();
 }
 
 int FaultEnv::WriteCount(const std::string& path) const {
@@ -124,6 +158,23 @@ Status FaultEnv::RenameFault(const std::string& a, const std::string& b) const {
   std::lock_guard<std::mutex> lock(mu_);
   Status fault = Find(rename_faults_, a);
   return fault.ok() ? Find(rename_faults_, b) : fault;
+}
+
+Status FaultEnv::SyncFault(const std::string& path) {
+  std::unique_lock<std::mutex> lock(mu_);
+  syncs_released_.wait(lock, [&] { return held_syncs_.count(path) == 0; });
+  return Find(sync_faults_, path);
+}
+
+std::unique_ptr<WritableFile> FaultEnv::WrapWritable(const std::string& path,
+                                                     std::unique_ptr<WritableFile> file) {
+  Status error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    error = Find(write_at_faults_, path);
+  }
+  return std::make_unique<FaultWritableFile>(std::move(file), std::move(error),
+                                             [this, path] { return SyncFault(path); });
 }
 
 Result<std::string> FaultEnv::ReadFile(const std::string& path) {
@@ -170,15 +221,13 @@ Result<std::unique_ptr<MappedFile>> FaultEnv::MapReadOnly(const std::string& pat
 }
 
 Result<std::unique_ptr<WritableFile>> FaultEnv::CreateWritableFile(const std::string& path) {
-  Status error;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    error = Find(write_at_faults_, path);
-  }
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->CreateWritableFile(path));
-  if (error.ok()) return file;
-  return std::unique_ptr<WritableFile>(
-      std::make_unique<FaultWritableFile>(std::move(file), std::move(error)));
+  return WrapWritable(path, std::move(file));
+}
+
+Result<std::unique_ptr<WritableFile>> FaultEnv::OpenWritableFile(const std::string& path) {
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->OpenWritableFile(path));
+  return WrapWritable(path, std::move(file));
 }
 
 Status FaultEnv::Rename(const std::string& from, const std::string& to) {
@@ -198,6 +247,14 @@ Result<bool> FaultEnv::Exchange(const std::string& a, const std::string& b) {
     if (exchange_disabled_) return false;
   }
   return base_->Exchange(a, b);
+}
+
+Status FaultEnv::SyncDir(const std::string& dir) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EMBER_RETURN_IF_ERROR(Find(sync_faults_, dir));
+  }
+  return base_->SyncDir(dir);
 }
 
 }  // namespace ember

@@ -7,6 +7,8 @@
 //   FailReadAt / ShortenReads / FailWriteAt: the file opens (or is created) through the
 //     base Env; its reads or writes then fail. These apply to files opened or created
 //     after the fault is set.
+//   FailSync / HoldSyncs: a file's syncs fail or never finish, from the moment the
+//     fault is set, also for files already open.
 // Faults set with Fail* other than FailReadFile / FailWriteFileAtomic come back with the
 // path in front, "<path>: <message>", as a real error names its path.
 //
@@ -14,10 +16,12 @@
 #ifndef EMBER_COMMON_FAULT_ENV_H_
 #define EMBER_COMMON_FAULT_ENV_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,14 +48,20 @@ class FaultEnv : public Env {
   // OpenForRead(path) succeeds with the file's real Size(), but its reads stop at byte
   // `bytes`, as if the file shrank after it was opened: ReadAt past it is kDataLoss.
   void ShortenReads(const std::string& path, uint64_t bytes);
-  // CreateWritableFile(path) succeeds, but every WriteAt fails (e.g. a full disk).
+  // CreateWritableFile(path) / OpenWritableFile(path) succeed, but every WriteAt and
+  // Truncate fails (e.g. a full disk).
   void FailWriteAt(const std::string& path, Status error);
+  // Sync and SyncData of the writable file `path`, and SyncDir(path), fail.
+  void FailSync(const std::string& path, Status error);
+  // Sync and SyncData of the writable file `path` block until ClearFaults() (a disk that
+  // never completes a flush); whoever waits on them must have a deadline.
+  void HoldSyncs(const std::string& path);
   // Rename, RenameNoReplace and Exchange with `path` as either argument fail.
   void FailRename(const std::string& path, Status error);
   // Exchange returns false, as on a filesystem without renameat2(RENAME_EXCHANGE).
   void DisableExchange();
 
-  // Removes every fault above.
+  // Removes every fault above and lets held syncs go on.
   void ClearFaults();
 
   // How many WriteFileAtomic calls were made for `path`, failed ones included.
@@ -72,11 +82,12 @@ class FaultEnv : public Env {
   Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override;
   Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) override;
+  Result<std::unique_ptr<WritableFile>> OpenWritableFile(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status RenameNoReplace(const std::string& from, const std::string& to) override;
   Result<bool> Exchange(const std::string& a, const std::string& b) override;
   Status RemoveAll(const std::string& path) override { return base_->RemoveAll(path); }
-  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+  Status SyncDir(const std::string& dir) override;
   uint64_t NowMicros() override { return base_->NowMicros(); }
 
  private:
@@ -84,6 +95,11 @@ class FaultEnv : public Env {
   Status Find(const std::map<std::string, Status>& faults, const std::string& path) const;
   // The rename fault for `a` or `b`; OK if there is none.
   Status RenameFault(const std::string& a, const std::string& b) const;
+  // The sync fault for `path`, after waiting while its syncs are held.
+  Status SyncFault(const std::string& path);
+  // `file` (of the base Env, at `path`) with this Env's write and sync faults.
+  std::unique_ptr<WritableFile> WrapWritable(const std::string& path,
+                                             std::unique_ptr<WritableFile> file);
 
   Env* const base_;
   mutable std::mutex mu_;
@@ -94,6 +110,9 @@ class FaultEnv : public Env {
   std::map<std::string, uint64_t> short_reads_;  // guarded by mu_
   std::map<std::string, Status> write_at_faults_;  // guarded by mu_
   std::map<std::string, Status> rename_faults_;  // guarded by mu_
+  std::map<std::string, Status> sync_faults_;    // guarded by mu_
+  std::set<std::string> held_syncs_;             // guarded by mu_
+  std::condition_variable syncs_released_;       // held_syncs_ cleared
   bool exchange_disabled_ = false;               // guarded by mu_
   std::map<std::string, int> write_counts_;      // guarded by mu_
 };
