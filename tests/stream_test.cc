@@ -3,6 +3,8 @@
 // back. (Under tests/: it links both the daemon and the SDK.)
 #include "daemon/stream/stream.h"
 
+#include "daemon/coordinator/job_ledger.h"
+
 #include <unistd.h>
 
 #include <catch2/catch.hpp>

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "daemon/catalog/fingerprint.h"
+
 namespace ember::daemon {
 namespace {
 
@@ -30,6 +32,10 @@ Status CheckSameJob(const std::string& job, uint32_t rank, const JobParams& has,
   EMBER_RETURN_IF_ERROR(CheckField<uint64_t>("world_size", job, rank, has.world_size,
                                              asked.world_size));
   EMBER_RETURN_IF_ERROR(CheckField("seed", job, rank, has.seed, asked.seed));
+  if (has.fingerprint != 0 && asked.fingerprint != 0)
+    EMBER_RETURN_IF_ERROR(CheckField("dataset fingerprint", job, rank,
+                                     FingerprintHex(has.fingerprint),
+                                     FingerprintHex(asked.fingerprint)));
   return CheckField("shuffle", job, rank, has.shuffle, asked.shuffle);
 }
 

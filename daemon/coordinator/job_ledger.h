@@ -36,30 +36,10 @@
 #include <vector>
 
 #include "daemon/coordinator/epoch_plan.h"
+#include "daemon/coordinator/job_coordinator.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
-
-struct JobParams {
-  std::string dataset;
-  uint64_t num_samples = 0;
-  uint32_t batch_size = 0;
-  uint32_t world_size = 0;
-  uint64_t seed = 0;
-  bool shuffle = true;
-  uint64_t start_epoch = 0;     // epochs before it count as finished
-  uint64_t start_position = 0;  // positions of start_epoch's order already consumed
-};
-
-struct BatchLease {
-  uint64_t epoch = 0;
-  uint64_t batch = 0;           // the global step of the epoch's plan; the rank's slice of it
-  uint64_t index_in_epoch = 0;  // = batch: the rank's batches of an epoch are its steps
-  bool last_in_epoch = false;   // the epoch's last step
-  uint64_t step_end = 0;        // the epoch's order is consumed up to here once every rank
-                                // consumed this step (a Loader's resume position)
-  std::vector<uint64_t> sample_ids;
-};
 
 // Where one rank of a job stands (emberctl jobs).
 struct RankProgress {
@@ -80,7 +60,7 @@ struct JobSummary {
   std::vector<RankProgress> ranks;
 };
 
-class JobLedger {
+class JobLedger final : public JobCoordinator {
  public:
   // Registers `rank` of job `job`. The first rank creates the job; later ranks must
   // match its params (kInvalidArgument naming the mismatched field and both values).
@@ -88,26 +68,26 @@ class JobLedger {
   // or the plan is impossible (see MakeEpochPlan). A job that no rank is joined to now,
   // asked for with another start (start_epoch, start_position) and otherwise the same
   // params, is replaced: the run was restarted from a checkpoint.
-  Status Join(const std::string& job, uint32_t rank, const JobParams& params);
+  Status Join(const std::string& job, uint32_t rank, const JobParams& params) override;
 
   // The rank's next batch of `epoch`: its first batch neither consumed nor leased.
   // kFailedPrecondition if the rank already received all its batches of that epoch
   // ("rank 1 already received all 469 batches of epoch 0"); kNotFound if the job does
   // not exist or the rank is not joined.
-  Result<BatchLease> Next(const std::string& job, uint32_t rank, uint64_t epoch);
+  Result<BatchLease> Next(const std::string& job, uint32_t rank, uint64_t epoch) override;
 
   // Marks a lease consumed. Idempotent (also once the epoch is finished and dropped).
   // kNotFound if the job does not exist or `rank` holds no lease of that batch (e.g. it
   // left, and the batch went back to the pool).
-  Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch);
+  Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch) override;
 
   // The rank leaves: its uncommitted leases are dropped (it is handed them again when it
   // joins again). Forgets the job once every rank has joined and none is left. Idempotent.
-  void Leave(const std::string& job, uint32_t rank);
+  void Leave(const std::string& job, uint32_t rank) override;
 
   // Batches per rank in a full epoch, and in the job's first epoch (fewer when the job
   // resumed mid-epoch).
-  Result<uint64_t> BatchesPerRank(const std::string& job) const;
+  Result<uint64_t> BatchesPerRank(const std::string& job) const override;
   std::vector<JobSummary> Summaries() const;
 
  private:

@@ -31,7 +31,7 @@ std::vector<TensorSpec> StreamTensors(const DatasetInfo& info, bool sample_ids) 
   return tensors;
 }
 
-Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& ledger,
+Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordinator& ledger,
                                               const DatasetInfo& info,
                                               DatasetCache::SourceFuture source,
                                               DecodePool* decode_pool,
@@ -55,6 +55,7 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& 
   job_params.shuffle = params.shuffle;
   job_params.start_epoch = params.start_epoch;
   job_params.start_position = params.start_position;
+  job_params.fingerprint = info.fingerprint;
   EMBER_RETURN_IF_ERROR(ledger.Join(params.job, params.rank, job_params));
   auto batches = ledger.BatchesPerRank(params.job);
   if (!batches.ok()) {
@@ -75,7 +76,7 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobLedger& 
   return stream;
 }
 
-Stream::Stream(uint64_t id, Env& env, JobLedger& ledger, DatasetInfo info,
+Stream::Stream(uint64_t id, Env& env, JobCoordinator& ledger, DatasetInfo info,
                DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
                uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring)
     : id_(id),

@@ -1,5 +1,5 @@
 // Stream: what one rank of a job reads. A producer thread leases the rank's batches from
-// the JobLedger, gathers their samples from the dataset's Source and writes them in
+// the job's coordinator (the local JobLedger or a proxy to another node's), gathers their samples from the dataset's Source and writes them in
 // place into the stream's ring; the trainer reads them from the same memory. When the
 // producer gets a slot back from the trainer, it commits the batch that slot held.
 //
@@ -24,7 +24,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "daemon/catalog/dataset.h"
-#include "daemon/coordinator/job_ledger.h"
+#include "daemon/coordinator/job_coordinator.h"
 #include "common/env.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/ring/ring_writer.h"
@@ -81,7 +81,7 @@ class Stream {
   // error ends the stream with it (the reader sees kDataLoss and the message). Sources
   // that decode spread each batch over `decode_pool` (may be null: all work inline);
   // the pool must outlive the stream.
-  static Result<std::unique_ptr<Stream>> Start(uint64_t id, Env& env, JobLedger& ledger,
+  static Result<std::unique_ptr<Stream>> Start(uint64_t id, Env& env, JobCoordinator& ledger,
                                                const DatasetInfo& info,
                                                DatasetCache::SourceFuture source,
                                                DecodePool* decode_pool,
@@ -113,7 +113,7 @@ class Stream {
   StreamStats Stats() const;
 
  private:
-  Stream(uint64_t id, Env& env, JobLedger& ledger, DatasetInfo info,
+  Stream(uint64_t id, Env& env, JobCoordinator& ledger, DatasetInfo info,
          DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
          uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring);
   void Run();
@@ -131,7 +131,7 @@ class Stream {
   Status Publish(ring::SlotHeader* slot, BatchLease lease);
   const uint64_t id_;
   Env& env_;
-  JobLedger& ledger_;
+  JobCoordinator& ledger_;
   const DatasetInfo info_;
   const std::vector<TensorSpec> tensors_;  // StreamTensors(info_, params_.sample_ids)
   DatasetCache::SourceFuture source_future_;

@@ -1,0 +1,56 @@
+// JobCoordinator: what a rank's stream needs of the daemon that coordinates its job.
+//
+// The JobLedger is the implementation for jobs this daemon coordinates; a proxy to
+// another node's daemon is the implementation for the jobs it coordinates. The calls are
+// the JobLedger's (see job_ledger.h for their semantics and errors); a proxy may also
+// fail them with kUnavailable or kDeadlineExceeded when the coordinator cannot be reached.
+// Implementations are safe to call from any thread; calls may block (a proxy waits for
+// its coordinator, within a deadline), so never call them on an event-loop thread.
+#ifndef EMBER_DAEMON_COORDINATOR_JOB_COORDINATOR_H_
+#define EMBER_DAEMON_COORDINATOR_JOB_COORDINATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+struct JobParams {
+  std::string dataset;
+  uint64_t num_samples = 0;
+  uint32_t batch_size = 0;
+  uint32_t world_size = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  uint64_t start_epoch = 0;     // epochs before it count as finished
+  uint64_t start_position = 0;  // positions of start_epoch's order already consumed
+  uint64_t fingerprint = 0;     // the dataset's (catalog/fingerprint.h); 0: not checked
+};
+
+struct BatchLease {
+  uint64_t epoch = 0;
+  uint64_t batch = 0;           // the global step of the epoch's plan; the rank's slice of it
+  uint64_t index_in_epoch = 0;  // = batch: the rank's batches of an epoch are its steps
+  bool last_in_epoch = false;   // the epoch's last step
+  uint64_t step_end = 0;        // the epoch's order is consumed up to here once every rank
+                                // consumed this step (a Loader's resume position)
+  std::vector<uint64_t> sample_ids;
+};
+
+class JobCoordinator {
+ public:
+  virtual ~JobCoordinator() = default;
+
+  virtual Status Join(const std::string& job, uint32_t rank, const JobParams& params) = 0;
+  virtual Result<BatchLease> Next(const std::string& job, uint32_t rank, uint64_t epoch) = 0;
+  virtual Status Commit(const std::string& job, uint32_t rank, uint64_t epoch,
+                        uint64_t batch) = 0;
+  virtual void Leave(const std::string& job, uint32_t rank) = 0;
+  virtual Result<uint64_t> BatchesPerRank(const std::string& job) const = 0;
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_COORDINATOR_JOB_COORDINATOR_H_
