@@ -1,7 +1,8 @@
 // emberctl against a real emberd: registration errors name the file and what is wrong
 // and leave the daemon and its catalog as they were; a missing daemon, an unknown
-// dataset or a bad argument give a clear message and a non-zero exit. And `emberctl
-// pack`, which needs no daemon, with its flags.
+// dataset or a bad argument give a clear message and a non-zero exit; `jobs` and `job
+// inspect` show a job's progress per rank. And `emberctl pack`, which needs no daemon,
+// with its flags.
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "tests/support/test_env.h"
 
@@ -114,6 +116,64 @@ TEST_CASE("emberctl explains a missing daemon, an unknown dataset and bad argume
   Run rm = Emberctl(dir, {sock, "dataset", "rm", "syn"});
   CHECK(rm.exit_code == 0);
   CHECK(Emberctl(dir, {sock, "dataset", "rm", "syn"}).exit_code != 0);
+  daemon.Stop();
+}
+
+TEST_CASE("emberctl jobs and job inspect show each rank's progress and the slowest rank") {
+  Daemon daemon;
+  auto client = StartWithSyntheticDataset(daemon, 320);  // 10 batches of 16 per rank of 2
+  std::vector<std::unique_ptr<StreamReader>> readers;
+  for (uint32_t rank : {0u, 1u}) {
+    StreamOptions options = ReaderOptions("two-ranks", 16, 1);
+    options.rank = rank;
+    options.world_size = 2;
+    auto reader = client->OpenStream(options);
+    REQUIRE(reader.ok());
+    // Rank 0 consumes 3 batches, rank 1 5 (each slot handed back at once).
+    for (int i = 0; i < (rank == 0 ? 3 : 5); ++i) REQUIRE((*reader)->Next().ok());
+    readers.push_back(std::move(*reader));
+  }
+  // The daemon commits a batch when it takes its slot back, and leases the next into it:
+  // each ring's 4 slots then hold leases again.
+  REQUIRE(Eventually([&] {
+    auto st = client->GetStatus();
+    if (!st.ok() || st->jobs.size() != 1) return false;
+    const auto& ranks = st->jobs[0].ranks;
+    return ranks.size() == 2 && ranks[0].consumed == 3 && ranks[1].consumed == 5 &&
+           ranks[0].leased == 4 && ranks[1].leased == 4;
+  }));
+  const std::string& dir = daemon.dir();
+  const std::string sock = "--socket=" + daemon.socket();
+
+  Run jobs = Emberctl(dir, {sock, "jobs"});
+  INFO(jobs.out << jobs.err);
+  REQUIRE(jobs.exit_code == 0);
+  CHECK(std::regex_search(jobs.out, std::regex("JOB +DATASET +WORLD +BATCH +EPOCH +PROGRESS +"
+                                               "LEASED +SLOWEST +COORDINATOR +NODES\n")));
+  CHECK(std::regex_search(jobs.out, std::regex("\ntwo-ranks +syn +2 +16 +0 +8/20 \\(40%\\) +8 +"
+                                               "r0 e0 3/10 +local +local,local\n")));
+
+  Run inspect = Emberctl(dir, {sock, "job", "inspect", "two-ranks"});
+  INFO(inspect.out << inspect.err);
+  REQUIRE(inspect.exit_code == 0);
+  CHECK(inspect.out.find("job two-ranks\n") != std::string::npos);
+  CHECK(std::regex_search(inspect.out, std::regex("batches/rank +10 per epoch\n")));
+  CHECK(std::regex_search(inspect.out, std::regex("coordinator +local\n")));
+  CHECK(std::regex_search(inspect.out, std::regex("slowest rank +r0 e0 3/10\n")));
+  CHECK(std::regex_search(inspect.out, std::regex("8 committed, 8 in flight\n")));
+  for (uint32_t rank : {0u, 1u}) {
+    const std::string row = std::to_string(rank) + " +yes +local +0 +" +
+                            (rank == 0 ? "3" : "5") + "/10 +4 +#" +
+                            std::to_string(readers[rank]->info().stream_id) +
+                            " +[0-9]+ +[0-9]+%\n";
+    CHECK(std::regex_search(inspect.out, std::regex("\n" + row)));
+  }
+
+  Run unknown = Emberctl(dir, {sock, "job", "inspect", "nope"});
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err == "emberctl: job 'nope' not found (jobs: two-ranks)\n");
+  CHECK(Emberctl(dir, {sock, "job"}).exit_code != 0);  // inspect is required
+  readers.clear();
   daemon.Stop();
 }
 

@@ -1,4 +1,4 @@
-// emberctl: status, dataset registration and packing, over ember::Client.
+// emberctl: status, jobs, dataset registration and packing, over ember::Client.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +17,7 @@
 #include "ember/client.h"
 #include "pack/imagefolder_pack.h"
 #include "pack/pack_command.h"
+#include "tools/emberctl/jobs_command.h"
 
 namespace {
 
@@ -115,6 +116,14 @@ int main(int argc, char** argv) {
 
   auto* status_cmd = app.add_subcommand("status", "datasets, jobs and streams with their rates");
 
+  auto* jobs_cmd = app.add_subcommand(
+      "jobs", "each job's epoch, progress, leases, slowest rank, coordinator and rank nodes");
+  auto* job_cmd = app.add_subcommand("job", "inspect a job");
+  job_cmd->require_subcommand(1);
+  std::string job_id;
+  auto* job_inspect_cmd = job_cmd->add_subcommand("inspect", "a job's details and its ranks");
+  job_inspect_cmd->add_option("id", job_id, "the job's name")->required();
+
   auto* dataset_cmd = app.add_subcommand("dataset", "register and inspect datasets");
   dataset_cmd->require_subcommand(1);
   ember::DatasetSpec spec;
@@ -160,6 +169,13 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Fail("connect", client.status());
   Client& c = **client;
   if (*status_cmd) return Status(c);
+  if (*jobs_cmd || *job_inspect_cmd) {
+    auto st = c.GetStatus();
+    if (!st.ok()) return Fail(*jobs_cmd ? "jobs" : "job inspect " + job_id, st.status());
+    if (*job_inspect_cmd) return ember::emberctl::InspectJob(*st, job_id, stdout, stderr);
+    ember::emberctl::PrintJobs(*st, stdout);
+    return 0;
+  }
   if (*add_cmd) {
     if (!pipeline_file.empty()) {
       std::ifstream in(pipeline_file);
