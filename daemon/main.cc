@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@
 #include "daemon/peer/peer_tls.h"
 #include "daemon/rpc/daemon_server.h"
 #include "daemon/rpc/peer_server.h"
+#include "daemon/rpc/remote_coordinator.h"
 #include "daemon/service/daemon_service.h"
 #include "daemon/service/session.h"
 #include "daemon/stream/stream_manager.h"
@@ -166,12 +168,13 @@ std::string NodeName(const DaemonConfig& config) {
 // connection. Logs where it listens and writes the bound port, in decimal, to
 // <state_dir>/peer.port (for port 0: how tests and scripts learn it).
 Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContext& io,
-                                                     const DaemonConfig& config, PeerTls* tls) {
+                                                     const DaemonConfig& config, PeerTls* tls,
+                                                     JobCoordinator* jobs) {
   const std::string node = NodeName(config);
   EMBER_ASSIGN_OR_RETURN(
       std::unique_ptr<PeerListener> listener,
-      PeerListener::Start(io, config.listen, tls, [node](const PeerInfo& peer) {
-        return capnp::Capability::Client(kj::heap<PeerServer>(node, peer));
+      PeerListener::Start(io, config.listen, tls, [node, jobs](const PeerInfo& peer) {
+        return capnp::Capability::Client(kj::heap<PeerServer>(node, peer, jobs));
       }));
   EMBER_ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(config.listen));
   bound.port = listener->port();
@@ -244,6 +247,9 @@ int Serve(const CommandLine& cli) {
   }
 
   JobLedger ledger;
+  // Proxies to the daemons that coordinate jobs of ranks here (by HOST:PORT); outlive the
+  // streams, shut down on the event loop before it goes.
+  std::map<std::string, std::unique_ptr<RemoteCoordinator>> remotes;
   KvStore kv;
   SharedSegments segments(env.get());
   DatasetCache cache(env.get(), decode_threads, registry);
@@ -274,13 +280,34 @@ int Serve(const CommandLine& cli) {
     // Before the unix socket: once it answers, <state_dir>/peer.port is there.
     std::unique_ptr<PeerListener> peers;
     if (!config->listen.empty()) {
-      auto listening = ListenForPeers(*env, io, *config, peer_tls.get());
+      auto listening = ListenForPeers(*env, io, *config, peer_tls.get(), &ledger);
       if (!listening.ok()) {
         spdlog::error("{}", listening.status().message());
         return 2;
       }
       peers = std::move(listening).value();
     }
+    const std::string node = NodeName(*config);
+    const uint16_t peer_port = peers ? peers->port() : 0;
+    streams.set_coordinator_resolver(
+        [&, node, peer_port](const std::string& address) -> Result<JobCoordinator*> {
+          EMBER_ASSIGN_OR_RETURN(HostPort where, ParseHostPort(address));
+          if (peers && where.port == peer_port &&
+              (where.host == "127.0.0.1" || where.host == "localhost" || where.host == "::1" ||
+               where.host == node || address == config->listen ||
+               where.host == ParseHostPort(config->listen).value().host))
+            return &ledger;  // this daemon coordinates
+          if (config->listen.empty())
+            return FailedPrecondition("this daemon has no `listen` endpoint, so no TLS "
+                                      "identity to reach other daemons with");
+          auto& remote = remotes[address];
+          if (!remote) {
+            RemoteCoordinatorOptions options;
+            options.node = node;
+            remote = std::make_unique<RemoteCoordinator>(io, peer_tls.get(), address, options);
+          }
+          return remote.get();
+        });
     kj::Own<kj::ConnectionReceiver> listener;
     KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
       auto address =
@@ -307,6 +334,7 @@ int Serve(const CommandLine& cli) {
     int sig = sigterm.exclusiveJoin(kj::mv(sigint)).wait(io.waitScope);
     spdlog::info("signal {} received, shutting down", sig);
     sd_notify(0, "STOPPING=1");
+    for (auto& [address, remote] : remotes) remote->Shutdown();
   }  // drops the listener and every connection: their streams close and free their rings
   // Let file work in flight (a dataset being probed) finish while the event loop it
   // would report to still exists; its caller is gone, so the result is dropped.

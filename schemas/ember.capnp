@@ -57,6 +57,8 @@ struct StreamRequest {
   fingerprint @11 :UInt64;    # the dataset's fingerprint the caller expects (a saved Loader
                               # state's); 0: any. failed_precondition naming both if unlike
   sampleIds @12 :Bool;        # add a "sample_id" int64 tensor (each sample's index) to batches
+  coordinator @13 :Text;      # HOST:PORT of the daemon that coordinates the job (its
+                              # `listen` endpoint); empty: this daemon
 }
 
 struct StreamInfo {

@@ -16,4 +16,42 @@ interface Peer {
   # protocol version it speaks (1). A version other than the server's fails with
   # failed_precondition naming both versions.
   hello @0 (node :Text, protocol :UInt32) -> (node :Text, protocol :UInt32);
+
+  # Joins `rank` of `job`, a job this daemon coordinates, for a rank of node `node` (the
+  # calling daemon's node name, for messages). The first rank of a job sets its params;
+  # later ones must match them (invalid_argument naming the field, both values and the
+  # node). The returned capability is the rank's membership: releasing it (or the
+  # connection ending) leaves the job, and its uncommitted leases are dropped.
+  joinJob @1 (job :Text, rank :UInt32, params :JobParams, node :Text)
+      -> (coordination :Coordination);
+}
+
+# A job's params, as the coordinating daemon's ledger keeps them.
+struct JobParams {
+  dataset @0 :Text;
+  numSamples @1 :UInt64;
+  batchSize @2 :UInt32;
+  worldSize @3 :UInt32;
+  seed @4 :UInt64;
+  shuffle @5 :Bool;
+  startEpoch @6 :UInt64;
+  startPosition @7 :UInt64;
+  fingerprint @8 :UInt64;   # the dataset copy's on the calling node; 0: not checked
+}
+
+# One rank's batch of one global step (daemon/coordinator/job_ledger.h, BatchLease).
+struct BatchLease {
+  epoch @0 :UInt64;
+  batch @1 :UInt64;          # the global step
+  lastInEpoch @2 :Bool;
+  stepEnd @3 :UInt64;        # the epoch's position after this step
+  sampleIds @4 :List(UInt64);
+}
+
+# One rank's part in a job coordinated by the serving daemon (Peer.joinJob).
+interface Coordination {
+  # The rank's next batch of `epoch`: failed_precondition once it received all of them.
+  next @0 (epoch :UInt64) -> (lease :BatchLease);
+  # The rank's trainer consumed the batch. not_found if the rank holds no such lease.
+  commit @1 (epoch :UInt64, batch :UInt64) -> ();
 }

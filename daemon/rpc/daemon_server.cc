@@ -150,6 +150,7 @@ StreamParams FromRpc(rpc::StreamRequest::Reader r) {
   params.start_position = r.getStartPosition();
   params.expect_fingerprint = r.getFingerprint();
   params.sample_ids = r.getSampleIds();
+  params.coordinator = ToStd(r.getCoordinator());
   return params;
 }
 

@@ -6,6 +6,68 @@
 #include "daemon/rpc/peer_protocol.h"
 
 namespace ember::daemon {
+namespace {
+
+JobParams FromRpc(rpc::JobParams::Reader r) {
+  JobParams p;
+  p.dataset = r.getDataset();
+  p.num_samples = r.getNumSamples();
+  p.batch_size = r.getBatchSize();
+  p.world_size = r.getWorldSize();
+  p.seed = r.getSeed();
+  p.shuffle = r.getShuffle();
+  p.start_epoch = r.getStartEpoch();
+  p.start_position = r.getStartPosition();
+  p.fingerprint = r.getFingerprint();
+  return p;
+}
+
+void ToRpc(const BatchLease& lease, rpc::BatchLease::Builder b) {
+  b.setEpoch(lease.epoch);
+  b.setBatch(lease.batch);
+  b.setLastInEpoch(lease.last_in_epoch);
+  b.setStepEnd(lease.step_end);
+  auto ids = b.initSampleIds(lease.sample_ids.size());
+  for (size_t i = 0; i < lease.sample_ids.size(); ++i) ids.set(i, lease.sample_ids[i]);
+}
+
+template <typename T>
+T ValueOrThrow(Result<T> result) {
+  if (!result.ok()) kj::throwFatalException(rpc_status::ToException(result.status()));
+  return std::move(result).value();
+}
+
+// One rank of another node in a job this daemon coordinates; leaves the job when released.
+class CoordinationServer final : public rpc::Coordination::Server {
+ public:
+  CoordinationServer(JobCoordinator& jobs, std::string job, uint32_t rank, std::string node)
+      : jobs_(jobs), job_(std::move(job)), rank_(rank), node_(std::move(node)) {}
+  ~CoordinationServer() {
+    jobs_.Leave(job_, rank_);
+    spdlog::info("job '{}' rank {} (node '{}') left", job_, rank_, node_);
+  }
+
+ protected:
+  kj::Promise<void> next(NextContext context) override {
+    BatchLease lease = ValueOrThrow(jobs_.Next(job_, rank_, context.getParams().getEpoch()));
+    ToRpc(lease, context.getResults().initLease());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> commit(CommitContext context) override {
+    const auto p = context.getParams();
+    Status committed = jobs_.Commit(job_, rank_, p.getEpoch(), p.getBatch());
+    if (!committed.ok()) kj::throwFatalException(rpc_status::ToException(committed));
+    return kj::READY_NOW;
+  }
+
+ private:
+  JobCoordinator& jobs_;
+  const std::string job_;
+  const uint32_t rank_;
+  const std::string node_;
+};
+
+}  // namespace
 
 kj::Promise<void> PeerServer::hello(HelloContext context) {
   const auto params = context.getParams();
@@ -20,6 +82,24 @@ kj::Promise<void> PeerServer::hello(HelloContext context) {
   auto results = context.getResults();
   results.setNode(node_);
   results.setProtocol(kPeerProtocol);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
+  const auto p = context.getParams();
+  const std::string job = p.getJob(), node = p.getNode();
+  const uint32_t rank = p.getRank();
+  if (jobs_ == nullptr)
+    kj::throwFatalException(rpc_status::ToException(
+        FailedPrecondition("node '" + node_ + "' coordinates no jobs")));
+  Status joined = jobs_->Join(job, rank, FromRpc(p.getParams()));
+  if (!joined.ok()) {
+    Status named = joined.WithContext("node '" + node + "'");
+    spdlog::warn("peer {}: {}", peer_.address, named.message());
+    kj::throwFatalException(rpc_status::ToException(named));
+  }
+  spdlog::info("job '{}' rank {} joined from node '{}' ({})", job, rank, node, peer_.address);
+  context.getResults().setCoordination(kj::heap<CoordinationServer>(*jobs_, job, rank, node));
   return kj::READY_NOW;
 }
 

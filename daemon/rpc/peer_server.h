@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "daemon/coordinator/job_coordinator.h"
 #include "daemon/peer/peer_listener.h"
 #include "schemas/peer.capnp.h"
 
@@ -14,16 +15,22 @@ namespace ember::daemon {
 
 class PeerServer final : public rpc::Peer::Server {
  public:
-  // `node`: this daemon's node name (config key `node`); `peer`: who connected.
-  PeerServer(std::string node, PeerInfo peer) : node_(std::move(node)), peer_(std::move(peer)) {}
+  // `node`: this daemon's node name (config key `node`); `peer`: who connected; `jobs`:
+  // the jobs this daemon coordinates (its JobLedger; null: it coordinates none, joinJob
+  // fails with failed_precondition). `jobs` must outlive the server and what it returns.
+  PeerServer(std::string node, PeerInfo peer, JobCoordinator* jobs = nullptr)
+      : node_(std::move(node)), peer_(std::move(peer)), jobs_(jobs) {}
 
  protected:
   // Fails with CheckPeerProtocol's error for another protocol version.
   kj::Promise<void> hello(HelloContext context) override;
+  // Joins the rank in `jobs`; the error names the calling node.
+  kj::Promise<void> joinJob(JoinJobContext context) override;
 
  private:
   const std::string node_;
   const PeerInfo peer_;
+  JobCoordinator* const jobs_;
 };
 
 }  // namespace ember::daemon

@@ -46,6 +46,7 @@ struct StreamParams {
   uint64_t start_position = 0;  // of start_epoch's order: the job resumes mid-epoch
   bool sample_ids = false;      // add a "sample_id" int64 tensor to every batch
   uint64_t expect_fingerprint = 0;  // the dataset's, as a saved loader state says; 0: any
+  std::string coordinator;  // HOST:PORT of the job's coordinating daemon; empty: this one
 };
 
 struct StreamStats {

@@ -15,13 +15,13 @@ constexpr auto kReapInterval = std::chrono::milliseconds(20);
 
 }  // namespace
 
-StreamManager::StreamManager(Env* env, Catalog* catalog, JobLedger* ledger, DatasetCache* cache,
+StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger, DatasetCache* cache,
                              DecodePool* decode_pool, StreamLimits limits)
     : StreamManager(env, catalog, ledger,
                     [cache](const DatasetInfo& info) { return cache->Get(info); }, decode_pool,
                     limits) {}
 
-StreamManager::StreamManager(Env* env, Catalog* catalog, JobLedger* ledger,
+StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger,
                              SourceLoader load_source, DecodePool* decode_pool,
                              StreamLimits limits)
     : env_(env),
@@ -122,8 +122,21 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
     reserved_bytes_ += ring_bytes;
     id = next_id_++;
   }
+  JobCoordinator* coordinator = ledger_;
+  if (!params.coordinator.empty()) {
+    Result<JobCoordinator*> resolved =
+        resolve_ ? resolve_(params.coordinator)
+                 : Result<JobCoordinator*>(FailedPrecondition(
+                       "coordinator: this daemon cannot reach other daemons"));
+    if (!resolved.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      reserved_bytes_ -= ring_bytes;
+      return resolved.status().WithContext("coordinator '" + params.coordinator + "'");
+    }
+    coordinator = *resolved;
+  }
   auto stream =
-      Stream::Start(id, *env_, *ledger_, *info, load_source_(*info), decode_pool_, params);
+      Stream::Start(id, *env_, *coordinator, *info, load_source_(*info), decode_pool_, params);
   std::lock_guard<std::mutex> lock(mu_);
   if (!stream.ok()) {
     reserved_bytes_ -= ring_bytes;

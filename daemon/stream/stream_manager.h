@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "daemon/catalog/catalog.h"
-#include "daemon/coordinator/job_ledger.h"
+#include "daemon/coordinator/job_coordinator.h"
 #include "common/env.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/stream/stream.h"
@@ -37,13 +37,21 @@ class StreamManager {
  public:
   // Where a stream's samples come from: DatasetCache::Get in the daemon.
   using SourceLoader = std::function<DatasetCache::SourceFuture(const DatasetInfo&)>;
+  // The coordinator of a stream whose StreamParams::coordinator names a daemon (HOST:PORT):
+  // `ledger` when that is this daemon, else a proxy to it (RemoteCoordinator). Called on the
+  // thread that calls Open; the result must outlive the streams.
+  using CoordinatorResolver = std::function<Result<JobCoordinator*>(const std::string& address)>;
 
   // Everything must outlive the manager. Streams read datasets from `cache`.
-  StreamManager(Env* env, Catalog* catalog, JobLedger* ledger, DatasetCache* cache,
+  StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger, DatasetCache* cache,
                 DecodePool* decode_pool, StreamLimits limits);
   // As above, with streams reading from what `load_source` returns (tests: fake sources).
-  StreamManager(Env* env, Catalog* catalog, JobLedger* ledger, SourceLoader load_source,
+  StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger, SourceLoader load_source,
                 DecodePool* decode_pool, StreamLimits limits);
+  // Streams with a coordinator address go through `resolve` (set before the first Open;
+  // without it such streams are refused with kFailedPrecondition).
+  void set_coordinator_resolver(CoordinatorResolver resolve) { resolve_ = std::move(resolve); }
+
   // Closes every stream and waits for all their producers.
   ~StreamManager();
 
@@ -72,7 +80,8 @@ class StreamManager {
 
   Env* env_;
   Catalog* catalog_;
-  JobLedger* ledger_;
+  JobCoordinator* ledger_;
+  CoordinatorResolver resolve_;
   const SourceLoader load_source_;
   DecodePool* decode_pool_;
   const StreamLimits limits_;

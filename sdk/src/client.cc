@@ -335,6 +335,10 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
     r.setStartPosition(options.start_position);
     r.setFingerprint(options.fingerprint);
     r.setSampleIds(options.sample_ids);
+    const char* coordinator_env = std::getenv("EMBER_COORDINATOR");
+    r.setCoordinator(!options.coordinator.empty() ? options.coordinator
+                     : coordinator_env != nullptr ? coordinator_env
+                                                  : "");
     return Catch(req.send().then([&s](auto response) {
       StreamInfo info;
       auto i = response.getInfo();

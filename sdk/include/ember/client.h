@@ -66,6 +66,10 @@ struct StreamOptions {
   uint64_t start_position = 0;  // of start_epoch's order: resume mid-epoch (LoaderState)
   uint64_t fingerprint = 0;     // the dataset's fingerprint expected; 0: any
   bool sample_ids = false;      // add a "sample_id" int64 tensor (dataset index) to batches
+  // HOST:PORT of the daemon that coordinates the job (its `listen` endpoint), when the
+  // job spans nodes; empty: $EMBER_COORDINATOR (set by ember-run --coordinator), else the
+  // local daemon.
+  std::string coordinator;
 };
 
 struct StreamStatus {

@@ -1,0 +1,208 @@
+#include "daemon/rpc/remote_coordinator.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/rpc_status.h"
+#include "daemon/coordinator/epoch_plan.h"
+#include "daemon/rpc/peer_client.h"
+
+namespace ember::daemon {
+namespace {
+
+void ToRpc(const JobParams& p, rpc::JobParams::Builder b) {
+  b.setDataset(p.dataset);
+  b.setNumSamples(p.num_samples);
+  b.setBatchSize(p.batch_size);
+  b.setWorldSize(p.world_size);
+  b.setSeed(p.seed);
+  b.setShuffle(p.shuffle);
+  b.setStartEpoch(p.start_epoch);
+  b.setStartPosition(p.start_position);
+  b.setFingerprint(p.fingerprint);
+}
+
+BatchLease FromRpc(rpc::BatchLease::Reader r) {
+  BatchLease lease;
+  lease.epoch = r.getEpoch();
+  lease.batch = r.getBatch();
+  lease.index_in_epoch = lease.batch;
+  lease.last_in_epoch = r.getLastInEpoch();
+  lease.step_end = r.getStepEnd();
+  for (uint64_t id : r.getSampleIds()) lease.sample_ids.push_back(id);
+  return lease;
+}
+
+std::string RankName(const std::string& job, uint32_t rank) {
+  return "job '" + job + "' rank " + std::to_string(rank);
+}
+
+}  // namespace
+
+class RemoteCoordinator::ErrorLog final : public kj::TaskSet::ErrorHandler {
+ public:
+  explicit ErrorLog(std::string address) : address_(std::move(address)) {}
+  void taskFailed(kj::Exception&& e) override {
+    spdlog::warn("coordinator {}: {}", address_, rpc_status::FromException(e).ToString());
+  }
+
+ private:
+  const std::string address_;
+};
+
+RemoteCoordinator::RemoteCoordinator(kj::AsyncIoContext& io, PeerTls* tls, std::string address,
+                                     RemoteCoordinatorOptions options)
+    : io_(io),
+      tls_(tls),
+      address_(std::move(address)),
+      options_(std::move(options)),
+      executor_(kj::getCurrentThreadExecutor().addRef()),
+      loop_thread_(std::this_thread::get_id()),
+      error_log_(std::make_unique<ErrorLog>(address_)),
+      tasks_(kj::heap<kj::TaskSet>(*error_log_)) {}
+
+RemoteCoordinator::~RemoteCoordinator() noexcept {
+  if (!shut_down_) Shutdown();
+}
+
+void RemoteCoordinator::Shutdown() {
+  shut_down_ = true;
+  ranks_.clear();
+  tasks_ = nullptr;
+  peer_ = nullptr;
+  connection_.reset();
+}
+
+template <typename F>
+bool RemoteCoordinator::OnLoop(F&& f) {
+  if (std::this_thread::get_id() == loop_thread_) {
+    f();
+    return true;
+  }
+  // The loop is gone (the daemon is stopping): executeSync throws DISCONNECTED.
+  return kj::runCatchingExceptions([&] { executor_->executeSync(std::forward<F>(f)); }) ==
+         nullptr;
+}
+
+rpc::Peer::Client RemoteCoordinator::Peer() {
+  KJ_IF_MAYBE(peer, peer_) { return *peer; }
+  const uint64_t generation = ++connection_generation_;
+  spdlog::info("connecting to coordinator {}", address_);
+  auto connected =
+      ConnectToPeer(*io_.provider, tls_, address_, options_.connect)
+          .then([this, generation](Result<std::unique_ptr<PeerConnection>> connection)
+                    -> kj::Promise<rpc::Peer::Client> {
+            if (!connection.ok())
+              kj::throwFatalException(rpc_status::ToException(connection.status()));
+            connection_ = std::move(connection).value();
+            // Forget the connection when it ends, so the next Join reconnects.
+            tasks_->add(connection_->OnDisconnect().then([this, generation] {
+              if (generation != connection_generation_) return;
+              spdlog::warn("connection to coordinator {} ended", address_);
+              peer_ = nullptr;
+            }));
+            rpc::Peer::Client peer = connection_->Bootstrap<rpc::Peer>();
+            return SayHello(peer, options_.node)
+                .then([this, peer](Result<PeerHello> hello) mutable -> rpc::Peer::Client {
+                  if (!hello.ok()) kj::throwFatalException(rpc_status::ToException(hello.status()));
+                  spdlog::info("coordinator {} is node '{}'", address_, hello->node);
+                  return peer;
+                });
+          })
+          .catch_([this, generation](kj::Exception&& e) -> rpc::Peer::Client {
+            if (generation == connection_generation_) peer_ = nullptr;
+            kj::throwFatalException(kj::mv(e));
+          });
+  rpc::Peer::Client peer(kj::mv(connected));
+  peer_ = peer;
+  return peer;
+}
+
+Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobParams& params) {
+  Result<StepLayout> layout =
+      MakeStepLayout(params.num_samples, params.batch_size, params.world_size);
+  if (!layout.ok()) return layout.status().WithContext("job '" + job + "'");
+  if (rank >= params.world_size)
+    return InvalidArgument(RankName(job, rank) + " is out of range for world_size " +
+                           std::to_string(params.world_size));
+  const bool sent = OnLoop([&] {
+    if (shut_down_) return;
+    auto request = Peer().joinJobRequest();
+    request.setJob(job);
+    request.setRank(rank);
+    ToRpc(params, request.initParams());
+    request.setNode(options_.node);
+    auto response = request.send();
+    ranks_.insert_or_assign({job, rank}, response.getCoordination());
+    tasks_->add(response.ignoreResult());
+  });
+  if (!sent) return Unavailable("coordinator " + address_ + ": this daemon is shutting down");
+  std::lock_guard<std::mutex> lock(mu_);
+  batches_per_rank_[job] = layout->steps();
+  return Status::Ok();
+}
+
+Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank,
+                                           uint64_t epoch) {
+  if (std::this_thread::get_id() == loop_thread_)
+    return Internal("RemoteCoordinator::Next called on the event loop's thread");
+  const std::string context = "coordinator " + address_;
+  Result<BatchLease> lease = Unavailable(context + ": this daemon is shutting down");
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { lease = NextOnLoop(job, rank, epoch, context); })) {
+    return Unavailable(context + ": " + e->getDescription().cStr());
+  }
+  return lease;
+}
+
+Result<BatchLease> RemoteCoordinator::NextOnLoop(const std::string& job, uint32_t rank,
+                                                 uint64_t epoch, const std::string& context) {
+  return executor_->executeSync([&]() -> kj::Promise<Result<BatchLease>> {
+    if (shut_down_) return Result<BatchLease>(Unavailable(context + ": this daemon is shutting down"));
+    auto it = ranks_.find({job, rank});
+    if (it == ranks_.end()) return Result<BatchLease>(NotFound(RankName(job, rank) + " is not joined"));
+    auto request = it->second.nextRequest();
+    request.setEpoch(epoch);
+    return io_.provider->getTimer()
+        .timeoutAfter(options_.call_timeout,
+                      request.send().then([](capnp::Response<rpc::Coordination::NextResults>&& r)
+                                              -> Result<BatchLease> {
+                        return FromRpc(r.getLease());
+                      }))
+        .catch_([context](kj::Exception&& e) -> Result<BatchLease> {
+          if (e.getType() == kj::Exception::Type::OVERLOADED &&
+              e.getDescription().startsWith("operation timed out"))
+            return DeadlineExceeded(context + ": no answer in time");
+          Status status = rpc_status::FromException(e);
+          if (status.code() == StatusCode::kFailedPrecondition ||
+              status.code() == StatusCode::kInvalidArgument ||
+              status.code() == StatusCode::kNotFound)
+            return status;  // the ledger's own answer, already naming the job
+          return status.WithContext(context);
+        });
+  });
+}
+
+Status RemoteCoordinator::Commit(const std::string& job, uint32_t rank, uint64_t epoch,
+                                 uint64_t batch) {
+  OnLoop([&] {
+    auto it = ranks_.find({job, rank});
+    if (shut_down_ || it == ranks_.end()) return;
+    auto request = it->second.commitRequest();
+    request.setEpoch(epoch);
+    request.setBatch(batch);
+    tasks_->add(request.send().ignoreResult());
+  });
+  return Status::Ok();
+}
+
+void RemoteCoordinator::Leave(const std::string& job, uint32_t rank) {
+  OnLoop([&] { ranks_.erase({job, rank}); });
+}
+
+Result<uint64_t> RemoteCoordinator::BatchesPerRank(const std::string& job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = batches_per_rank_.find(job);
+  if (it == batches_per_rank_.end()) return NotFound("job '" + job + "' does not exist");
+  return it->second;
+}
+
+}  // namespace ember::daemon
