@@ -24,7 +24,8 @@ kj::Exception ToException(const Status& status) {
 Status FromException(const kj::Exception& exception) {
   std::string text(exception.getDescription().cStr());
   const std::string remote = "remote exception: ";
-  if (text.rfind(remote, 0) == 0) text = text.substr(remote.size());
+  // Once per hop: a daemon that forwards another daemon's answer adds a prefix too.
+  while (text.rfind(remote, 0) == 0) text = text.substr(remote.size());
   for (StatusCode code : kAllCodes) {
     std::string prefix = std::string(StatusCodeName(code)) + ": ";
     if (text.rfind(prefix, 0) == 0) return Status(code, text.substr(prefix.size()));

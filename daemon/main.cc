@@ -68,12 +68,14 @@ PeerCredentials PeerOf(kj::AsyncIoStream& stream) {
 
 // One client connection: its session, its RPC system and the DaemonServer it bootstraps.
 struct Connection {
-  Connection(DaemonService& service, kj::Timer& timer, kj::Own<kj::AsyncCapabilityStream> s)
+  Connection(DaemonService& service, kj::Timer& timer, const RemoteJobOpener* open_remote,
+             kj::Own<kj::AsyncCapabilityStream> s)
       : stream(kj::mv(s)),
         network(*stream, kMaxFdsPerMessage, capnp::rpc::twoparty::Side::SERVER),
         rpc(capnp::makeRpcServer(
-            network, kj::heap<DaemonServer>(
-                         service, std::make_shared<Session>(service, PeerOf(*stream)), timer))) {}
+            network, kj::heap<DaemonServer>(service,
+                                            std::make_shared<Session>(service, PeerOf(*stream)),
+                                            timer, open_remote))) {}
   kj::Own<kj::AsyncCapabilityStream> stream;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
@@ -87,13 +89,14 @@ class LogErrors final : public kj::TaskSet::ErrorHandler {
 };
 
 kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, DaemonService& service,
-                             kj::Timer& timer, kj::TaskSet& connections) {
-  return listener.accept().then([&](kj::Own<kj::AsyncIoStream>&& io) {
-    auto connection =
-        kj::heap<Connection>(service, timer, io.downcast<kj::AsyncCapabilityStream>());
+                             kj::Timer& timer, const RemoteJobOpener* open_remote,
+                             kj::TaskSet& connections) {
+  return listener.accept().then([&, open_remote](kj::Own<kj::AsyncIoStream>&& io) {
+    auto connection = kj::heap<Connection>(service, timer, open_remote,
+                                           io.downcast<kj::AsyncCapabilityStream>());
     auto disconnected = connection->network.onDisconnect();
     connections.add(disconnected.attach(kj::mv(connection)));
-    return AcceptLoop(listener, service, timer, connections);
+    return AcceptLoop(listener, service, timer, open_remote, connections);
   });
 }
 
@@ -169,12 +172,14 @@ std::string NodeName(const DaemonConfig& config) {
 // <state_dir>/peer.port (for port 0: how tests and scripts learn it).
 Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContext& io,
                                                      const DaemonConfig& config, PeerTls* tls,
-                                                     JobCoordinator* jobs) {
+                                                     JobCoordinator* jobs,
+                                                     DaemonService* service) {
   const std::string node = NodeName(config);
   EMBER_ASSIGN_OR_RETURN(
       std::unique_ptr<PeerListener> listener,
-      PeerListener::Start(io, config.listen, tls, [node, jobs](const PeerInfo& peer) {
-        return capnp::Capability::Client(kj::heap<PeerServer>(node, peer, jobs));
+      PeerListener::Start(io, config.listen, tls, [&io, node, jobs, service](const PeerInfo& peer) {
+        return capnp::Capability::Client(
+            kj::heap<PeerServer>(node, peer, jobs, service, &io.provider->getTimer()));
       }));
   EMBER_ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(config.listen));
   bound.port = listener->port();
@@ -280,7 +285,7 @@ int Serve(const CommandLine& cli) {
     // Before the unix socket: once it answers, <state_dir>/peer.port is there.
     std::unique_ptr<PeerListener> peers;
     if (!config->listen.empty()) {
-      auto listening = ListenForPeers(*env, io, *config, peer_tls.get(), &ledger);
+      auto listening = ListenForPeers(*env, io, *config, peer_tls.get(), &ledger, &service);
       if (!listening.ok()) {
         spdlog::error("{}", listening.status().message());
         return 2;
@@ -289,25 +294,40 @@ int Serve(const CommandLine& cli) {
     }
     const std::string node = NodeName(*config);
     const uint16_t peer_port = peers ? peers->port() : 0;
+    // The proxy to the daemon at HOST:PORT `address`; null when that is this daemon.
+    auto remote_at = [&, node, peer_port](const std::string& address)
+        -> Result<RemoteCoordinator*> {
+      EMBER_ASSIGN_OR_RETURN(HostPort where, ParseHostPort(address));
+      if (peers && where.port == peer_port &&
+          (where.host == "127.0.0.1" || where.host == "localhost" || where.host == "::1" ||
+           where.host == node || address == config->listen ||
+           where.host == ParseHostPort(config->listen).value().host))
+        return nullptr;
+      if (config->listen.empty())
+        return FailedPrecondition("this daemon has no `listen` endpoint, so no TLS identity "
+                                  "to reach other daemons with");
+      auto& remote = remotes[address];
+      if (!remote) {
+        RemoteCoordinatorOptions options;
+        options.node = node;
+        remote = std::make_unique<RemoteCoordinator>(io, peer_tls.get(), address, options);
+      }
+      return remote.get();
+    };
     streams.set_coordinator_resolver(
-        [&, node, peer_port](const std::string& address) -> Result<JobCoordinator*> {
-          EMBER_ASSIGN_OR_RETURN(HostPort where, ParseHostPort(address));
-          if (peers && where.port == peer_port &&
-              (where.host == "127.0.0.1" || where.host == "localhost" || where.host == "::1" ||
-               where.host == node || address == config->listen ||
-               where.host == ParseHostPort(config->listen).value().host))
-            return &ledger;  // this daemon coordinates
-          if (config->listen.empty())
-            return FailedPrecondition("this daemon has no `listen` endpoint, so no TLS "
-                                      "identity to reach other daemons with");
-          auto& remote = remotes[address];
-          if (!remote) {
-            RemoteCoordinatorOptions options;
-            options.node = node;
-            remote = std::make_unique<RemoteCoordinator>(io, peer_tls.get(), address, options);
-          }
-          return remote.get();
+        [&remote_at, &ledger](const std::string& address) -> Result<JobCoordinator*> {
+          EMBER_ASSIGN_OR_RETURN(RemoteCoordinator* remote, remote_at(address));
+          if (remote == nullptr) return &ledger;
+          return remote;
         });
+    const RemoteJobOpener open_remote_job =
+        [&remote_at](const std::string& job, const std::string& address)
+        -> Result<std::optional<rpc::Job::Client>> {
+      Result<RemoteCoordinator*> remote = remote_at(address);
+      if (!remote.ok()) return remote.status().WithContext("coordinator '" + address + "'");
+      if (*remote == nullptr) return std::optional<rpc::Job::Client>();
+      return std::optional<rpc::Job::Client>((*remote)->OpenJob(job));
+    };
     kj::Own<kj::ConnectionReceiver> listener;
     KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
       auto address =
@@ -324,7 +344,7 @@ int Serve(const CommandLine& cli) {
                  config->shm_budget_bytes, service.ListDatasets().size());
     sd_notify(0, ("READY=1\nSTATUS=serving on " + config->socket_path).c_str());
 
-    auto accepting = AcceptLoop(*listener, service, io.provider->getTimer(), connections)
+    auto accepting = AcceptLoop(*listener, service, io.provider->getTimer(), &open_remote_job, connections)
                          .eagerlyEvaluate([&](kj::Exception&& e) {
                            spdlog::error("accept failed: {}", e.getDescription().cStr());
                            exit_code = 1;

@@ -7,14 +7,19 @@
         # "schemas/peer.capnp.h"
 """
 
-def capnp_cc_library(name, src, **kwargs):
-    """A cc_library `name` of the code capnpc-c++ generates from `src`."""
+def capnp_cc_library(name, src, imports = [], deps = [], **kwargs):
+    """A cc_library `name` of the code capnpc-c++ generates from `src`.
+
+    imports: schema files of this package that `src` imports as "/<package>/<file>"
+    (absolute, so the generated code includes "<package>/<file>.h"); deps: their
+    capnp_cc_library targets.
+    """
     package = native.package_name()
     native.genrule(
         name = name + "_gen",
-        srcs = [src],
+        srcs = [src] + imports,
         outs = [src + ".h", src + ".c++"],
-        cmd = ("capnp compile -o/usr/bin/capnpc-c++:$(RULEDIR) --src-prefix=" + package +
+        cmd = ("capnp compile -I. -o/usr/bin/capnpc-c++:$(RULEDIR) --src-prefix=" + package +
                " $(location " + src + ")"),
     )
     native.cc_library(
@@ -22,6 +27,6 @@ def capnp_cc_library(name, src, **kwargs):
         srcs = [src + ".c++"],
         hdrs = [src + ".h"],
         include_prefix = package,
-        deps = ["//third_party:capnp"],
+        deps = ["//third_party:capnp"] + deps,
         **kwargs
     )

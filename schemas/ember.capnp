@@ -173,7 +173,11 @@ interface Daemon {
   # barriers live as long as some client holds a Job capability for it: when the last one
   # is released (or its connection ends), they are dropped, so a later run can reuse the
   # job's name. invalid_argument: empty job.
-  joinJob @6 (job :Text) -> (job :Job);
+  # `coordinator`: HOST:PORT of the daemon that coordinates the job when it spans nodes
+  # (empty: this daemon). This daemon then hands out that daemon's store and barriers for
+  # the job (shared by every node's ranks); openSharedMemory on it fails, segments being
+  # node-local. unavailable when that daemon cannot be reached.
+  joinJob @6 (job :Text, coordinator :Text) -> (job :Job);
 }
 
 # Membership in a job, from Daemon.joinJob; used to bootstrap Gloo / NCCL through the daemon

@@ -10,6 +10,8 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("ember::rpc");
 
+using Ember = import "/schemas/ember.capnp";
+
 # The bootstrap capability of every daemon-to-daemon connection.
 interface Peer {
   # The first call on a connection: each side names its node (config key `node`) and the
@@ -24,6 +26,13 @@ interface Peer {
   # connection ending) leaves the job, and its uncommitted leases are dropped.
   joinJob @1 (job :Text, rank :UInt32, params :JobParams, node :Text)
       -> (coordination :Coordination);
+
+  # The key-value store and barriers of `job` (Ember.Job, the same as a local trainer's
+  # joinJob gives), for the ranks of node `node`: a daemon hands this capability to its
+  # local ranks of a job that this daemon coordinates, so every rank of every node shares
+  # one store. Shared-memory segments are node-local: openSharedMemory on it fails
+  # (failed_precondition).
+  openJob @2 (job :Text, node :Text) -> (job :Ember.Job);
 }
 
 # A job's params, as the coordinating daemon's ledger keeps them.

@@ -5,7 +5,10 @@
 // a node whose dataset differs is refused with an error naming the node.
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <numeric>
@@ -122,6 +125,41 @@ TEST_CASE("two nodes serve one job: each rank its slice of every step, every sam
   std::iota(expected.begin(), expected.end(), 0);
   CHECK(all == expected);
   CHECK(a->log().find("job 'two-nodes' rank 1 joined from node 'node-b'") != std::string::npos);
+}
+
+TEST_CASE("ranks on two nodes share the coordinator's key-value store and barriers") {
+  TempDir tmp;
+  const std::string certs = tmp.path() + "/certs";
+  REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
+  const TestKeypair ca = MakeTestCa(certs, "ca");
+  auto a = NodeDaemon(tmp.path() + "/a", certs, ca, "node-a");
+  auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b");
+  a->Start();
+  b->Start();
+  // As ember-run --coordinator sets it for every rank of every node.
+  ::setenv("EMBER_COORDINATOR", PeerAddress(*a).c_str(), 1);
+  auto client_a = a->Connect();
+  auto client_b = b->Connect();
+  REQUIRE(client_b->KvSet("kv-job", "gloo/addr", "10.0.0.7:4242").ok());
+  Result<std::string> got = client_a->KvGet("kv-job", "gloo/addr", std::chrono::seconds(10));
+  INFO(got.status().ToString() << "\n" << b->log());
+  REQUIRE(got.ok());
+  CHECK(*got == "10.0.0.7:4242");
+  CHECK(*client_b->KvAdd("kv-job", "count", 2) == 2);
+  CHECK(*client_a->KvAdd("kv-job", "count", 3) == 5);
+  // A barrier of 2 with one rank per node returns on both.
+  auto other = std::async(std::launch::async, [&] {
+    return client_b->Barrier("kv-job", "start", 2, std::chrono::seconds(20));
+  });
+  Status here = client_a->Barrier("kv-job", "start", 2, std::chrono::seconds(20));
+  CHECK(here.ok());
+  CHECK(other.get().ok());
+  // Shared memory stays node-local.
+  Result<int> segment = client_b->OpenSharedMemory("kv-job", "grads", 0, 2, 4096);
+  INFO(segment.status().ToString());
+  CHECK(segment.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(segment.status().message(), Catch::Contains("node-local"));
+  ::unsetenv("EMBER_COORDINATOR");
 }
 
 TEST_CASE("a rank on a node whose dataset differs is refused, naming the node") {

@@ -274,7 +274,17 @@ kj::Promise<void> DaemonServer::status(StatusContext context) {
 }
 
 kj::Promise<void> DaemonServer::joinJob(JoinJobContext context) {
-  JobMembership* membership = ValueOrThrow(session_->JoinJob(ToStd(context.getParams().getJob())));
+  const auto params = context.getParams();
+  const std::string coordinator = ToStd(params.getCoordinator());
+  if (!coordinator.empty() && open_remote_ != nullptr) {
+    std::optional<rpc::Job::Client> remote =
+        ValueOrThrow((*open_remote_)(ToStd(params.getJob()), coordinator));
+    if (remote) {
+      context.getResults().setJob(kj::mv(*remote));
+      return kj::READY_NOW;
+    }
+  }
+  JobMembership* membership = ValueOrThrow(session_->JoinJob(ToStd(params.getJob())));
   context.getResults().setJob(kj::heap<JobServer>(session_, membership, timer_));
   return kj::READY_NOW;
 }
@@ -329,6 +339,9 @@ kj::Promise<void> JobServer::barrier(BarrierContext context) {
 }
 
 kj::Promise<void> JobServer::openSharedMemory(OpenSharedMemoryContext context) {
+  if (!node_local_)
+    Throw(FailedPrecondition("shared memory is node-local: job '" + membership_.job() +
+                             "' is coordinated by another node's daemon"));
   auto p = context.getParams();
   std::shared_ptr<SharedMemory> memory = ValueOrThrow(membership_.OpenSharedMemory(
       ToStd(p.getSegment()), p.getRank(), p.getWorldSize(), p.getBytes()));

@@ -10,7 +10,10 @@
 #ifndef EMBER_DAEMON_RPC_DAEMON_SERVER_H_
 #define EMBER_DAEMON_RPC_DAEMON_SERVER_H_
 
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include <kj/timer.h>
 
@@ -20,11 +23,19 @@
 
 namespace ember::daemon {
 
+// The Job capability of `job` at the daemon `coordinator` (HOST:PORT) names: nullopt when
+// that is this daemon; kUnavailable / kFailedPrecondition when it cannot be reached.
+using RemoteJobOpener = std::function<Result<std::optional<rpc::Job::Client>>(
+    const std::string& job, const std::string& coordinator)>;
+
 class DaemonServer final : public rpc::Daemon::Server {
  public:
   // `service` and `timer` (not owned) must outlive the server and what it hands out.
-  DaemonServer(DaemonService& service, std::shared_ptr<Session> session, kj::Timer& timer)
-      : service_(service), session_(std::move(session)), timer_(timer) {}
+  // `open_remote` (may be null: every job is local) serves joinJob with a coordinator.
+  DaemonServer(DaemonService& service, std::shared_ptr<Session> session, kj::Timer& timer,
+               const RemoteJobOpener* open_remote = nullptr)
+      : service_(service), session_(std::move(session)), timer_(timer),
+        open_remote_(open_remote) {}
 
  protected:
   kj::Promise<void> addDataset(AddDatasetContext context) override;
@@ -39,13 +50,18 @@ class DaemonServer final : public rpc::Daemon::Server {
   DaemonService& service_;
   std::shared_ptr<Session> session_;
   kj::Timer& timer_;
+  const RemoteJobOpener* const open_remote_;
 };
 
 // A Job capability: one membership of the session. Releasing it ends the membership.
 class JobServer final : public rpc::Job::Server {
  public:
-  JobServer(std::shared_ptr<Session> session, JobMembership* membership, kj::Timer& timer)
-      : session_(std::move(session)), membership_(*membership), timer_(timer) {}
+  // `node_local`: false for a Job served to another node's daemon, whose ranks cannot share
+  // this node's memory (openSharedMemory fails with failed_precondition).
+  JobServer(std::shared_ptr<Session> session, JobMembership* membership, kj::Timer& timer,
+            bool node_local = true)
+      : session_(std::move(session)), membership_(*membership), timer_(timer),
+        node_local_(node_local) {}
   ~JobServer();
 
  protected:
@@ -61,6 +77,7 @@ class JobServer final : public rpc::Job::Server {
   std::shared_ptr<Session> session_;
   JobMembership& membership_;  // owned by session_ until ~JobServer
   kj::Timer& timer_;
+  const bool node_local_;
 };
 
 }  // namespace ember::daemon

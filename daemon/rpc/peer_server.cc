@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/rpc_status.h"
+#include "daemon/rpc/daemon_server.h"
 #include "daemon/rpc/peer_protocol.h"
 
 namespace ember::daemon {
@@ -100,6 +101,20 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
   }
   spdlog::info("job '{}' rank {} joined from node '{}' ({})", job, rank, node, peer_.address);
   context.getResults().setCoordination(kj::heap<CoordinationServer>(*jobs_, job, rank, node));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> PeerServer::openJob(OpenJobContext context) {
+  const auto p = context.getParams();
+  if (service_ == nullptr || timer_ == nullptr)
+    kj::throwFatalException(rpc_status::ToException(
+        FailedPrecondition("node '" + node_ + "' coordinates no jobs")));
+  if (!session_) session_ = std::make_shared<Session>(*service_, PeerCredentials{});
+  JobMembership* membership = ValueOrThrow(session_->JoinJob(p.getJob()));
+  spdlog::info("job '{}': store opened for node '{}' ({})", std::string(p.getJob()),
+               std::string(p.getNode()), peer_.address);
+  context.getResults().setJob(
+      kj::heap<JobServer>(session_, membership, *timer_, /*node_local=*/false));
   return kj::READY_NOW;
 }
 

@@ -5,10 +5,15 @@
 #ifndef EMBER_DAEMON_RPC_PEER_SERVER_H_
 #define EMBER_DAEMON_RPC_PEER_SERVER_H_
 
+#include <memory>
 #include <string>
+
+#include <kj/timer.h>
 
 #include "daemon/coordinator/job_coordinator.h"
 #include "daemon/peer/peer_listener.h"
+#include "daemon/service/daemon_service.h"
+#include "daemon/service/session.h"
 #include "schemas/peer.capnp.h"
 
 namespace ember::daemon {
@@ -16,21 +21,29 @@ namespace ember::daemon {
 class PeerServer final : public rpc::Peer::Server {
  public:
   // `node`: this daemon's node name (config key `node`); `peer`: who connected; `jobs`:
-  // the jobs this daemon coordinates (its JobLedger; null: it coordinates none, joinJob
-  // fails with failed_precondition). `jobs` must outlive the server and what it returns.
-  PeerServer(std::string node, PeerInfo peer, JobCoordinator* jobs = nullptr)
-      : node_(std::move(node)), peer_(std::move(peer)), jobs_(jobs) {}
+  // the jobs this daemon coordinates (its JobLedger); `service` and `timer`: their stores
+  // and barriers (openJob). Null: this daemon coordinates none, and joinJob / openJob fail
+  // with failed_precondition. All must outlive the server and what it returns.
+  PeerServer(std::string node, PeerInfo peer, JobCoordinator* jobs = nullptr,
+             DaemonService* service = nullptr, kj::Timer* timer = nullptr)
+      : node_(std::move(node)), peer_(std::move(peer)), jobs_(jobs), service_(service),
+        timer_(timer) {}
 
  protected:
   // Fails with CheckPeerProtocol's error for another protocol version.
   kj::Promise<void> hello(HelloContext context) override;
   // Joins the rank in `jobs`; the error names the calling node.
   kj::Promise<void> joinJob(JoinJobContext context) override;
+  // A Job capability (the store and barriers of `job`) for the calling node's ranks.
+  kj::Promise<void> openJob(OpenJobContext context) override;
 
  private:
   const std::string node_;
   const PeerInfo peer_;
   JobCoordinator* const jobs_;
+  DaemonService* const service_;
+  kj::Timer* const timer_;
+  std::shared_ptr<Session> session_;  // the peer's memberships; made on the first openJob
 };
 
 }  // namespace ember::daemon

@@ -198,6 +198,13 @@ void RemoteCoordinator::Leave(const std::string& job, uint32_t rank) {
   OnLoop([&] { ranks_.erase({job, rank}); });
 }
 
+rpc::Job::Client RemoteCoordinator::OpenJob(const std::string& job) {
+  auto request = Peer().openJobRequest();
+  request.setJob(job);
+  request.setNode(options_.node);
+  return request.send().getJob();
+}
+
 Result<uint64_t> RemoteCoordinator::BatchesPerRank(const std::string& job) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = batches_per_rank_.find(job);

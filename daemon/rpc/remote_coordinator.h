@@ -64,6 +64,10 @@ class RemoteCoordinator final : public JobCoordinator {
   void Leave(const std::string& job, uint32_t rank) override;
   Result<uint64_t> BatchesPerRank(const std::string& job) const override;
 
+  // The store and barriers of `job` at the coordinator (Peer.openJob), pipelined: calls on
+  // it wait for the connection. Event loop's thread only.
+  rpc::Job::Client OpenJob(const std::string& job);
+
  private:
   class ErrorLog;
   // Runs `f` (returning void) on the event loop's thread, at once when called there; false

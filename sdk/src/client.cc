@@ -87,6 +87,8 @@ kj::Promise<rpc::Job::Client> JobOf(RpcState& s, const std::string& job) {
   if (it != s.jobs.end()) return rpc::Job::Client(it->second);
   auto req = s.daemon.joinJobRequest();
   req.setJob(job);
+  const char* coordinator = std::getenv("EMBER_COORDINATOR");
+  if (coordinator != nullptr) req.setCoordinator(coordinator);
   return req.send().then([&s, job](auto response) {
     return rpc::Job::Client(s.jobs.emplace(job, response.getJob()).first->second);
   });

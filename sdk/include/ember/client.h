@@ -154,8 +154,9 @@ class Client {
   // reader (and at most as long as this client).
   Result<std::unique_ptr<StreamReader>> OpenStream(const StreamOptions& options);
 
-  // Coordinator store, scoped by job. The client joins each job once, on its first use
-  // here, and holds that membership until it is destroyed; the daemon drops a job's keys and
+  // Coordinator store, scoped by job. The store is the local daemon's, or, when
+  // $EMBER_COORDINATOR names the daemon coordinating a job that spans nodes, that daemon's
+  // (through the local one). The client joins each job once, on its first use here, and holds that membership until it is destroyed; the daemon drops a job's keys and
   // barriers when no client holds a membership of it any more.
   // KvGet waits up to `timeout` for the key to appear (kDeadlineExceeded naming the key
   // after that); a timeout of 0 (or less) does not wait, one over 2^32 - 1 ms is capped.
