@@ -1,5 +1,6 @@
 #include "sdk/sync/gloo_communicator.h"
 
+#include <cstdlib>
 #include <algorithm>
 #include <exception>
 #include <mutex>
@@ -186,7 +187,8 @@ class GlooCommunicator final : public Communicator {
 std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store,
                                                    int rank, int world_size,
                                                    std::chrono::milliseconds timeout,
-                                                   const std::string& name) {
+                                                   const std::string& name,
+                                                   bool across_nodes) {
   const std::string where = CheckCommunicatorArgs("gloo", name, rank, world_size, timeout);
   TORCH_CHECK(store, where, ": no store");
   try {
@@ -198,7 +200,13 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Stor
     store->setTimeout(timeout);
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("ember/gloo/" + name, store);
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(kLoopback));
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (!across_nodes)
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(kLoopback));
+    else if (ifname != nullptr && *ifname != '\0')
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    else
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, world_size, options);
     return std::make_unique<GlooCommunicator>(std::move(group), name, timeout);
   } catch (const std::exception& e) {

@@ -18,7 +18,8 @@ namespace ember::sdk {
 // rendezvous keys live under "ember/gloo/<name>/" of `store`, so several communicators
 // can share one store as long as their names differ; a name must not be reused on the
 // same store while keys of an earlier group with that name are still there.
-// Listens on 127.0.0.1 (all ranks on one node).
+// Listens on 127.0.0.1 when all ranks are on one node; with `across_nodes`, on
+// $GLOO_SOCKET_IFNAME's interface, else on the address the host name resolves to.
 //
 // `timeout` bounds the rendezvous and every later collective (it also becomes the
 // store's timeout). The communicator keeps `store` alive. Blocks until every rank has
@@ -27,7 +28,8 @@ namespace ember::sdk {
 std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store,
                                                    int rank, int world_size,
                                                    std::chrono::milliseconds timeout,
-                                                   const std::string& name = "default");
+                                                   const std::string& name = "default",
+                                                   bool across_nodes = false);
 
 }  // namespace ember::sdk
 

@@ -19,8 +19,11 @@ std::unique_ptr<Communicator> MakeCommunicator(Client& client, const std::string
   TORCH_CHECK(device.is_cpu(), "no gradient-sync backend for tensors on ", device, " (job '", job,
               "', rank ", rank, " of ", world_size,
               "): NCCL serves cuda, shared memory and Gloo serve cpu");
-  if (options.cpu == CpuCollectives::kGloo) {
-    return MakeGlooCommunicator(client, job, rank, world_size, options.timeout, options.name);
+  const bool across_nodes =
+      options.local_world_size > 0 && options.local_world_size < world_size;
+  if (options.cpu == CpuCollectives::kGloo || across_nodes) {
+    return MakeGlooCommunicator(client, job, rank, world_size, options.timeout, options.name,
+                                across_nodes);
   }
   return MakeSharedMemoryCommunicator(client, job, rank, world_size, options.timeout, options.name);
 }

@@ -98,9 +98,10 @@ bool BitwiseEqual(const torch::Tensor& a, const torch::Tensor& b) {
 std::unique_ptr<Communicator> MakeGlooCommunicator(Client& client, const std::string& job,
                                                    int rank, int world_size,
                                                    std::chrono::milliseconds timeout,
-                                                   const std::string& name) {
+                                                   const std::string& name, bool across_nodes) {
   auto store = c10::make_intrusive<sdk::EmberStore>(client, job, timeout);
-  return sdk::MakeGlooCommunicator(std::move(store), rank, world_size, timeout, name);
+  return sdk::MakeGlooCommunicator(std::move(store), rank, world_size, timeout, name,
+                                   across_nodes);
 }
 
 std::unique_ptr<Communicator> MakeSharedMemoryCommunicator(Client& client, const std::string& job,

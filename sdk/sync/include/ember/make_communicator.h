@@ -32,6 +32,10 @@ struct CommunicatorOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(300);  // rendezvous and each collective
   std::string name = "default";  // distinct per communicator of one run of a job
   CpuCollectives cpu = CpuCollectives::kSharedMemory;
+  // Ranks of the job on this node (LaunchEnv::local_world_size); 0 or world_size: all of
+  // them. Fewer: the job spans nodes, and CPU tensors go over Gloo between all ranks
+  // whatever `cpu` says (a hierarchical shared-memory + Gloo scheme is not there yet).
+  int local_world_size = 0;
 };
 
 // The communicator for tensors on `device`: NCCL on GPU device.index() (0 if unset) for

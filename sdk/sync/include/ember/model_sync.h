@@ -30,14 +30,17 @@ namespace ember {
 
 // Gloo on CPU tensors, bootstrapped through emberd's Coordinator store: rendezvous keys
 // are scoped by `job` and live under "ember/gloo/<name>/", so several communicators of
-// one job need distinct names, and a name is for one run of a job. All ranks on one
-// node for now. `timeout` bounds the rendezvous and every collective. Blocks until all
-// `world_size` ranks have joined; throws c10::Error if that fails or times out.
+// one job need distinct names, and a name is for one run of a job. With `across_nodes`
+// false every rank is on this node and Gloo listens on 127.0.0.1; with it true, on the
+// interface named by $GLOO_SOCKET_IFNAME, else on the address this host's name resolves
+// to (the store is then the coordinating daemon's, through $EMBER_COORDINATOR).
+// `timeout` bounds the rendezvous and every collective. Blocks until all `world_size`
+// ranks have joined; throws c10::Error if that fails or times out.
 // `client` must outlive the communicator.
 std::unique_ptr<Communicator> MakeGlooCommunicator(
     Client& client, const std::string& job, int rank, int world_size,
     std::chrono::milliseconds timeout = std::chrono::seconds(300),
-    const std::string& name = "default");
+    const std::string& name = "default", bool across_nodes = false);
 
 // Shared memory on CPU tensors, for ranks that use the same emberd (one node): emberd
 // hands every rank the same zero-filled memfd for (`job`, `name`) and the ranks reduce
