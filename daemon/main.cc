@@ -27,6 +27,7 @@
 #include "daemon/config/config.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
+#include "daemon/coordinator/ledger_journal.h"
 #include "daemon/coordinator/shared_segments.h"
 #include "common/env.h"
 #include "daemon/data/dataset_cache.h"
@@ -251,10 +252,24 @@ int Serve(const CommandLine& cli) {
     peer_tls = std::move(loaded).value();
   }
 
+  // Jobs' progress survives a restart; a damaged journal stops the daemon rather than
+  // forgetting what ranks consumed.
   JobLedger ledger;
   // Proxies to the daemons that coordinate jobs of ranks here (by HOST:PORT); outlive the
   // streams, shut down on the event loop before it goes.
   std::map<std::string, std::unique_ptr<RemoteCoordinator>> remotes;
+  const std::string journal_path = config->state_dir + "/jobs.journal";
+  auto ledger_journal = LedgerJournal::Open(*env, journal_path, &ledger);
+  if (!ledger_journal.ok()) {
+    spdlog::error("{}", ledger_journal.status().message());
+    return 2;
+  }
+  spdlog::info("{}: replayed {} jobs ({} commits, {} records){}", journal_path,
+               ledger_journal->jobs, ledger_journal->commits, ledger_journal->records,
+               ledger_journal->torn_bytes == 0
+                   ? ""
+                   : ", cut a torn tail of " + std::to_string(ledger_journal->torn_bytes) +
+                         " bytes");
   KvStore kv;
   SharedSegments segments(env.get());
   DatasetCache cache(env.get(), decode_threads, registry);

@@ -96,18 +96,24 @@ Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& p
       it = jobs_.end();
     }
   }
-  if (it == jobs_.end()) {
+  const bool created = it == jobs_.end();
+  if (created) {
     EMBER_ASSIGN_OR_RETURN(JobState fresh, NewJob(job, params));
     it = jobs_.emplace(job, std::move(fresh)).first;
+    if (observer_ != nullptr) observer_->JobCreated(job, params);
   }
   JobState& state = it->second;
   if (rank >= state.params.world_size) {
     Status out_of_range = InvalidArgument(RankName(job, rank) +
                                           " is out of range for world_size " +
                                           std::to_string(state.params.world_size));
+    // Only a job this call created goes again: a replayed one keeps its progress.
     bool anyone = false;
     for (bool came : state.ever_joined) anyone = anyone || came;
-    if (!anyone) jobs_.erase(it);
+    if (!anyone && created) {
+      jobs_.erase(it);
+      if (observer_ != nullptr) observer_->JobForgotten(job);
+    }
     return out_of_range;
   }
   if (state.joined[rank]) return AlreadyExists(RankName(job, rank) + " is already joined");
@@ -123,7 +129,6 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
   JobState& state = it->second;
   if (rank >= state.joined.size() || !state.joined[rank])
     return NotFound(RankName(job, rank) + " is not joined");
-  const JobParams& p = state.params;
   auto exhausted = [&](uint64_t batches) {
     return FailedPrecondition(RankName(job, rank) + " already received all " +
                               std::to_string(batches) + " batches of epoch " +
@@ -131,19 +136,7 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
   };
   if (state.IsFinished(epoch)) return exhausted(state.batches_per_rank);
 
-  auto eit = state.epochs.find(epoch);
-  if (eit == state.epochs.end()) {
-    const uint64_t start = epoch == p.start_epoch ? p.start_position : 0;
-    Result<EpochPlan> plan = MakeEpochPlan(p.num_samples, p.batch_size, p.world_size, p.seed,
-                                           epoch, p.shuffle, start);
-    if (!plan.ok()) return plan.status().WithContext(JobName(job) + ": epoch " +
-                                                     std::to_string(epoch));
-    EpochState fresh;
-    fresh.plan = std::move(plan).value();
-    fresh.ranks.resize(p.world_size);
-    eit = state.epochs.emplace(epoch, std::move(fresh)).first;
-    ++state.epochs_started;
-  }
+  EMBER_ASSIGN_OR_RETURN(EpochMap::iterator eit, EpochOf(job, state, epoch));
   EpochState& es = eit->second;
   RankState& rs = es.ranks[rank];
   const uint64_t steps = es.plan.steps();
@@ -181,6 +174,31 @@ Status JobLedger::Commit(const std::string& job, uint32_t rank, uint64_t epoch, 
   if (rs.Done(batch)) return Status::Ok();
   if (rs.leased.erase(batch) == 0) return no_lease;
 
+  Consume(state, eit, rank, batch);
+  if (observer_ != nullptr) observer_->BatchCommitted(job, rank, epoch, batch);
+  return Status::Ok();
+}
+
+Result<JobLedger::EpochMap::iterator> JobLedger::EpochOf(const std::string& job,
+                                                         JobState& state, uint64_t epoch) {
+  auto eit = state.epochs.find(epoch);
+  if (eit != state.epochs.end()) return eit;
+  const JobParams& p = state.params;
+  const uint64_t start = epoch == p.start_epoch ? p.start_position : 0;
+  Result<EpochPlan> plan = MakeEpochPlan(p.num_samples, p.batch_size, p.world_size, p.seed,
+                                         epoch, p.shuffle, start);
+  if (!plan.ok())
+    return plan.status().WithContext(JobName(job) + ": epoch " + std::to_string(epoch));
+  EpochState fresh;
+  fresh.plan = std::move(plan).value();
+  fresh.ranks.resize(p.world_size);
+  ++state.epochs_started;
+  return state.epochs.emplace(epoch, std::move(fresh)).first;
+}
+
+bool JobLedger::Consume(JobState& state, EpochMap::iterator eit, uint32_t rank, uint64_t batch) {
+  EpochState& es = eit->second;
+  RankState& rs = es.ranks[rank];
   rs.done_above.insert(batch);
   while (!rs.done_above.empty() && *rs.done_above.begin() == rs.done_below) {
     rs.done_above.erase(rs.done_above.begin());
@@ -188,10 +206,12 @@ Status JobLedger::Commit(const std::string& job, uint32_t rank, uint64_t epoch, 
   }
   ++state.batches_committed;
   if (rs.done_below == es.plan.steps() && ++es.ranks_done == es.ranks.size()) {
+    const uint64_t epoch = eit->first;
     state.epochs.erase(eit);
     state.MarkFinished(epoch);
+    return true;
   }
-  return Status::Ok();
+  return false;
 }
 
 void JobLedger::Leave(const std::string& job, uint32_t rank) {
@@ -210,6 +230,7 @@ void JobLedger::Leave(const std::string& job, uint32_t rank) {
   for (bool came : state.ever_joined) all_came = all_came && came;
   if (!anyone_left && all_came) {
     jobs_.erase(it);
+    if (observer_ != nullptr) observer_->JobForgotten(job);
     return;
   }
   for (auto& [epoch, es] : state.epochs) {
@@ -259,6 +280,92 @@ std::vector<JobSummary> JobLedger::Summaries() const {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+void JobLedger::SetObserver(LedgerObserver* observer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  observer_ = observer;
+}
+
+std::vector<JobSnapshot> JobLedger::Snapshot() const {
+  std::vector<JobSnapshot> out;
+  Snapshot([&out](const std::vector<JobSnapshot>& jobs) { out = jobs; });
+  return out;
+}
+
+void JobLedger::Snapshot(
+    const std::function<void(const std::vector<JobSnapshot>&)>& visit) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<JobSnapshot> out;
+  out.reserve(jobs_.size());
+  for (const auto& [name, state] : jobs_) {
+    JobSnapshot s;
+    s.job = name;
+    s.params = state.params;
+    s.finished_below = state.finished_below;
+    s.finished_above.assign(state.finished_above.begin(), state.finished_above.end());
+    for (const auto& [epoch, es] : state.epochs) {
+      for (uint32_t r = 0; r < es.ranks.size(); ++r) {
+        const RankState& rs = es.ranks[r];
+        if (rs.done_below == 0 && rs.done_above.empty()) continue;
+        JobSnapshot::Consumed c;
+        c.epoch = epoch;
+        c.rank = r;
+        c.done_below = rs.done_below;
+        c.done_above.assign(rs.done_above.begin(), rs.done_above.end());
+        s.consumed.push_back(std::move(c));
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  visit(out);
+}
+
+Status JobLedger::ReplayJob(const std::string& job, const JobParams& params) {
+  EMBER_ASSIGN_OR_RETURN(JobState fresh, NewJob(job, params));
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.insert_or_assign(job, std::move(fresh));
+  return Status::Ok();
+}
+
+Status JobLedger::ReplayConsumed(const std::string& job, uint32_t rank, uint64_t epoch,
+                                 uint64_t first, uint64_t end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  JobState& state = it->second;
+  if (rank >= state.params.world_size)
+    return InvalidArgument(RankName(job, rank) + " is out of range for world_size " +
+                           std::to_string(state.params.world_size));
+  if (first >= end || state.IsFinished(epoch)) return Status::Ok();
+  EMBER_ASSIGN_OR_RETURN(EpochMap::iterator eit, EpochOf(job, state, epoch));
+  const uint64_t steps = eit->second.plan.steps();
+  if (end > steps)
+    return InvalidArgument(RankName(job, rank) + ": batch " + std::to_string(end - 1) +
+                           " of epoch " + std::to_string(epoch) + " is out of range (" +
+                           std::to_string(steps) + " batches)");
+  for (uint64_t batch = first; batch < end; ++batch) {
+    if (eit->second.ranks[rank].Done(batch)) continue;
+    if (Consume(state, eit, rank, batch)) break;
+  }
+  return Status::Ok();
+}
+
+Status JobLedger::ReplayEpochsFinished(const std::string& job, uint64_t first, uint64_t end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  JobState& state = it->second;
+  for (uint64_t epoch = std::max(first, state.finished_below); epoch < end; ++epoch) {
+    state.epochs.erase(epoch);
+    state.MarkFinished(epoch);
+  }
+  return Status::Ok();
+}
+
+void JobLedger::ReplayForget(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.erase(job);
 }
 
 }  // namespace ember::daemon

@@ -23,11 +23,18 @@
 // A job is forgotten once every rank of its world has joined and all have left, so a rank
 // that finishes (or crashes) before another rank joins does not reset the job.
 //
+// Durability: the ledger itself is in memory. It reports each change of its durable state
+// (a job created, a batch consumed, a job forgotten; never leases) to a LedgerObserver,
+// which journals it (ledger_journal.h); at startup the journal's records are replayed
+// through the Replay* calls. A replayed job has no rank joined, and none that ever
+// joined, so it lasts until every rank has joined again and all have left.
+//
 // Thread-safety: all methods are safe to call concurrently (one mutex).
 #ifndef EMBER_DAEMON_COORDINATOR_JOB_LEDGER_H_
 #define EMBER_DAEMON_COORDINATOR_JOB_LEDGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +67,38 @@ struct JobSummary {
   std::vector<RankProgress> ranks;
 };
 
+// The durable state of one job: its params and what its ranks consumed. What a journal's
+// snapshot holds (JobLedger::Snapshot).
+struct JobSnapshot {
+  // One rank's consumption of an epoch in flight.
+  struct Consumed {
+    uint64_t epoch = 0;
+    uint32_t rank = 0;
+    uint64_t done_below = 0;            // every batch below this is consumed
+    std::vector<uint64_t> done_above;  // consumed batches above done_below, ascending
+  };
+  std::string job;
+  JobParams params;
+  uint64_t finished_below = 0;            // every epoch below this is finished
+  std::vector<uint64_t> finished_above;  // finished epochs above finished_below, ascending
+  std::vector<Consumed> consumed;        // by epoch, then rank; ranks with none left out
+};
+
+// Told of each change of a JobLedger's durable state, in the order the changes happen.
+// Called with the ledger's lock held: implementations must be cheap (no disk I/O, no
+// waiting) and must not call the ledger.
+class LedgerObserver {
+ public:
+  virtual ~LedgerObserver() = default;
+  // A job was created with `params`, nothing consumed, replacing any job of that name.
+  virtual void JobCreated(const std::string& job, const JobParams& params) = 0;
+  // `rank` consumed `batch` of `epoch` (once: a repeated Commit is not reported).
+  virtual void BatchCommitted(const std::string& job, uint32_t rank, uint64_t epoch,
+                              uint64_t batch) = 0;
+  // The job was forgotten.
+  virtual void JobForgotten(const std::string& job) = 0;
+};
+
 class JobLedger final : public JobCoordinator {
  public:
   // Registers `rank` of job `job`. The first rank creates the job; later ranks must
@@ -89,6 +128,32 @@ class JobLedger final : public JobCoordinator {
   // resumed mid-epoch).
   Result<uint64_t> BatchesPerRank(const std::string& job) const override;
   std::vector<JobSummary> Summaries() const;
+
+  // From now on reports changes to `observer` (not owned; null: to nobody). It must stay
+  // valid until it is replaced; this call waits for a report in progress.
+  void SetObserver(LedgerObserver* observer);
+
+  // The durable state of every job, by name. The overload calls `visit` with it while
+  // holding the ledger's lock, so no change is reported between the snapshot and the end
+  // of `visit` (a journal compacting itself relies on that); `visit` must not call the
+  // ledger.
+  std::vector<JobSnapshot> Snapshot() const;
+  void Snapshot(const std::function<void(const std::vector<JobSnapshot>&)>& visit) const;
+
+  // Replay, for a journal at startup. None of these is reported to the observer.
+  // Creates job `job` with `params` and nothing consumed, replacing any job of that name;
+  // kInvalidArgument for params Join would refuse (an impossible plan).
+  Status ReplayJob(const std::string& job, const JobParams& params);
+  // Marks batches [first, end) of `epoch` consumed by `rank`, finishing the epoch once
+  // every rank consumed all its batches; batches already consumed and finished epochs
+  // are ignored. kNotFound for an unknown job; kInvalidArgument for a rank or batch out
+  // of range.
+  Status ReplayConsumed(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t first,
+                        uint64_t end);
+  // Marks epochs [first, end) finished, dropping their state. kNotFound for an unknown job.
+  Status ReplayEpochsFinished(const std::string& job, uint64_t first, uint64_t end);
+  // Forgets job `job` (nothing if there is none).
+  void ReplayForget(const std::string& job);
 
  private:
   // An epoch's state lives from its first lease until every rank consumed all its
@@ -125,13 +190,25 @@ class JobLedger final : public JobCoordinator {
     void MarkFinished(uint64_t epoch);
   };
 
+  using EpochMap = std::map<uint64_t, EpochState>;  // JobState::epochs
+
   // Creates the job's state for `params` (validated).
   static Result<JobState> NewJob(const std::string& job, const JobParams& params);
+
+  // The state of `epoch` (not finished) of job `job`, created with its plan on first use.
+  // Requires mu_.
+  static Result<EpochMap::iterator> EpochOf(const std::string& job, JobState& state,
+                                            uint64_t epoch);
+
+  // Marks `batch` (not yet consumed) consumed by `rank`; when that finishes the epoch,
+  // drops its state (invalidating `eit`) and returns true. Requires mu_.
+  static bool Consume(JobState& state, EpochMap::iterator eit, uint32_t rank, uint64_t batch);
 
   friend class JobLedgerTestPeer;  // job_ledger_test.cc: checks that memory stays bounded
 
   mutable std::mutex mu_;
   std::map<std::string, JobState> jobs_;  // guarded by mu_
+  LedgerObserver* observer_ = nullptr;    // guarded by mu_; not owned
 };
 
 }  // namespace ember::daemon

@@ -1,6 +1,8 @@
 // StreamManager without RPC: opening and closing streams over a fake source.
 #include "daemon/stream/stream_manager.h"
 
+#include "daemon/coordinator/job_ledger.h"
+
 #include <catch2/catch.hpp>
 
 #include <chrono>

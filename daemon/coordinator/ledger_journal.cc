@@ -1,0 +1,485 @@
+#include "daemon/coordinator/ledger_journal.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+namespace ember::daemon {
+namespace {
+
+enum Tag : uint8_t {
+  kFormat = 1,
+  kJob = 2,
+  kCommit = 3,
+  kForget = 4,
+  kFinished = 5,
+  kConsumed = 6,
+};
+
+constexpr uint64_t kFormatVersion = 1;
+
+std::string TagName(uint8_t tag) {
+  switch (tag) {
+    case kFormat: return "format";
+    case kJob: return "job";
+    case kCommit: return "commit";
+    case kForget: return "forget";
+    case kFinished: return "finished";
+    case kConsumed: return "consumed";
+    default: return "tag " + std::to_string(tag);
+  }
+}
+
+void PutVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>(value | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+void PutString(std::string_view value, std::string* out) {
+  PutVarint(value.size(), out);
+  out->append(value.data(), value.size());
+}
+
+// Reads a record's fields in order; each error names the field and the byte.
+class Decoder {
+ public:
+  explicit Decoder(std::string_view in) : in_(in) {}
+
+  Status Varint(const char* field, uint64_t* value) {
+    *value = 0;
+    const size_t start = pos_;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= in_.size()) return Truncated(field, start);
+      const uint8_t byte = static_cast<uint8_t>(in_[pos_++]);
+      if (shift == 63 && byte > 1) break;
+      *value |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) return Status::Ok();
+    }
+    return InvalidArgument(std::string(field) + ": varint at byte " + std::to_string(start) +
+                           " is over 64 bits");
+  }
+
+  Status Uint32(const char* field, uint32_t* value) {
+    uint64_t wide = 0;
+    EMBER_RETURN_IF_ERROR(Varint(field, &wide));
+    if (wide > std::numeric_limits<uint32_t>::max())
+      return InvalidArgument(std::string(field) + ": " + std::to_string(wide) +
+                             " is over 32 bits");
+    *value = static_cast<uint32_t>(wide);
+    return Status::Ok();
+  }
+
+  Status Byte(const char* field, uint8_t* value) {
+    if (pos_ >= in_.size()) return Truncated(field, pos_);
+    *value = static_cast<uint8_t>(in_[pos_++]);
+    return Status::Ok();
+  }
+
+  Status String(const char* field, std::string* value) {
+    uint64_t size = 0;
+    const size_t start = pos_;
+    EMBER_RETURN_IF_ERROR(Varint(field, &size));
+    if (size > in_.size() - pos_) return Truncated(field, start);
+    value->assign(in_.data() + pos_, size);
+    pos_ += size;
+    return Status::Ok();
+  }
+
+  // A count of list entries, each at least one byte: bounded by what is left.
+  Status Count(const char* field, uint64_t* count) {
+    const size_t start = pos_;
+    EMBER_RETURN_IF_ERROR(Varint(field, count));
+    if (*count > in_.size() - pos_)
+      return InvalidArgument(std::string(field) + ": " + std::to_string(*count) +
+                             " entries at byte " + std::to_string(start) +
+                             " do not fit in the record");
+    return Status::Ok();
+  }
+
+  // OK if every byte was read.
+  Status Finish() const {
+    if (pos_ == in_.size()) return Status::Ok();
+    return InvalidArgument(std::to_string(in_.size() - pos_) + " bytes left over at byte " +
+                           std::to_string(pos_));
+  }
+
+ private:
+  Status Truncated(const char* field, size_t at) const {
+    return InvalidArgument(std::string(field) + ": record ends at byte " +
+                           std::to_string(in_.size()) + " in the field starting at byte " +
+                           std::to_string(at));
+  }
+
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+void EncodeFormat(std::string* out) {
+  out->push_back(static_cast<char>(kFormat));
+  PutVarint(kFormatVersion, out);
+}
+
+void EncodeJob(uint64_t id, const std::string& job, const JobParams& p, std::string* out) {
+  out->push_back(static_cast<char>(kJob));
+  PutVarint(id, out);
+  PutString(job, out);
+  PutString(p.dataset, out);
+  PutVarint(p.num_samples, out);
+  PutVarint(p.batch_size, out);
+  PutVarint(p.world_size, out);
+  PutVarint(p.seed, out);
+  out->push_back(p.shuffle ? 1 : 0);
+  PutVarint(p.start_epoch, out);
+  PutVarint(p.start_position, out);
+  PutVarint(p.fingerprint, out);
+}
+
+Status DecodeJob(Decoder& in, uint64_t* id, std::string* job, JobParams* p) {
+  EMBER_RETURN_IF_ERROR(in.Varint("id", id));
+  EMBER_RETURN_IF_ERROR(in.String("name", job));
+  EMBER_RETURN_IF_ERROR(in.String("dataset", &p->dataset));
+  EMBER_RETURN_IF_ERROR(in.Varint("num_samples", &p->num_samples));
+  EMBER_RETURN_IF_ERROR(in.Uint32("batch_size", &p->batch_size));
+  EMBER_RETURN_IF_ERROR(in.Uint32("world_size", &p->world_size));
+  EMBER_RETURN_IF_ERROR(in.Varint("seed", &p->seed));
+  uint8_t shuffle = 0;
+  EMBER_RETURN_IF_ERROR(in.Byte("shuffle", &shuffle));
+  if (shuffle > 1) return InvalidArgument("shuffle: " + std::to_string(shuffle) + " is not 0 or 1");
+  p->shuffle = shuffle == 1;
+  EMBER_RETURN_IF_ERROR(in.Varint("start_epoch", &p->start_epoch));
+  EMBER_RETURN_IF_ERROR(in.Varint("start_position", &p->start_position));
+  return in.Varint("fingerprint", &p->fingerprint);
+}
+
+// Appends records of `tag` (kFinished or kConsumed) to `out`: each `head` (the fields
+// before the list, from the id on) followed by up to `per_record` entries of `list`;
+// at least one record, also for an empty list.
+void EncodeListRecords(Tag tag, const std::string& head, const std::vector<uint64_t>& list,
+                       size_t per_record, std::vector<std::string>* out) {
+  size_t next = 0;
+  do {
+    const size_t n = std::min(per_record, list.size() - next);
+    std::string record(1, static_cast<char>(tag));
+    record += head;
+    PutVarint(n, &record);
+    for (size_t i = next; i < next + n; ++i) PutVarint(list[i], &record);
+    out->push_back(std::move(record));
+    next += n;
+  } while (next < list.size());
+}
+
+}  // namespace
+
+LedgerJournal::LedgerJournal(JobLedger* ledger, std::unique_ptr<Journal> journal,
+                             LedgerJournalOptions options)
+    : ledger_(ledger), journal_(std::move(journal)), options_(options) {}
+
+Result<LedgerReplay> LedgerJournal::Open(Env& env, const std::string& path, JobLedger* ledger,
+                                         LedgerJournalOptions options) {
+  if (ledger == nullptr) return InvalidArgument(path + ": no ledger to replay into");
+  EMBER_ASSIGN_OR_RETURN(JournalReplay opened, Journal::Open(env, path, options.journal));
+  LedgerReplay replay;
+  replay.records = opened.records.size();
+  replay.torn_bytes = opened.torn_bytes;
+  replay.created = opened.created;
+  std::unique_ptr<LedgerJournal> journal(
+      new LedgerJournal(ledger, std::move(opened.journal), options));
+  EMBER_RETURN_IF_ERROR(journal->Replay(opened.records, &replay));
+  if (opened.records.empty()) {
+    std::string format;
+    EncodeFormat(&format);
+    EMBER_RETURN_IF_ERROR(journal->journal_->Append(format).status());
+  }
+  ledger->SetObserver(journal.get());
+  if (options.compact_min_bytes > 0)
+    journal->compactor_ = std::thread([j = journal.get()] { j->CompactLoop(); });
+  replay.journal = std::move(journal);
+  return replay;
+}
+
+LedgerJournal::~LedgerJournal() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  compact_wanted_.notify_all();
+  if (compactor_.joinable()) compactor_.join();
+  ledger_->SetObserver(nullptr);
+}
+
+Status LedgerJournal::Replay(const std::vector<std::string>& records, LedgerReplay* replay) {
+  std::unordered_map<uint64_t, std::string> names;  // live jobs by id
+  uint64_t max_id = 0;
+  auto name_of = [&names](uint64_t id) -> Result<std::string> {
+    auto it = names.find(id);
+    if (it == names.end()) return NotFound("job id " + std::to_string(id) + " is not live");
+    return it->second;
+  };
+  // Applies record `index`, whose tag is read into *tag.
+  auto apply = [&](size_t index, uint8_t* tag) -> Status {
+    Decoder in(records[index]);
+    EMBER_RETURN_IF_ERROR(in.Byte("tag", tag));
+    if ((index == 0) != (*tag == kFormat))
+      return InvalidArgument(index == 0 ? "the first record is not a format record"
+                                        : "a format record after the first");
+    uint64_t id = 0;
+    switch (*tag) {
+      case kFormat: {
+        uint64_t version = 0;
+        EMBER_RETURN_IF_ERROR(in.Varint("version", &version));
+        if (version != kFormatVersion)
+          return InvalidArgument("version " + std::to_string(version) +
+                                 ", this build reads version " +
+                                 std::to_string(kFormatVersion));
+        return in.Finish();
+      }
+      case kJob: {
+        std::string job;
+        JobParams params;
+        EMBER_RETURN_IF_ERROR(DecodeJob(in, &id, &job, &params));
+        EMBER_RETURN_IF_ERROR(in.Finish());
+        auto it = names.find(id);
+        if (it != names.end() && it->second != job)
+          return InvalidArgument("job id " + std::to_string(id) + " already names job '" +
+                                 it->second + "'");
+        for (auto other = names.begin(); other != names.end(); ++other) {
+          if (other->second == job) {
+            names.erase(other);
+            break;
+          }
+        }
+        EMBER_RETURN_IF_ERROR(ledger_->ReplayJob(job, params));
+        names[id] = job;
+        max_id = std::max(max_id, id);
+        return Status::Ok();
+      }
+      case kCommit: {
+        uint32_t rank = 0;
+        uint64_t epoch = 0, batch = 0;
+        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
+        EMBER_RETURN_IF_ERROR(in.Uint32("rank", &rank));
+        EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
+        EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
+        EMBER_RETURN_IF_ERROR(in.Finish());
+        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
+        if (batch == std::numeric_limits<uint64_t>::max())
+          return InvalidArgument("batch " + std::to_string(batch) + " is out of range");
+        ++replay->commits;
+        return ledger_->ReplayConsumed(job, rank, epoch, batch, batch + 1);
+      }
+      case kForget: {
+        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
+        EMBER_RETURN_IF_ERROR(in.Finish());
+        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
+        ledger_->ReplayForget(job);
+        names.erase(id);
+        return Status::Ok();
+      }
+      case kFinished: {
+        uint64_t below = 0, count = 0;
+        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
+        EMBER_RETURN_IF_ERROR(in.Varint("below", &below));
+        EMBER_RETURN_IF_ERROR(in.Count("count", &count));
+        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
+        EMBER_RETURN_IF_ERROR(ledger_->ReplayEpochsFinished(job, 0, below));
+        for (uint64_t i = 0; i < count; ++i) {
+          uint64_t epoch = 0;
+          EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
+          if (epoch == std::numeric_limits<uint64_t>::max())
+            return InvalidArgument("epoch " + std::to_string(epoch) + " is out of range");
+          EMBER_RETURN_IF_ERROR(ledger_->ReplayEpochsFinished(job, epoch, epoch + 1));
+        }
+        return in.Finish();
+      }
+      case kConsumed: {
+        uint32_t rank = 0;
+        uint64_t epoch = 0, below = 0, count = 0;
+        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
+        EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
+        EMBER_RETURN_IF_ERROR(in.Uint32("rank", &rank));
+        EMBER_RETURN_IF_ERROR(in.Varint("below", &below));
+        EMBER_RETURN_IF_ERROR(in.Count("count", &count));
+        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
+        EMBER_RETURN_IF_ERROR(ledger_->ReplayConsumed(job, rank, epoch, 0, below));
+        for (uint64_t i = 0; i < count; ++i) {
+          uint64_t batch = 0;
+          EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
+          if (batch == std::numeric_limits<uint64_t>::max())
+            return InvalidArgument("batch " + std::to_string(batch) + " is out of range");
+          EMBER_RETURN_IF_ERROR(ledger_->ReplayConsumed(job, rank, epoch, batch, batch + 1));
+        }
+        return in.Finish();
+      }
+      default:
+        return InvalidArgument("unknown record tag " + std::to_string(*tag));
+    }
+  };
+  for (size_t i = 0; i < records.size(); ++i) {
+    uint8_t tag = 0;
+    Status applied = apply(i, &tag);
+    if (!applied.ok())
+      return DataLoss(journal_->path() + ": record " + std::to_string(i) + " (" +
+                      TagName(tag) + "): " + applied.message());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, job] : names) ids_[job] = id;
+  next_id_ = max_id + 1;
+  replay->jobs = names.size();
+  return Status::Ok();
+}
+
+uint64_t LedgerJournal::IdOf(const std::string& job) {
+  auto [it, added] = ids_.try_emplace(job, next_id_);
+  if (added) ++next_id_;
+  return it->second;
+}
+
+void LedgerJournal::AppendLocked(const std::string& record) {
+  if (!status_.ok()) return;
+  if (diverting_) {
+    held_.push_back(record);
+    return;
+  }
+  Result<uint64_t> appended = journal_->Append(record);
+  if (!appended.ok()) {
+    Fail(appended.status());
+    return;
+  }
+  if (options_.compact_min_bytes == 0 || compact_requested_) return;
+  const uint64_t bytes = journal_->file_bytes();
+  if (bytes >= options_.compact_min_bytes && bytes >= options_.compact_factor * compacted_bytes_) {
+    compact_requested_ = true;
+    compact_wanted_.notify_one();
+  }
+}
+
+void LedgerJournal::JobCreated(const std::string& job, const JobParams& params) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!status_.ok()) return;
+  scratch_.clear();
+  EncodeJob(IdOf(job), job, params, &scratch_);
+  AppendLocked(scratch_);
+}
+
+void LedgerJournal::BatchCommitted(const std::string& job, uint32_t rank, uint64_t epoch,
+                                   uint64_t batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!status_.ok()) return;
+  auto it = ids_.find(job);
+  if (it == ids_.end()) {
+    Fail(Internal(journal_->path() + ": a commit for job '" + job +
+                  "', which was never journaled"));
+    return;
+  }
+  scratch_.clear();
+  scratch_.push_back(static_cast<char>(kCommit));
+  PutVarint(it->second, &scratch_);
+  PutVarint(rank, &scratch_);
+  PutVarint(epoch, &scratch_);
+  PutVarint(batch, &scratch_);
+  AppendLocked(scratch_);
+}
+
+void LedgerJournal::JobForgotten(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!status_.ok()) return;
+  auto it = ids_.find(job);
+  if (it == ids_.end()) return;
+  scratch_.clear();
+  scratch_.push_back(static_cast<char>(kForget));
+  PutVarint(it->second, &scratch_);
+  ids_.erase(it);
+  AppendLocked(scratch_);
+}
+
+Status LedgerJournal::Compact() {
+  std::lock_guard<std::mutex> one_at_a_time(compact_mu_);
+  std::vector<std::string> records;
+  bool diverted = false;
+  ledger_->Snapshot([&](const std::vector<JobSnapshot>& jobs) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!status_.ok()) return;
+    const uint32_t max_bytes = options_.journal.max_record_bytes;
+    // A varint takes at most 10 bytes; the fields before a list far less than 64.
+    const size_t per_record = max_bytes > 74 ? (max_bytes - 64) / 10 : 1;
+    records.emplace_back();
+    EncodeFormat(&records.back());
+    for (const JobSnapshot& s : jobs) {
+      const uint64_t id = IdOf(s.job);
+      records.emplace_back();
+      EncodeJob(id, s.job, s.params, &records.back());
+      if (s.finished_below != s.params.start_epoch || !s.finished_above.empty()) {
+        std::string head;
+        PutVarint(id, &head);
+        PutVarint(s.finished_below, &head);
+        EncodeListRecords(kFinished, head, s.finished_above, per_record, &records);
+      }
+      for (const JobSnapshot::Consumed& c : s.consumed) {
+        std::string head;
+        PutVarint(id, &head);
+        PutVarint(c.epoch, &head);
+        PutVarint(c.rank, &head);
+        PutVarint(c.done_below, &head);
+        EncodeListRecords(kConsumed, head, c.done_above, per_record, &records);
+      }
+    }
+    // Changes from here on wait in held_ until the snapshot replaced the file.
+    diverting_ = true;
+    diverted = true;
+  });
+  Status rewritten = diverted ? journal_->Rewrite(records) : status();
+  std::lock_guard<std::mutex> lock(mu_);
+  compact_requested_ = false;
+  if (!diverted) return rewritten;
+  diverting_ = false;
+  // After a failure too: the next try waits until the file has grown again.
+  compacted_bytes_ = journal_->file_bytes();
+  if (rewritten.ok()) {
+    ++compactions_;
+  } else if (!journal_->status().ok()) {
+    Fail(rewritten);
+  } else {
+    spdlog::warn("{}: compaction failed, appending to the old file: {}", journal_->path(),
+                 rewritten.ToString());
+  }
+  std::vector<std::string> held;
+  held.swap(held_);
+  for (const std::string& record : held) AppendLocked(record);
+  return rewritten;
+}
+
+Status LedgerJournal::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+uint64_t LedgerJournal::compactions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return compactions_;
+}
+
+void LedgerJournal::Fail(const Status& error) {
+  if (!status_.ok()) return;
+  status_ = error;
+  spdlog::error("{}: job progress is no longer journaled (a restart forgets what follows): {}",
+                journal_->path(), error.ToString());
+}
+
+void LedgerJournal::CompactLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    compact_wanted_.wait(lock, [this] { return stopping_ || compact_requested_; });
+    if (stopping_) return;
+    lock.unlock();
+    (void)Compact();  // failures are logged, or sticky in status_
+    lock.lock();
+  }
+}
+
+}  // namespace ember::daemon
