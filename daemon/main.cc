@@ -173,7 +173,7 @@ std::string NodeName(const DaemonConfig& config) {
 // <state_dir>/peer.port (for port 0: how tests and scripts learn it).
 Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContext& io,
                                                      const DaemonConfig& config, PeerTls* tls,
-                                                     JobCoordinator* jobs,
+                                                     JobLedger* jobs,
                                                      DaemonService* service) {
   const std::string node = NodeName(config);
   EMBER_ASSIGN_OR_RETURN(
@@ -325,6 +325,7 @@ int Serve(const CommandLine& cli) {
       if (!remote) {
         RemoteCoordinatorOptions options;
         options.node = node;
+        options.reconnect_timeout = std::chrono::seconds(config->reconnect_timeout_s);
         remote = std::make_unique<RemoteCoordinator>(io, peer_tls.get(), address, options);
       }
       return remote.get();

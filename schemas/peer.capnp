@@ -24,7 +24,10 @@ interface Peer {
   # later ones must match them (invalid_argument naming the field, both values and the
   # node). The returned capability is the rank's membership: releasing it (or the
   # connection ending) leaves the job, and its uncommitted leases are dropped.
-  joinJob @1 (job :Text, rank :UInt32, params :JobParams, node :Text)
+  # `held`: when a node joins its rank again after losing this daemon (it restarted), the
+  # batches the rank's stream consumed or still holds, so that the rank continues where it
+  # stands and nothing it read is served again.
+  joinJob @1 (job :Text, rank :UInt32, params :JobParams, node :Text, held :List(HeldBatch))
       -> (coordination :Coordination);
 
   # The key-value store and barriers of `job` (Ember.Job, the same as a local trainer's
@@ -46,6 +49,12 @@ struct JobParams {
   startEpoch @6 :UInt64;
   startPosition @7 :UInt64;
   fingerprint @8 :UInt64;   # the dataset copy's on the calling node; 0: not checked
+}
+
+struct HeldBatch {
+  epoch @0 :UInt64;
+  batch @1 :UInt64;
+  consumed @2 :Bool;   # else leased: in the stream's ring, not yet read
 }
 
 # One rank's batch of one global step (daemon/coordinator/job_ledger.h, BatchLease).

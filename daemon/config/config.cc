@@ -77,7 +77,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
   }
   EMBER_RETURN_IF_ERROR(yaml.CheckKeys(root, "", {"socket", "state_dir", "decode_threads",
                                                   "shm_budget", "ring_slots", "log_level",
-                                                  "plugins", "listen", "tls", "node"}));
+                                                  "plugins", "listen", "tls", "node",
+                                                  "reconnect_timeout"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -103,6 +104,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       if (!bytes.ok()) return yaml.Error(value, Key(key) + ": " + bytes.status().message());
       if (*bytes == 0) return yaml.Error(value, Key(key) + " must be positive, got '" + text + "'");
       config.shm_budget_bytes = *bytes;
+    } else if (key == "reconnect_timeout") {
+      EMBER_ASSIGN_OR_RETURN(config.reconnect_timeout_s, yaml.Unsigned(value, Key(key), 1, 3600));
     } else if (key == "ring_slots") {
       EMBER_ASSIGN_OR_RETURN(config.default_slots,
                              yaml.Unsigned(value, Key(key), kMinSlots, kMaxSlots));

@@ -40,6 +40,9 @@ struct DaemonConfig {
   PeerTlsMode tls = PeerTlsMode::kUnset;  // key: tls; off or {cert, key, ca}
   PeerTlsFiles tls_files;                 // when tls is kOn
   std::string node_name;                  // key: node; empty: the host's name
+  // key: reconnect_timeout; seconds (1..3600) a rank's stream keeps trying to reach its
+  // job's coordinating daemon (another node's) again before it fails.
+  uint32_t reconnect_timeout_s = 60;
 };
 
 // Parses YAML text; `source` names it in errors, with the place (common/strict_yaml.h):

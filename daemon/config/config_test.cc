@@ -29,6 +29,7 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.listen.empty());
   CHECK(c.tls == PeerTlsMode::kUnset);
   CHECK(c.node_name.empty());
+  CHECK(c.reconnect_timeout_s == 60);
 }
 
 TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names every key") {
@@ -44,7 +45,7 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
   std::string text = *env->ReadFile(path);
   for (const char* key :
        {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level",
-        "plugins"}) {
+        "plugins", "reconnect_timeout"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
@@ -71,7 +72,8 @@ TEST_CASE("every key is read") {
       "decode_threads: 12\n"
       "shm_budget: 512MiB\n"
       "ring_slots: 32\n"
-      "log_level: debug\n",
+      "log_level: debug\n"
+      "reconnect_timeout: 5\n",
       "all.yaml");
   INFO(config.status().ToString());
   REQUIRE(config.ok());
@@ -81,6 +83,8 @@ TEST_CASE("every key is read") {
   CHECK(config->shm_budget_bytes == (uint64_t{512} << 20));
   CHECK(config->default_slots == 32);
   CHECK(config->log_level == "debug");
+  CHECK(config->reconnect_timeout_s == 5);
+  CHECK_THAT(ErrorOf("reconnect_timeout: 0\n"), Catch::Contains("1..3600"));
 }
 
 TEST_CASE("keys left out keep their defaults") {

@@ -141,7 +141,7 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
   RankState& rs = es.ranks[rank];
   const uint64_t steps = es.plan.steps();
   uint64_t batch = std::max(rs.next, rs.done_below);
-  while (batch < steps && rs.Done(batch)) ++batch;
+  while (batch < steps && (rs.Done(batch) || rs.leased.count(batch) != 0)) ++batch;
   if (batch >= steps) return exhausted(steps);
   rs.leased.insert(batch);
   rs.next = batch + 1;
@@ -176,6 +176,34 @@ Status JobLedger::Commit(const std::string& job, uint32_t rank, uint64_t epoch, 
 
   Consume(state, eit, rank, batch);
   if (observer_ != nullptr) observer_->BatchCommitted(job, rank, epoch, batch);
+  return Status::Ok();
+}
+
+Status JobLedger::Resume(const std::string& job, uint32_t rank,
+                         const std::vector<HeldBatch>& held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  JobState& state = it->second;
+  if (rank >= state.joined.size() || !state.joined[rank])
+    return NotFound(RankName(job, rank) + " is not joined");
+  for (const HeldBatch& h : held) {
+    if (state.IsFinished(h.epoch)) continue;
+    EMBER_ASSIGN_OR_RETURN(EpochMap::iterator eit, EpochOf(job, state, h.epoch));
+    if (h.batch >= eit->second.plan.steps())
+      return InvalidArgument(RankName(job, rank) + ": batch " + std::to_string(h.batch) +
+                             " of epoch " + std::to_string(h.epoch) + " is beyond its " +
+                             std::to_string(eit->second.plan.steps()) + " steps");
+    RankState& rs = eit->second.ranks[rank];
+    if (rs.Done(h.batch)) continue;
+    if (!h.consumed) {
+      rs.leased.insert(h.batch);
+      continue;
+    }
+    rs.leased.erase(h.batch);
+    Consume(state, eit, rank, h.batch);
+    if (observer_ != nullptr) observer_->BatchCommitted(job, rank, h.epoch, h.batch);
+  }
   return Status::Ok();
 }
 

@@ -120,6 +120,21 @@ class JobLedger final : public JobCoordinator {
   // left, and the batch went back to the pool).
   Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch) override;
 
+  // A batch a rank's node still holds when the rank joins again after losing its
+  // coordinator (the coordinating daemon restarted): consumed (its commit may not have
+  // reached the journal) or leased (in the stream's ring, not yet read).
+  struct HeldBatch {
+    uint64_t epoch = 0;
+    uint64_t batch = 0;
+    bool consumed = false;
+  };
+  // For a joined `rank`: records `held` (consumed ones as commits, reported to the
+  // observer; the others as the rank's leases), so the rank continues where its node
+  // stands and nothing it read is served again. Batches of finished epochs are skipped.
+  // kNotFound if the job does not exist or the rank is not joined; kInvalidArgument for a
+  // batch beyond its epoch's plan.
+  Status Resume(const std::string& job, uint32_t rank, const std::vector<HeldBatch>& held);
+
   // The rank leaves: its uncommitted leases are dropped (it is handed them again when it
   // joins again). Forgets the job once every rank has joined and none is left. Idempotent.
   void Leave(const std::string& job, uint32_t rank) override;

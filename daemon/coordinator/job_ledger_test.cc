@@ -559,5 +559,38 @@ TEST_CASE("a finished epoch's plan is dropped, and the epoch stays finished") {
   CHECK(s->batches_committed == 53 * 10);
 }
 
+TEST_CASE("a rank resuming with what its node holds continues where the node stands") {
+  const JobParams params = Params(200, 10, 2);  // 10 batches per rank
+  std::vector<uint64_t> ids;
+  JobLedger before;
+  MustJoin(before, "j", 0, params);
+  std::vector<BatchLease> leases;
+  for (int i = 0; i < 6; ++i) leases.push_back(MustNext(before, "j", 0, 0));
+  for (int i : {0, 1}) MustCommit(before, "j", 0, leases[i]);
+  // The coordinator restarts having journaled commits 0 and 1 only (a replay would restore
+  // them); the node consumed 2 and 4 too and still holds 3 and 5.
+  JobLedger after;
+  MustJoin(after, "j", 0, params);
+  REQUIRE(after.Resume("j", 0, {{0, 0, true}, {0, 1, true}, {0, 2, true}, {0, 3, false},
+                                {0, 4, true}, {0, 5, false}})
+              .ok());
+  for (int i : {0, 1, 2, 4}) ids.insert(ids.end(), leases[i].sample_ids.begin(), leases[i].sample_ids.end());
+  // The held leases are the rank's: committing them works, and Next skips them.
+  MustCommit(after, "j", 0, leases[3]);
+  ids.insert(ids.end(), leases[3].sample_ids.begin(), leases[3].sample_ids.end());
+  std::vector<uint64_t> next;
+  for (;;) {
+    Result<BatchLease> lease = after.Next("j", 0, 0);
+    if (!lease.ok()) break;
+    next.push_back(lease->batch);
+  }
+  CHECK(next == std::vector<uint64_t>{6, 7, 8, 9});
+  const JobSummary* s = FindSummary(after.Summaries(), "j");
+  REQUIRE(s != nullptr);
+  CHECK(s->ranks[0].consumed == 5);
+  CHECK(after.Resume("j", 1, {}).code() == StatusCode::kNotFound);
+  CHECK(after.Resume("j", 0, {{0, 10, true}}).code() == StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ember::daemon

@@ -10,7 +10,7 @@
 
 #include <kj/timer.h>
 
-#include "daemon/coordinator/job_coordinator.h"
+#include "daemon/coordinator/job_ledger.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/service/daemon_service.h"
 #include "daemon/service/session.h"
@@ -24,7 +24,7 @@ class PeerServer final : public rpc::Peer::Server {
   // the jobs this daemon coordinates (its JobLedger); `service` and `timer`: their stores
   // and barriers (openJob). Null: this daemon coordinates none, and joinJob / openJob fail
   // with failed_precondition. All must outlive the server and what it returns.
-  PeerServer(std::string node, PeerInfo peer, JobCoordinator* jobs = nullptr,
+  PeerServer(std::string node, PeerInfo peer, JobLedger* jobs = nullptr,
              DaemonService* service = nullptr, kj::Timer* timer = nullptr)
       : node_(std::move(node)), peer_(std::move(peer)), jobs_(jobs), service_(service),
         timer_(timer) {}
@@ -40,7 +40,7 @@ class PeerServer final : public rpc::Peer::Server {
  private:
   const std::string node_;
   const PeerInfo peer_;
-  JobCoordinator* const jobs_;
+  JobLedger* const jobs_;
   DaemonService* const service_;
   kj::Timer* const timer_;
   std::shared_ptr<Session> session_;  // the peer's memberships; made on the first openJob

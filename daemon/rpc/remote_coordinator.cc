@@ -126,14 +126,10 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
                            std::to_string(params.world_size));
   const bool sent = OnLoop([&] {
     if (shut_down_) return;
-    auto request = Peer().joinJobRequest();
-    request.setJob(job);
-    request.setRank(rank);
-    ToRpc(params, request.initParams());
-    request.setNode(options_.node);
-    auto response = request.send();
-    ranks_.insert_or_assign({job, rank}, response.getCoordination());
-    tasks_->add(response.ignoreResult());
+    RankState& state = ranks_[{job, rank}];
+    state = RankState{};
+    state.params = params;
+    SendJoin(job, rank, state, /*again=*/false);
   });
   if (!sent) return Unavailable("coordinator " + address_ + ": this daemon is shutting down");
   std::lock_guard<std::mutex> lock(mu_);
@@ -141,16 +137,74 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
   return Status::Ok();
 }
 
+void RemoteCoordinator::SendJoin(const std::string& job, uint32_t rank, RankState& state,
+                                 bool again) {
+  auto request = Peer().joinJobRequest();
+  request.setJob(job);
+  request.setRank(rank);
+  ToRpc(state.params, request.initParams());
+  request.setNode(options_.node);
+  if (again) {
+    // Only the last two epochs: older ones were durable at the coordinator long ago.
+    while (state.held.size() > 2) state.held.erase(state.held.begin());
+    size_t count = 0;
+    for (const auto& [epoch, batches] : state.held) count += batches.size();
+    auto held = request.initHeld(count);
+    size_t i = 0;
+    for (const auto& [epoch, batches] : state.held)
+      for (const auto& [batch, consumed] : batches) {
+        held[i].setEpoch(epoch);
+        held[i].setBatch(batch);
+        held[i].setConsumed(consumed);
+        ++i;
+      }
+    spdlog::info("{}: joining again through coordinator {} with {} batches it holds",
+                 RankName(job, rank), address_, count);
+  }
+  auto response = request.send();
+  state.coordination = response.getCoordination();
+  tasks_->add(response.ignoreResult());
+}
+
 Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank,
                                            uint64_t epoch) {
   if (std::this_thread::get_id() == loop_thread_)
     return Internal("RemoteCoordinator::Next called on the event loop's thread");
   const std::string context = "coordinator " + address_;
-  Result<BatchLease> lease = Unavailable(context + ": this daemon is shutting down");
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { lease = NextOnLoop(job, rank, epoch, context); })) {
-    return Unavailable(context + ": " + e->getDescription().cStr());
+  const auto deadline = std::chrono::steady_clock::now() + options_.reconnect_timeout;
+  std::chrono::milliseconds backoff(100);
+  bool rejoined_before = false;
+  for (;;) {
+    Result<BatchLease> lease = Unavailable(context + ": this daemon is shutting down");
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions(
+                        [&] { lease = NextOnLoop(job, rank, epoch, context); })) {
+      return Unavailable(context + ": " + e->getDescription().cStr());
+    }
+    // After a join again, "already joined" means the coordinator has not yet seen the old
+    // connection end: wait for it like for an unreachable coordinator.
+    const StatusCode code = lease.ok() ? StatusCode::kOk : lease.status().code();
+    if (code != StatusCode::kUnavailable &&
+        !(rejoined_before && code == StatusCode::kAlreadyExists))
+      return lease;
+    if (std::chrono::steady_clock::now() + backoff > deadline)
+      return lease.status().WithContext(
+          "gave up after " + std::to_string(options_.reconnect_timeout.count() / 1000) +
+          " s of trying to reach it again");
+    spdlog::warn("{}: {}; trying again in {} ms", RankName(job, rank),
+                 lease.status().message(), backoff.count());
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+    const bool rejoined = OnLoop([&] {
+      auto it = ranks_.find({job, rank});
+      if (shut_down_ || it == ranks_.end()) return;
+      // The old connection may look alive a little longer than the coordinator: start over.
+      peer_ = nullptr;
+      connection_.reset();
+      SendJoin(job, rank, it->second, /*again=*/true);
+    });
+    if (!rejoined) return Unavailable(context + ": this daemon is shutting down");
+    rejoined_before = true;
   }
-  return lease;
 }
 
 Result<BatchLease> RemoteCoordinator::NextOnLoop(const std::string& job, uint32_t rank,
@@ -158,14 +212,22 @@ Result<BatchLease> RemoteCoordinator::NextOnLoop(const std::string& job, uint32_
   return executor_->executeSync([&]() -> kj::Promise<Result<BatchLease>> {
     if (shut_down_) return Result<BatchLease>(Unavailable(context + ": this daemon is shutting down"));
     auto it = ranks_.find({job, rank});
-    if (it == ranks_.end()) return Result<BatchLease>(NotFound(RankName(job, rank) + " is not joined"));
-    auto request = it->second.nextRequest();
+    rpc::Coordination::Client* coordination = nullptr;
+    if (it != ranks_.end()) KJ_IF_MAYBE(c, it->second.coordination) { coordination = c; }
+    if (coordination == nullptr)
+      return Result<BatchLease>(NotFound(RankName(job, rank) + " is not joined"));
+    auto request = coordination->nextRequest();
     request.setEpoch(epoch);
     return io_.provider->getTimer()
         .timeoutAfter(options_.call_timeout,
-                      request.send().then([](capnp::Response<rpc::Coordination::NextResults>&& r)
+                      request.send().then([this, job, rank](
+                                              capnp::Response<rpc::Coordination::NextResults>&& r)
                                               -> Result<BatchLease> {
-                        return FromRpc(r.getLease());
+                        BatchLease lease = FromRpc(r.getLease());
+                        auto held = ranks_.find({job, rank});
+                        if (held != ranks_.end())
+                          held->second.held[lease.epoch].emplace(lease.batch, false);
+                        return lease;
                       }))
         .catch_([context](kj::Exception&& e) -> Result<BatchLease> {
           if (e.getType() == kj::Exception::Type::OVERLOADED &&
@@ -186,10 +248,13 @@ Status RemoteCoordinator::Commit(const std::string& job, uint32_t rank, uint64_t
   OnLoop([&] {
     auto it = ranks_.find({job, rank});
     if (shut_down_ || it == ranks_.end()) return;
-    auto request = it->second.commitRequest();
-    request.setEpoch(epoch);
-    request.setBatch(batch);
-    tasks_->add(request.send().ignoreResult());
+    it->second.held[epoch][batch] = true;
+    KJ_IF_MAYBE(coordination, it->second.coordination) {
+      auto request = coordination->commitRequest();
+      request.setEpoch(epoch);
+      request.setBatch(batch);
+      tasks_->add(request.send().ignoreResult());
+    }
   });
   return Status::Ok();
 }

@@ -7,7 +7,12 @@
 //   Join    checks the plan locally (so the ring can be sized at once) and sends joinJob
 //           without waiting: a refusal (params unlike the job's, another dataset copy)
 //           comes back from the rank's first Next, naming the node.
-//   Next    waits for the coordinator's answer, at most options.call_timeout.
+//   Next    waits for the coordinator's answer, at most options.call_timeout. When the
+//           coordinator cannot be reached (it restarted, the network dropped) it retries
+//           with backoff for up to options.reconnect_timeout: it reconnects and joins
+//           the rank again, reporting the batches the rank consumed or holds (of its last
+//           two epochs), so the coordinator's ledger (replayed from its journal) continues
+//           exactly where the rank stands. Past the deadline: kUnavailable, naming it.
 //   Commit  sent without waiting (in order with the rank's other calls); a failure is
 //           logged. A commit lost with a dropped connection is served again.
 //   Leave   releases the rank's Coordination capability: the coordinator drops its leases.
@@ -24,6 +29,7 @@
 
 #include <kj/async-io.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,6 +48,7 @@ namespace ember::daemon {
 struct RemoteCoordinatorOptions {
   std::string node;                          // this daemon's node name, for messages
   kj::Duration call_timeout = 30 * kj::SECONDS;
+  std::chrono::milliseconds reconnect_timeout{60000};
   PeerConnectOptions connect;
 };
 
@@ -76,6 +83,13 @@ class RemoteCoordinator final : public JobCoordinator {
   bool OnLoop(F&& f);
   // The coordinator's Peer capability; connects if there is no live connection. Loop only.
   rpc::Peer::Client Peer();
+  struct RankState {
+    JobParams params;
+    kj::Maybe<rpc::Coordination::Client> coordination;
+    std::map<uint64_t, std::map<uint64_t, bool>> held;  // epoch -> batch -> consumed
+  };
+  // Sends joinJob for the rank (with what it holds when `again`). Loop only.
+  void SendJoin(const std::string& job, uint32_t rank, RankState& state, bool again);
   Result<BatchLease> NextOnLoop(const std::string& job, uint32_t rank, uint64_t epoch,
                                 const std::string& context);
 
@@ -93,7 +107,7 @@ class RemoteCoordinator final : public JobCoordinator {
   std::unique_ptr<PeerConnection> connection_;
   kj::Maybe<rpc::Peer::Client> peer_;
   uint64_t connection_generation_ = 0;
-  std::map<std::pair<std::string, uint32_t>, rpc::Coordination::Client> ranks_;
+  std::map<std::pair<std::string, uint32_t>, RankState> ranks_;
 
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> batches_per_rank_;  // by job; guarded by mu_
