@@ -11,78 +11,24 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string>
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <future>
 #include <numeric>
-#include <string>
 #include <thread>
 #include <vector>
 
 #include "common/env.h"
 #include "daemon/peer/certs_testing.h"
+#include "tests/support/multinode_testing.h"
 #include "tests/support/test_env.h"
 
 namespace ember::testing {
 namespace {
 
 using daemon::MakeTestCa;
-using daemon::MakeTestNodeCert;
 using daemon::TestKeypair;
-
-// A daemon serving peers on 127.0.0.1:<any port> as `node`, with its certificate from `ca`.
-std::unique_ptr<Daemon> NodeDaemon(const std::string& dir, const std::string& certs,
-                                   const TestKeypair& ca, const std::string& node,
-                                   const std::string& listen = "127.0.0.1:0",
-                                   const std::string& more_yaml = "") {
-  const TestKeypair keys = MakeTestNodeCert(certs, ca, node);
-  REQUIRE(NewPosixEnv()->CreateDirs(dir).ok());
-  return std::make_unique<Daemon>(
-      dir, WriteDaemonConfig(dir, "listen: " + listen + "\n"
-                                  "tls: {cert: " + keys.cert_path + ", key: " + keys.key_path +
-                                  ", ca: " + ca.cert_path + "}\n"
-                                  "node: " + node + "\n" + more_yaml));
-}
-
-std::string PeerAddress(const Daemon& daemon) {
-  const std::string port = ReadFileOrEmpty(daemon.dir() + "/state/peer.port");
-  REQUIRE(!port.empty());
-  return "127.0.0.1:" + std::to_string(std::stoi(port));
-}
-
-struct RankRead {
-  std::vector<std::vector<int64_t>> batches;  // sample ids, batch by batch, one epoch
-  Status error;
-};
-
-RankRead ReadEpoch(Client& client, StreamOptions options) {
-  options.sample_ids = true;
-  options.epochs = 1;
-  RankRead read;
-  auto reader = client.OpenStream(options);
-  if (!reader.ok()) {
-    read.error = reader.status();
-    return read;
-  }
-  for (;;) {
-    auto next = (*reader)->Next();
-    if (!next.ok()) {
-      read.error = next.status();
-      return read;
-    }
-    if (!next->has_value()) break;
-    const RawBatch& batch = **next;
-    const RawTensor* ids = nullptr;
-    for (const RawTensor& t : batch.tensors)
-      if (t.name == "sample_id") ids = &t;
-    REQUIRE(ids != nullptr);
-    std::vector<int64_t> values(batch.num_samples);
-    std::memcpy(values.data(), ids->data, values.size() * sizeof(int64_t));
-    read.batches.push_back(std::move(values));
-  }
-  return read;
-}
 
 TEST_CASE("two nodes serve one job: each rank its slice of every step, every sample once") {
   TempDir tmp;
@@ -94,44 +40,8 @@ TEST_CASE("two nodes serve one job: each rank its slice of every step, every sam
   constexpr uint32_t kSamples = 203;
   auto client_a = StartWithSyntheticDataset(*a, kSamples);
   auto client_b = StartWithSyntheticDataset(*b, kSamples);
-  const std::string coordinator = PeerAddress(*a);
-
-  StreamOptions options = ReaderOptions("two-nodes", 16, 1);
-  options.world_size = 2;
-  options.seed = 11;
-  options.coordinator = coordinator;  // node-a names itself too: it coordinates
-  StreamOptions rank1 = options;
-  rank1.rank = 1;
-  auto read1 = std::async(std::launch::async, [&] { return ReadEpoch(*client_b, rank1); });
-  RankRead r0 = ReadEpoch(*client_a, options);
-  RankRead r1 = read1.get();
-  INFO(r0.error.ToString() << " / " << r1.error.ToString() << "\nnode-a:\n"
-                           << a->log() << "\nnode-b:\n"
-                           << b->log());
-  REQUIRE(r0.error.ok());
-  REQUIRE(r1.error.ok());
-  REQUIRE(r0.batches.size() == 7);  // ceil(203 / 32) steps
-  REQUIRE(r1.batches.size() == 7);
-
-  // The same job on one node with one rank of batch 32 (the same global batch) has the
-  // same samples in every step.
-  StreamOptions single = ReaderOptions("one-node", 32, 1);
-  single.seed = 11;
-  RankRead whole = ReadEpoch(*client_a, single);
-  REQUIRE(whole.error.ok());
-  REQUIRE(whole.batches.size() == 7);
-  std::vector<int64_t> all;
-  for (size_t step = 0; step < 7; ++step) {
-    std::vector<int64_t> two = r0.batches[step];
-    two.insert(two.end(), r1.batches[step].begin(), r1.batches[step].end());
-    CHECK(two == whole.batches[step]);  // rank 0 the first half, rank 1 the second
-    all.insert(all.end(), two.begin(), two.end());
-  }
-  std::sort(all.begin(), all.end());
-  std::vector<int64_t> expected(kSamples);
-  std::iota(expected.begin(), expected.end(), 0);
-  CHECK(all == expected);
-  CHECK(a->log().find("job 'two-nodes' rank 1 joined from node 'node-b'") != std::string::npos);
+  // node-a names itself too: it coordinates.
+  CheckOneJobOnTwoNodes(*a, *client_a, *b, *client_b, PeerAddress(*a), kSamples, "node-b");
 }
 
 // A loopback port that was free a moment ago (for a daemon that must come back on it).
@@ -153,8 +63,9 @@ TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry o
   const std::string certs = tmp.path() + "/certs";
   REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
   const TestKeypair ca = MakeTestCa(certs, "ca");
-  const std::string coordinator = "127.0.0.1:" + std::to_string(FreePort());
-  auto c = NodeDaemon(tmp.path() + "/c", certs, ca, "node-c", coordinator);
+  const int port = FreePort();
+  const std::string coordinator = "127.0.0.1:" + std::to_string(port);
+  auto c = NodeDaemon(tmp.path() + "/c", certs, ca, "node-c", "127.0.0.1", {}, port);
   auto a = NodeDaemon(tmp.path() + "/a", certs, ca, "node-a");
   auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b");
   constexpr uint32_t kSamples = 640;
@@ -226,20 +137,7 @@ TEST_CASE("ranks on two nodes share the coordinator's key-value store and barrie
   ::setenv("EMBER_COORDINATOR", PeerAddress(*a).c_str(), 1);
   auto client_a = a->Connect();
   auto client_b = b->Connect();
-  REQUIRE(client_b->KvSet("kv-job", "gloo/addr", "10.0.0.7:4242").ok());
-  Result<std::string> got = client_a->KvGet("kv-job", "gloo/addr", std::chrono::seconds(10));
-  INFO(got.status().ToString() << "\n" << b->log());
-  REQUIRE(got.ok());
-  CHECK(*got == "10.0.0.7:4242");
-  CHECK(*client_b->KvAdd("kv-job", "count", 2) == 2);
-  CHECK(*client_a->KvAdd("kv-job", "count", 3) == 5);
-  // A barrier of 2 with one rank per node returns on both.
-  auto other = std::async(std::launch::async, [&] {
-    return client_b->Barrier("kv-job", "start", 2, std::chrono::seconds(20));
-  });
-  Status here = client_a->Barrier("kv-job", "start", 2, std::chrono::seconds(20));
-  CHECK(here.ok());
-  CHECK(other.get().ok());
+  CheckSharedKeyValueStore(*client_a, *client_b, *b);
   // Shared memory stays node-local.
   Result<int> segment = client_b->OpenSharedMemory("kv-job", "grads", 0, 2, 4096);
   INFO(segment.status().ToString());
@@ -278,7 +176,7 @@ TEST_CASE("a coordinator that cannot be reached fails the rank's stream, not han
   const std::string certs = tmp.path() + "/certs";
   REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
   const TestKeypair ca = MakeTestCa(certs, "ca");
-  auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b", "127.0.0.1:0",
+  auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b", "127.0.0.1", {}, 0,
                       "reconnect_timeout: 2\n");
   auto client_b = StartWithSyntheticDataset(*b, 100);
   StreamOptions options = ReaderOptions("nobody-home", 10, 1);

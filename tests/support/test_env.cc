@@ -137,9 +137,11 @@ Daemon::Daemon(std::unique_ptr<TempDir> own_dir) : Daemon(own_dir->path()) {
   own_dir_ = std::move(own_dir);
 }
 
-Daemon::Daemon(std::string dir, std::vector<std::string> extra_args)
+Daemon::Daemon(std::string dir, std::vector<std::string> extra_args,
+               std::vector<std::string> wrapper)
     : dir_(std::move(dir)),
       extra_args_(std::move(extra_args)),
+      wrapper_(std::move(wrapper)),
       socket_(dir_ + "/emberd.sock"),
       log_path_(dir_ + "/emberd.log") {}
 
@@ -151,7 +153,10 @@ Daemon::~Daemon() {
 }
 
 void Daemon::Start() {
-  pid_ = Spawn(EmberdCommand(dir_, extra_args_), {}, log_path_, log_path_);
+  std::vector<std::string> argv = wrapper_;
+  const std::vector<std::string> emberd = EmberdCommand(dir_, extra_args_);
+  argv.insert(argv.end(), emberd.begin(), emberd.end());
+  pid_ = Spawn(argv, {}, log_path_, log_path_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;

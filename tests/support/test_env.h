@@ -76,7 +76,10 @@ class Daemon {
  public:
   // In a TempDir of its own, removed once the daemon is gone.
   Daemon();
-  explicit Daemon(std::string dir, std::vector<std::string> extra_args = {});
+  // `wrapper` goes before the command line, e.g. {"/usr/sbin/ip", "netns", "exec", "ns1"};
+  // it must exec emberd in place (pid() is the process signalled and waited for).
+  explicit Daemon(std::string dir, std::vector<std::string> extra_args = {},
+                  std::vector<std::string> wrapper = {});
   ~Daemon();  // stops it
 
   void Start();  // waits until it serves; fails the test with its log if it does not
@@ -96,6 +99,7 @@ class Daemon {
   std::unique_ptr<TempDir> own_dir_;  // null when the caller chose the directory
   std::string dir_;
   std::vector<std::string> extra_args_;
+  std::vector<std::string> wrapper_;
   std::string socket_;
   std::string log_path_;
   pid_t pid_ = -1;
