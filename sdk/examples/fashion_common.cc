@@ -22,7 +22,7 @@ void AddTrainFlags(CLI::App& app, TrainFlags& flags) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--seed", flags.seed)->capture_default_str();
-  app.add_option("--max-steps", flags.max_steps, "stop after this many optimizer steps (0: all)")
+  app.add_option("--max-steps", flags.max_steps, "stop after this many optimizer steps, counted across resumes (0: all)")
       ->capture_default_str();
 }
 
