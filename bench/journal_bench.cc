@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/json_lines.h"
+#include "bench/stats.h"
 #include "common/env.h"
 #include "daemon/coordinator/journal.h"
 
@@ -41,15 +42,6 @@ struct Flags {
   std::string dir;
   std::string json;
 };
-
-// The `fraction` quantile of `values` (sorted in place), nearest rank.
-double Quantile(std::vector<double>& values, double fraction) {
-  if (values.empty()) return 0;
-  const size_t rank = static_cast<size_t>(fraction * static_cast<double>(values.size() - 1));
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(rank),
-                   values.end());
-  return values[rank];
-}
 
 int Fail(const Status& status) {
   std::cerr << "journal_bench: " << status.message() << "\n";

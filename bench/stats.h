@@ -12,6 +12,10 @@ double Median(std::vector<double> values);
 // The arithmetic mean of `values`; NaN when empty.
 double Mean(const std::vector<double>& values);
 
+// The `fraction` (0..1) quantile of `values`, nearest rank below: the value at index
+// floor(fraction x (n - 1)) of the sorted values (reordered in place); 0 when empty.
+double Quantile(std::vector<double>& values, double fraction);
+
 }  // namespace ember::bench
 
 #endif  // EMBER_BENCH_STATS_H_

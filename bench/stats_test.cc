@@ -19,5 +19,15 @@ TEST_CASE("Mean is the arithmetic mean") {
   CHECK(std::isnan(Mean({})));
 }
 
+TEST_CASE("Quantile takes the nearest rank below") {
+  std::vector<double> values = {5, 1, 4, 2, 3};
+  CHECK(Quantile(values, 0) == 1);
+  CHECK(Quantile(values, 0.5) == 3);
+  CHECK(Quantile(values, 0.99) == 4);
+  CHECK(Quantile(values, 1) == 5);
+  std::vector<double> none;
+  CHECK(Quantile(none, 0.5) == 0);
+}
+
 }  // namespace
 }  // namespace ember::bench
