@@ -148,7 +148,8 @@ int Run(const Flags& all_flags) {
                                     {.timeout = kSyncTimeout,
                                      .cpu = all_flags.collectives == "gloo"
                                                 ? ember::CpuCollectives::kGloo
-                                                : ember::CpuCollectives::kSharedMemory}));
+                                                : ember::CpuCollectives::kSharedMemory,
+                                     .local_world_size = launch->local_world_size}));
   sync.BroadcastParameters();
 
   const Clock::time_point train_start = Clock::now();
