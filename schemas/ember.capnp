@@ -59,6 +59,12 @@ struct StreamRequest {
   sampleIds @12 :Bool;        # add a "sample_id" int64 tensor (each sample's index) to batches
   coordinator @13 :Text;      # HOST:PORT of the daemon that coordinates the job (its
                               # `listen` endpoint); empty: this daemon
+  # The rank opens its stream again after losing its daemon (it restarted): its trainer
+  # already received batches 0 .. rejoinReceived-1 of epoch rejoinEpoch (and the epochs
+  # before it); the stream continues after them. Same job params as the first open.
+  rejoin @14 :Bool;
+  rejoinEpoch @15 :UInt64;
+  rejoinReceived @16 :UInt64;
 }
 
 struct StreamInfo {

@@ -39,11 +39,23 @@ struct BatchLease {
   std::vector<uint64_t> sample_ids;
 };
 
+// A batch a rank holds when it joins again after losing its daemon or its coordinator:
+// consumed (the trainer has it; its commit may not have reached the journal) or leased
+// (in the stream's ring, not yet read).
+struct HeldBatch {
+  uint64_t epoch = 0;
+  uint64_t batch = 0;
+  bool consumed = false;
+};
+
 class JobCoordinator {
  public:
   virtual ~JobCoordinator() = default;
 
-  virtual Status Join(const std::string& job, uint32_t rank, const JobParams& params) = 0;
+  // `held`: what the rank holds when it joins again (empty for a first join); recorded so
+  // that the rank continues where it stands and nothing it read is served again.
+  virtual Status Join(const std::string& job, uint32_t rank, const JobParams& params,
+                      const std::vector<HeldBatch>& held = {}) = 0;
   virtual Result<BatchLease> Next(const std::string& job, uint32_t rank, uint64_t epoch) = 0;
   virtual Status Commit(const std::string& job, uint32_t rank, uint64_t epoch,
                         uint64_t batch) = 0;

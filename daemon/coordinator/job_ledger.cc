@@ -80,7 +80,16 @@ Result<JobLedger::JobState> JobLedger::NewJob(const std::string& job, const JobP
   return state;
 }
 
-Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& params) {
+Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& params,
+                       const std::vector<HeldBatch>& held) {
+  EMBER_RETURN_IF_ERROR(JoinOnly(job, rank, params));
+  if (held.empty()) return Status::Ok();
+  Status resumed = Resume(job, rank, held);
+  if (!resumed.ok()) Leave(job, rank);
+  return resumed;
+}
+
+Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParams& params) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
   if (it != jobs_.end()) {

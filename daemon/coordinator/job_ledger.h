@@ -107,7 +107,9 @@ class JobLedger final : public JobCoordinator {
   // or the plan is impossible (see MakeEpochPlan). A job that no rank is joined to now,
   // asked for with another start (start_epoch, start_position) and otherwise the same
   // params, is replaced: the run was restarted from a checkpoint.
-  Status Join(const std::string& job, uint32_t rank, const JobParams& params) override;
+  // Join, then Resume(held) when `held` is not empty (leaving again if that fails).
+  Status Join(const std::string& job, uint32_t rank, const JobParams& params,
+              const std::vector<HeldBatch>& held = {}) override;
 
   // The rank's next batch of `epoch`: its first batch neither consumed nor leased.
   // kFailedPrecondition if the rank already received all its batches of that epoch
@@ -120,14 +122,6 @@ class JobLedger final : public JobCoordinator {
   // left, and the batch went back to the pool).
   Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch) override;
 
-  // A batch a rank's node still holds when the rank joins again after losing its
-  // coordinator (the coordinating daemon restarted): consumed (its commit may not have
-  // reached the journal) or leased (in the stream's ring, not yet read).
-  struct HeldBatch {
-    uint64_t epoch = 0;
-    uint64_t batch = 0;
-    bool consumed = false;
-  };
   // For a joined `rank`: records `held` (consumed ones as commits, reported to the
   // observer; the others as the rank's leases), so the rank continues where its node
   // stands and nothing it read is served again. Batches of finished epochs are skipped.
@@ -207,6 +201,7 @@ class JobLedger final : public JobCoordinator {
 
   using EpochMap = std::map<uint64_t, EpochState>;  // JobState::epochs
 
+  Status JoinOnly(const std::string& job, uint32_t rank, const JobParams& params);
   // Creates the job's state for `params` (validated).
   static Result<JobState> NewJob(const std::string& job, const JobParams& params);
 

@@ -151,6 +151,9 @@ StreamParams FromRpc(rpc::StreamRequest::Reader r) {
   params.expect_fingerprint = r.getFingerprint();
   params.sample_ids = r.getSampleIds();
   params.coordinator = ToStd(r.getCoordinator());
+  params.rejoin = r.getRejoin();
+  params.rejoin_epoch = r.getRejoinEpoch();
+  params.rejoin_received = r.getRejoinReceived();
   return params;
 }
 

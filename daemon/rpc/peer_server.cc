@@ -93,16 +93,12 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
   if (jobs_ == nullptr)
     kj::throwFatalException(rpc_status::ToException(
         FailedPrecondition("node '" + node_ + "' coordinates no jobs")));
-  Status joined = jobs_->Join(job, rank, FromRpc(p.getParams()));
-  if (joined.ok() && p.hasHeld()) {
-    std::vector<JobLedger::HeldBatch> held;
-    for (auto h : p.getHeld()) held.push_back({h.getEpoch(), h.getBatch(), h.getConsumed()});
-    joined = jobs_->Resume(job, rank, held);
-    if (!joined.ok()) jobs_->Leave(job, rank);
-    else
-      spdlog::info("job '{}' rank {} (node '{}') resumed with {} batches it holds", job, rank,
-                   node, held.size());
-  }
+  std::vector<HeldBatch> held;
+  for (auto h : p.getHeld()) held.push_back({h.getEpoch(), h.getBatch(), h.getConsumed()});
+  Status joined = jobs_->Join(job, rank, FromRpc(p.getParams()), held);
+  if (joined.ok() && !held.empty())
+    spdlog::info("job '{}' rank {} (node '{}') resumed with {} batches it holds", job, rank,
+                 node, held.size());
   if (!joined.ok()) {
     Status named = joined.WithContext("node '" + node + "'");
     spdlog::warn("peer {}: {}", peer_.address, named.message());

@@ -117,7 +117,8 @@ rpc::Peer::Client RemoteCoordinator::Peer() {
   return peer;
 }
 
-Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobParams& params) {
+Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobParams& params,
+                               const std::vector<HeldBatch>& held) {
   Result<StepLayout> layout =
       MakeStepLayout(params.num_samples, params.batch_size, params.world_size);
   if (!layout.ok()) return layout.status().WithContext("job '" + job + "'");
@@ -129,7 +130,8 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
     RankState& state = ranks_[{job, rank}];
     state = RankState{};
     state.params = params;
-    SendJoin(job, rank, state, /*again=*/false);
+    for (const HeldBatch& h : held) state.held[h.epoch][h.batch] = h.consumed;
+    SendJoin(job, rank, state, /*again=*/!held.empty());
   });
   if (!sent) return Unavailable("coordinator " + address_ + ": this daemon is shutting down");
   std::lock_guard<std::mutex> lock(mu_);

@@ -65,7 +65,8 @@ class RemoteCoordinator final : public JobCoordinator {
 
   const std::string& address() const { return address_; }
 
-  Status Join(const std::string& job, uint32_t rank, const JobParams& params) override;
+  Status Join(const std::string& job, uint32_t rank, const JobParams& params,
+              const std::vector<HeldBatch>& held = {}) override;
   Result<BatchLease> Next(const std::string& job, uint32_t rank, uint64_t epoch) override;
   Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch) override;
   void Leave(const std::string& job, uint32_t rank) override;

@@ -56,7 +56,11 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
   job_params.start_epoch = params.start_epoch;
   job_params.start_position = params.start_position;
   job_params.fingerprint = info.fingerprint;
-  EMBER_RETURN_IF_ERROR(ledger.Join(params.job, params.rank, job_params));
+  std::vector<HeldBatch> held;
+  if (params.rejoin)
+    for (uint64_t b = 0; b < params.rejoin_received; ++b)
+      held.push_back({params.rejoin_epoch, b, /*consumed=*/true});
+  EMBER_RETURN_IF_ERROR(ledger.Join(params.job, params.rank, job_params, held));
   auto batches = ledger.BatchesPerRank(params.job);
   if (!batches.ok()) {
     ledger.Leave(params.job, params.rank);
@@ -144,7 +148,7 @@ Status Stream::Produce() {
   source_future_ = DatasetCache::SourceFuture();  // keep only the shared_ptr
 
   std::optional<BatchLease> ahead;  // the next batch, leased early for prefetching
-  for (uint64_t epoch = params_.start_epoch;
+  for (uint64_t epoch = params_.rejoin ? params_.rejoin_epoch : params_.start_epoch;
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
     epoch_.store(epoch, std::memory_order_relaxed);
     for (bool epoch_done = false; !epoch_done;) {

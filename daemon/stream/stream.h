@@ -47,6 +47,12 @@ struct StreamParams {
   bool sample_ids = false;      // add a "sample_id" int64 tensor to every batch
   uint64_t expect_fingerprint = 0;  // the dataset's, as a saved loader state says; 0: any
   std::string coordinator;  // HOST:PORT of the job's coordinating daemon; empty: this one
+  // The rank opens its stream again (its daemon restarted): its trainer received batches
+  // [0, rejoin_received) of rejoin_epoch (and every epoch before it); the producer starts
+  // after them.
+  bool rejoin = false;
+  uint64_t rejoin_epoch = 0;
+  uint64_t rejoin_received = 0;
 };
 
 struct StreamStats {

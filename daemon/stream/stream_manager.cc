@@ -91,6 +91,12 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   if (params.epochs != 0 && params.start_epoch >= params.epochs)
     return InvalidArgument("start_epoch: " + std::to_string(params.start_epoch) +
                            " is not below epochs " + std::to_string(params.epochs));
+  if (params.rejoin && (params.rejoin_epoch < params.start_epoch ||
+                        (params.epochs != 0 && params.rejoin_epoch >= params.epochs)))
+    return InvalidArgument("rejoin_epoch: " + std::to_string(params.rejoin_epoch) +
+                           " is outside the stream's epochs " +
+                           std::to_string(params.start_epoch) + ".." +
+                           (params.epochs == 0 ? std::string("") : std::to_string(params.epochs - 1)));
   if (params.slots == 0) params.slots = limits_.default_slots;
   if (params.slots < 2 || params.slots > limits_.max_slots)
     return InvalidArgument("slots: " + std::to_string(params.slots) + " is out of range 2.." +

@@ -206,6 +206,13 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 }
 
 const std::string& Client::socket_path() const { return impl_->socket_path(); }
+
+Status Client::Reconnect(std::chrono::milliseconds timeout) {
+  auto impl = std::make_unique<Impl>();
+  EMBER_RETURN_IF_ERROR(impl->Start(impl_->socket_path(), timeout));
+  impl_.swap(impl);
+  return Status::Ok();
+}
 bool Client::connected() const { return impl_->connected(); }
 
 Result<DatasetInfo> Client::AddDataset(const DatasetSpec& spec) {
@@ -337,6 +344,9 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
     r.setStartPosition(options.start_position);
     r.setFingerprint(options.fingerprint);
     r.setSampleIds(options.sample_ids);
+    r.setRejoin(options.rejoin);
+    r.setRejoinEpoch(options.rejoin_epoch);
+    r.setRejoinReceived(options.rejoin_received);
     const char* coordinator_env = std::getenv("EMBER_COORDINATOR");
     r.setCoordinator(!options.coordinator.empty() ? options.coordinator
                      : coordinator_env != nullptr ? coordinator_env

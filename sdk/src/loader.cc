@@ -2,6 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
 namespace ember {
 namespace {
 
@@ -47,7 +51,9 @@ Batch ToTorch(RawBatch raw) {
 }
 
 Loader::Loader(Client& client, const StreamOptions& options,
-               const std::optional<LoaderState>& resume) {
+               const std::optional<LoaderState>& resume,
+               std::chrono::milliseconds reconnect_timeout)
+    : client_(client), reconnect_timeout_(reconnect_timeout) {
   StreamOptions opened = options;
   if (resume) {
     TORCH_CHECK(resume->seed == options.seed, "ember: the loader state is of seed ",
@@ -63,17 +69,64 @@ Loader::Loader(Client& client, const StreamOptions& options,
   TORCH_CHECK(reader.ok(), "ember: opening stream of dataset '", options.dataset, "' for job '",
               options.job, "' rank ", options.rank, ": ", reader.status().ToString());
   reader_ = std::move(reader).value();
+  opened_ = opened;
+  received_epoch_ = opened.start_epoch;
   state_.fingerprint = reader_->info().fingerprint;
   state_.seed = options.seed;
   state_.epoch = opened.start_epoch;
   state_.position = opened.start_position;
 }
 
+Result<std::optional<RawBatch>> Loader::Reconnect(const Status& why) {
+  const auto deadline = std::chrono::steady_clock::now() + reconnect_timeout_;
+  std::chrono::milliseconds backoff(100);
+  Status last = why;
+  std::fprintf(stderr, "ember: job '%s' rank %u: %s; reconnecting to %s\n", opened_.job.c_str(),
+               opened_.rank, why.ToString().c_str(), client_.socket_path().c_str());
+  reader_.reset();
+  while (std::chrono::steady_clock::now() + backoff < deadline) {
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+    Status connected = client_.Reconnect(std::chrono::milliseconds(1000));
+    if (!connected.ok()) {
+      last = connected;
+      continue;
+    }
+    StreamOptions again = opened_;
+    again.rejoin = true;
+    again.rejoin_epoch = received_epoch_;
+    again.rejoin_received = received_;
+    auto reader = client_.OpenStream(again);
+    if (!reader.ok()) {
+      last = reader.status();
+      // A daemon still starting up (its catalog loading) or already gone again.
+      if (last.code() == StatusCode::kUnavailable || last.code() == StatusCode::kNotFound)
+        continue;
+      return last.WithContext("opening the stream again");
+    }
+    reader_ = std::move(reader).value();
+    ++reconnects_;
+    std::fprintf(stderr, "ember: job '%s' rank %u: reconnected; continuing at batch %llu of epoch %llu\n",
+                 opened_.job.c_str(), opened_.rank, static_cast<unsigned long long>(received_),
+                 static_cast<unsigned long long>(received_epoch_));
+    return reader_->Next();
+  }
+  return Unavailable("gave up reconnecting to emberd at " + client_.socket_path() + " after " +
+                     std::to_string(reconnect_timeout_.count() / 1000) + " s: " + last.ToString());
+}
+
 std::optional<Batch> Loader::Next() {
+  TORCH_CHECK(reader_ != nullptr, "ember: the stream is broken (an earlier Next failed)");
   auto next = reader_->Next();
+  if (!next.ok() && reconnect_timeout_.count() > 0 &&
+      (next.status().code() == StatusCode::kUnavailable ||
+       next.status().code() == StatusCode::kCancelled))
+    next = Reconnect(next.status());
   TORCH_CHECK(next.ok(), "ember: reading the next batch: ", next.status().ToString());
   if (!next->has_value()) return std::nullopt;
   const RawBatch& raw = **next;
+  received_epoch_ = raw.last_in_epoch ? raw.epoch + 1 : raw.epoch;
+  received_ = raw.last_in_epoch ? 0 : raw.index_in_epoch + 1;
   state_.epoch = raw.last_in_epoch ? raw.epoch + 1 : raw.epoch;
   state_.position = raw.last_in_epoch ? 0 : raw.position;
   return ToTorch(std::move(**next));

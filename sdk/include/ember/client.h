@@ -70,6 +70,11 @@ struct StreamOptions {
   // job spans nodes; empty: $EMBER_COORDINATOR (set by ember-run --coordinator), else the
   // local daemon.
   std::string coordinator;
+  // Opening again after losing the daemon (ember::Loader does it): the trainer already
+  // received batches [0, rejoin_received) of rejoin_epoch and the epochs before it.
+  bool rejoin = false;
+  uint64_t rejoin_epoch = 0;
+  uint64_t rejoin_received = 0;
 };
 
 struct StreamStatus {
@@ -141,6 +146,12 @@ class Client {
 
   // False once the connection to the daemon is lost; every call then fails kUnavailable.
   bool connected() const;
+
+  // Connects again to the same socket (a daemon restarted by systemd), waiting up to
+  // `timeout`; on success the client is connected again, and readers, streams and job
+  // memberships of the old connection stay dead. kUnavailable as Connect. Not to be called
+  // concurrently with other calls on this client (ember::Loader calls it from its Next).
+  Status Reconnect(std::chrono::milliseconds timeout);
 
   // Catalog.
   Result<DatasetInfo> AddDataset(const DatasetSpec& spec);

@@ -13,6 +13,11 @@
 // them (and the Batch) is released. Errors throw (TORCH_CHECK / c10::Error) with the
 // daemon's message; the loader is for one thread.
 //
+// A daemon that restarts (systemd) does not end training: when the stream breaks because
+// the daemon went away or shut down, Next() reconnects with backoff for up to
+// `reconnect_timeout` and opens the stream again after the batches already received, so
+// no sample is lost or served twice; past the deadline it throws, naming the daemon.
+//
 // Checkpoint and resume (ember/loader_state.h): save loader.state().ToString() with the
 // model; construct the next run's Loader with the parsed state to get exactly the samples
 // not yet consumed, also with another world size or batch size.
@@ -54,8 +59,10 @@ class Loader {
   // where that state says (its epoch and position replace options.start_epoch and
   // start_position; the dataset must have the state's fingerprint and options.seed must
   // be the state's seed).
+  // `reconnect_timeout` 0: no reconnecting (a broken stream throws at once).
   Loader(Client& client, const StreamOptions& options,
-         const std::optional<LoaderState>& resume = std::nullopt);
+         const std::optional<LoaderState>& resume = std::nullopt,
+         std::chrono::milliseconds reconnect_timeout = std::chrono::seconds(60));
 
   // The next batch of the current epoch; nullopt at the end of each epoch (the next call
   // starts the following one) and once the stream has ended.
@@ -68,10 +75,21 @@ class Loader {
   bool ended() const { return reader_->ended(); }
   uint64_t batches_per_epoch() const { return reader_->info().batches_per_epoch; }
   const StreamReader& reader() const { return *reader_; }
+  // Times the stream was opened again after losing the daemon.
+  uint64_t reconnects() const { return reconnects_; }
 
  private:
+  // After the stream broke with `why`: reconnects and opens it again, or returns why not.
+  Result<std::optional<RawBatch>> Reconnect(const Status& why);
+
+  Client& client_;
+  StreamOptions opened_;  // as first opened
+  const std::chrono::milliseconds reconnect_timeout_;
   std::unique_ptr<StreamReader> reader_;
   LoaderState state_;
+  uint64_t received_epoch_ = 0;  // the trainer received batches [0, received_) of it
+  uint64_t received_ = 0;
+  uint64_t reconnects_ = 0;
 };
 
 }  // namespace ember
