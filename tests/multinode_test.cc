@@ -30,13 +30,28 @@ namespace {
 using daemon::MakeTestCa;
 using daemon::TestKeypair;
 
-TEST_CASE("two nodes serve one job: each rank its slice of every step, every sample once") {
+TestKeypair CaIn(const std::string& dir) {
+  REQUIRE(NewPosixEnv()->CreateDirs(dir).ok());
+  return MakeTestCa(dir, "ca");
+}
+
+// A per-test directory, the CA of its nodes' certificates, and its nodes' daemons.
+struct TestCluster {
   TempDir tmp;
   const std::string certs = tmp.path() + "/certs";
-  REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
-  const TestKeypair ca = MakeTestCa(certs, "ca");
-  auto a = NodeDaemon(tmp.path() + "/a", certs, ca, "node-a");
-  auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b");
+  const TestKeypair ca = CaIn(certs);
+
+  // Not started; `port` 0: any free one; `yaml`: more config keys.
+  std::unique_ptr<Daemon> Node(const std::string& name, int port = 0,
+                               const std::string& yaml = "") {
+    return NodeDaemon(tmp.path() + "/" + name, certs, ca, name, "127.0.0.1", {}, port, yaml);
+  }
+};
+
+TEST_CASE("two nodes serve one job: each rank its slice of every step, every sample once") {
+  TestCluster cluster;
+  auto a = cluster.Node("node-a");
+  auto b = cluster.Node("node-b");
   constexpr uint32_t kSamples = 203;
   auto client_a = StartWithSyntheticDataset(*a, kSamples);
   auto client_b = StartWithSyntheticDataset(*b, kSamples);
@@ -59,15 +74,12 @@ int FreePort() {
 }
 
 TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry on, exactly once") {
-  TempDir tmp;
-  const std::string certs = tmp.path() + "/certs";
-  REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
-  const TestKeypair ca = MakeTestCa(certs, "ca");
+  TestCluster cluster;
   const int port = FreePort();
   const std::string coordinator = "127.0.0.1:" + std::to_string(port);
-  auto c = NodeDaemon(tmp.path() + "/c", certs, ca, "node-c", "127.0.0.1", {}, port);
-  auto a = NodeDaemon(tmp.path() + "/a", certs, ca, "node-a");
-  auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b");
+  auto c = cluster.Node("node-c", port);
+  auto a = cluster.Node("node-a");
+  auto b = cluster.Node("node-b");
   constexpr uint32_t kSamples = 640;
   auto client_c = StartWithSyntheticDataset(*c, kSamples);
   auto client_a = StartWithSyntheticDataset(*a, kSamples);
@@ -125,12 +137,9 @@ TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry o
 }
 
 TEST_CASE("ranks on two nodes share the coordinator's key-value store and barriers") {
-  TempDir tmp;
-  const std::string certs = tmp.path() + "/certs";
-  REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
-  const TestKeypair ca = MakeTestCa(certs, "ca");
-  auto a = NodeDaemon(tmp.path() + "/a", certs, ca, "node-a");
-  auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b");
+  TestCluster cluster;
+  auto a = cluster.Node("node-a");
+  auto b = cluster.Node("node-b");
   a->Start();
   b->Start();
   // As ember-run --coordinator sets it for every rank of every node.
@@ -147,12 +156,9 @@ TEST_CASE("ranks on two nodes share the coordinator's key-value store and barrie
 }
 
 TEST_CASE("a rank on a node whose dataset differs is refused, naming the node") {
-  TempDir tmp;
-  const std::string certs = tmp.path() + "/certs";
-  REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
-  const TestKeypair ca = MakeTestCa(certs, "ca");
-  auto a = NodeDaemon(tmp.path() + "/a", certs, ca, "node-a");
-  auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b");
+  TestCluster cluster;
+  auto a = cluster.Node("node-a");
+  auto b = cluster.Node("node-b");
   auto client_a = StartWithSyntheticDataset(*a, 200);
   auto client_b = StartWithSyntheticDataset(*b, 210);  // another copy
 
@@ -172,12 +178,8 @@ TEST_CASE("a rank on a node whose dataset differs is refused, naming the node") 
 }
 
 TEST_CASE("a coordinator that cannot be reached fails the rank's stream, not hangs") {
-  TempDir tmp;
-  const std::string certs = tmp.path() + "/certs";
-  REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
-  const TestKeypair ca = MakeTestCa(certs, "ca");
-  auto b = NodeDaemon(tmp.path() + "/b", certs, ca, "node-b", "127.0.0.1", {}, 0,
-                      "reconnect_timeout: 2\n");
+  TestCluster cluster;
+  auto b = cluster.Node("node-b", 0, "reconnect_timeout: 2\n");
   auto client_b = StartWithSyntheticDataset(*b, 100);
   StreamOptions options = ReaderOptions("nobody-home", 10, 1);
   options.world_size = 2;
