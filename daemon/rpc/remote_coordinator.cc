@@ -163,6 +163,7 @@ void RemoteCoordinator::SendJoin(const std::string& job, uint32_t rank, RankStat
     spdlog::info("{}: joining again through coordinator {} with {} batches it holds",
                  RankName(job, rank), address_, count);
   }
+  state.rejoining = again;
   auto response = request.send();
   state.coordination = response.getCoordination();
   tasks_->add(response.ignoreResult());
@@ -175,19 +176,23 @@ Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank
   const std::string context = "coordinator " + address_;
   const auto deadline = std::chrono::steady_clock::now() + options_.reconnect_timeout;
   std::chrono::milliseconds backoff(100);
-  bool rejoined_before = false;
   for (;;) {
     Result<BatchLease> lease = Unavailable(context + ": this daemon is shutting down");
     KJ_IF_MAYBE(e, kj::runCatchingExceptions(
                         [&] { lease = NextOnLoop(job, rank, epoch, context); })) {
       return Unavailable(context + ": " + e->getDescription().cStr());
     }
-    // After a join again, "already joined" means the coordinator has not yet seen the old
-    // connection end: wait for it like for an unreachable coordinator.
+    // After a join again (here, or by a restarted daemon whose rank reports what it holds),
+    // "already joined" means the coordinator has not yet seen the old connection end: wait
+    // for it like for an unreachable coordinator.
     const StatusCode code = lease.ok() ? StatusCode::kOk : lease.status().code();
-    if (code != StatusCode::kUnavailable &&
-        !(rejoined_before && code == StatusCode::kAlreadyExists))
-      return lease;
+    bool rejoining = false;
+    if (code == StatusCode::kAlreadyExists)
+      OnLoop([&] {
+        auto it = ranks_.find({job, rank});
+        rejoining = it != ranks_.end() && it->second.rejoining;
+      });
+    if (code != StatusCode::kUnavailable && !rejoining) return lease;
     if (std::chrono::steady_clock::now() + backoff > deadline)
       return lease.status().WithContext(
           "gave up after " + std::to_string(options_.reconnect_timeout.count() / 1000) +
@@ -205,7 +210,6 @@ Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank
       SendJoin(job, rank, it->second, /*again=*/true);
     });
     if (!rejoined) return Unavailable(context + ": this daemon is shutting down");
-    rejoined_before = true;
   }
 }
 
@@ -227,8 +231,10 @@ Result<BatchLease> RemoteCoordinator::NextOnLoop(const std::string& job, uint32_
                                               -> Result<BatchLease> {
                         BatchLease lease = FromRpc(r.getLease());
                         auto held = ranks_.find({job, rank});
-                        if (held != ranks_.end())
+                        if (held != ranks_.end()) {
                           held->second.held[lease.epoch].emplace(lease.batch, false);
+                          held->second.rejoining = false;
+                        }
                         return lease;
                       }))
         .catch_([context](kj::Exception&& e) -> Result<BatchLease> {

@@ -88,6 +88,7 @@ class RemoteCoordinator final : public JobCoordinator {
     JobParams params;
     kj::Maybe<rpc::Coordination::Client> coordination;
     std::map<uint64_t, std::map<uint64_t, bool>> held;  // epoch -> batch -> consumed
+    bool rejoining = false;  // joined again (with `held`), no answer from it yet
   };
   // Sends joinJob for the rank (with what it holds when `again`). Loop only.
   void SendJoin(const std::string& job, uint32_t rank, RankState& state, bool again);
