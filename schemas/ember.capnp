@@ -126,6 +126,7 @@ struct RankProgress {
   epoch @2 :UInt64;       # its first epoch not fully consumed
   consumed @3 :UInt64;    # batches of that epoch consumed in a row from its first
   leased @4 :UInt64;      # batches handed to it, not yet consumed
+  node @5 :Text;          # the node whose daemon it joined through; empty: this daemon
 }
 
 # A shared-memory segment that not all of its ranks have opened yet.

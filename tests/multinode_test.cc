@@ -123,6 +123,15 @@ TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry o
   };
   read(0, 12);
   read(1, 7);
+  {
+    // The coordinator knows the node of each rank (emberctl jobs shows it).
+    Result<DaemonStatus> status = client_c->GetStatus();
+    REQUIRE(status.ok());
+    REQUIRE(status->jobs.size() == 1);
+    REQUIRE(status->jobs[0].ranks.size() == 2);
+    CHECK(status->jobs[0].ranks[0].node == "node-a");
+    CHECK(status->jobs[0].ranks[1].node == "node-b");
+  }
   c->Kill();  // commits of the last group interval may be lost: the nodes report them
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   c->Start();

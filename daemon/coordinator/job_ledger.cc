@@ -128,6 +128,8 @@ Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParam
   if (state.joined[rank]) return AlreadyExists(RankName(job, rank) + " is already joined");
   state.joined[rank] = true;
   state.ever_joined[rank] = true;
+  state.nodes.resize(state.params.world_size);
+  state.nodes[rank].clear();
   return Status::Ok();
 }
 
@@ -300,6 +302,7 @@ std::vector<JobSummary> JobLedger::Summaries() const {
       RankProgress progress;
       progress.rank = r;
       progress.joined = state.joined[r];
+      if (r < state.nodes.size()) progress.node = state.nodes[r];
       progress.epoch = state.finished_below;
       for (const auto& [epoch, es] : state.epochs) {
         const RankState& rs = es.ranks[r];
@@ -317,6 +320,14 @@ std::vector<JobSummary> JobLedger::Summaries() const {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+void JobLedger::SetRankNode(const std::string& job, uint32_t rank, const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || rank >= it->second.joined.size() || !it->second.joined[rank]) return;
+  it->second.nodes.resize(it->second.params.world_size);
+  it->second.nodes[rank] = node;
 }
 
 void JobLedger::SetObserver(LedgerObserver* observer) {

@@ -55,6 +55,7 @@ struct RankProgress {
   uint64_t epoch = 0;      // its first epoch not fully consumed
   uint64_t consumed = 0;   // batches of that epoch consumed in a row from its first
   uint64_t leased = 0;     // batches handed to it and not yet consumed
+  std::string node;        // the node it joined from (SetRankNode); empty: this daemon's
 };
 
 struct JobSummary {
@@ -129,6 +130,10 @@ class JobLedger final : public JobCoordinator {
   // batch beyond its epoch's plan.
   Status Resume(const std::string& job, uint32_t rank, const std::vector<HeldBatch>& held);
 
+  // Records that joined `rank` came from node `node` (another daemon's), for Summaries.
+  // No-op if the job or the joined rank does not exist.
+  void SetRankNode(const std::string& job, uint32_t rank, const std::string& node);
+
   // The rank leaves: its uncommitted leases are dropped (it is handed them again when it
   // joins again). Forgets the job once every rank has joined and none is left. Idempotent.
   void Leave(const std::string& job, uint32_t rank) override;
@@ -186,6 +191,7 @@ class JobLedger final : public JobCoordinator {
     uint64_t batches_per_rank = 0;  // in a full epoch
     std::vector<bool> joined;       // by rank: joined now
     std::vector<bool> ever_joined;  // by rank: joined at some point
+    std::vector<std::string> nodes;  // by rank: where it joined from; empty: here
     std::map<uint64_t, EpochState> epochs;  // epochs in flight
     uint64_t finished_below = 0;            // every epoch < this is finished
     std::set<uint64_t> finished_above;      // finished epochs > finished_below

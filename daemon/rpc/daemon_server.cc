@@ -184,6 +184,7 @@ void ToRpc(const JobSummary& job, rpc::JobStatus::Builder b) {
     ranks[i].setEpoch(p.epoch);
     ranks[i].setConsumed(p.consumed);
     ranks[i].setLeased(p.leased);
+    ranks[i].setNode(p.node);
   }
 }
 

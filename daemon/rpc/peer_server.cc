@@ -96,6 +96,7 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
   std::vector<HeldBatch> held;
   for (auto h : p.getHeld()) held.push_back({h.getEpoch(), h.getBatch(), h.getConsumed()});
   Status joined = jobs_->Join(job, rank, FromRpc(p.getParams()), held);
+  if (joined.ok()) jobs_->SetRankNode(job, rank, node);
   if (joined.ok() && !held.empty())
     spdlog::info("job '{}' rank {} (node '{}') resumed with {} batches it holds", job, rank,
                  node, held.size());

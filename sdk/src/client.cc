@@ -281,6 +281,7 @@ Result<DaemonStatus> Client::GetStatus() {
           progress.epoch = p.getEpoch();
           progress.consumed = p.getConsumed();
           progress.leased = p.getLeased();
+          progress.node = ToStd(p.getNode());
           job.ranks.push_back(progress);
         }
         out.jobs.push_back(std::move(job));

@@ -67,6 +67,7 @@ uint64_t JobEpoch(const JobStatus& job) {
 std::string Coordinator(const JobStatus&) { return "local"; }
 
 std::string RankNode(const DaemonStatus& status, const JobStatus& job, const RankProgress& rank) {
+  if (rank.joined && !rank.node.empty()) return rank.node;
   if (FindStream(status, job, rank.rank) != nullptr) return "local";
   return rank.joined ? "?" : "-";
 }

@@ -27,10 +27,13 @@ const RankProgress* SlowestRank(const JobStatus& job);
 // The lowest epoch of the job's ranks (0 for a job without ranks).
 uint64_t JobEpoch(const JobStatus& job);
 
-// The daemon coordinating `job`: "local" (the status names no other yet).
+// The daemon coordinating `job`: "local" (the jobs a daemon reports are those it
+// coordinates; a job it only proxies shows in its streams).
 std::string Coordinator(const JobStatus& job);
 
-// The node `rank` of `job` runs on, as seen from the daemon that reported `status`.
+// The node `rank` of `job` runs on, as seen from the daemon that reported `status`: the
+// node it joined through (another daemon's), else "local" with a stream here, "-" if not
+// joined, "?" if joined but unknown.
 std::string RankNode(const DaemonStatus& status, const JobStatus& job, const RankProgress& rank);
 
 // One line per job under a header, or "no jobs".

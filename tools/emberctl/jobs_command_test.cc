@@ -72,6 +72,10 @@ TEST_CASE("emberctl jobs: epoch progress counts ranks past the epoch in full") {
   CHECK(out.find(" 7 r1 e0 7/10 ") != std::string::npos);
   CHECK(out.find(" local local,local,-\n") != std::string::npos);
   CHECK(Captured([](std::FILE* f) { PrintJobs({}, f); }) == "no jobs\n");
+  // A rank that joined through another node's daemon shows that node.
+  DaemonStatus remote = ThreeRanks();
+  remote.jobs[0].ranks[1].node = "node-b";
+  CHECK(RankNode(remote, remote.jobs[0], remote.jobs[0].ranks[1]) == "node-b");
 }
 
 TEST_CASE("emberctl job inspect: a row per rank, stream columns where it has one") {

@@ -98,6 +98,7 @@ struct RankProgress {
   uint64_t epoch = 0;     // its first epoch not fully consumed
   uint64_t consumed = 0;  // batches of that epoch consumed in a row from its first
   uint64_t leased = 0;    // batches handed to it, not yet consumed
+  std::string node;       // the node whose daemon it joined through; empty: this daemon
 };
 
 struct JobStatus {
