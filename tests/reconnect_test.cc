@@ -1,7 +1,8 @@
 // A trainer's Loader survives its emberd being killed and restarted (as systemd does) on
 // the same socket and state dir: it reconnects with backoff and goes on after the batches
-// it already received, so every sample is still read exactly once per epoch. A daemon that
-// never comes back ends the wait at the deadline with an error naming the socket.
+// it already received, so every sample is still read exactly once per epoch, also when the
+// daemon is one node's of a job that spans two. A daemon that never comes back ends the
+// wait at the deadline with an error naming the socket.
 // LibTorch first: its glog CHECK must not shadow Catch2's.
 #include "ember/loader.h"
 
@@ -9,10 +10,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <numeric>
 #include <thread>
 #include <vector>
 
+#include "tests/support/multinode_testing.h"
 #include "tests/support/test_env.h"
 
 namespace ember::testing {
@@ -79,6 +82,61 @@ TEST_CASE("a daemon that does not come back ends the wait at the deadline, namin
     CHECK_THAT(e.what(), Catch::Contains(daemon.socket()));
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("a node's daemon killed and restarted mid-epoch: its rank's Loader carries on") {
+  TestCluster cluster;
+  auto a = cluster.Node("node-a");
+  auto b = cluster.Node("node-b");
+  constexpr uint32_t kSamples = 400;
+  auto client_a = StartWithSyntheticDataset(*a, kSamples);
+  auto client_b = StartWithSyntheticDataset(*b, kSamples);
+  StreamOptions options = ReaderOptions("node-restart", 10, 1);  // 20 steps of 20
+  options.world_size = 2;
+  options.slots = 2;
+  options.sample_ids = true;
+  options.coordinator = PeerAddress(*a);
+  std::vector<int64_t> seen;
+  auto take = [&](const Batch& batch) {
+    const torch::Tensor ids = batch.at("sample_id");
+    seen.insert(seen.end(), ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+  };
+  // Rank 0 on node-a reads its whole epoch meanwhile (its batches do not wait for rank 1).
+  auto rank0 = std::async(std::launch::async, [&] {
+    std::vector<int64_t> ids;
+    RankRead read = ReadEpoch(*client_a, options);
+    for (const auto& batch : read.batches) ids.insert(ids.end(), batch.begin(), batch.end());
+    return std::make_pair(read.error, ids);
+  });
+  StreamOptions mine = options;
+  mine.rank = 1;
+  Loader loader(*client_b, mine, std::nullopt, std::chrono::seconds(30));
+  for (int i = 0; i < 6; ++i) {
+    std::optional<Batch> batch = loader.Next();
+    REQUIRE(batch.has_value());
+    take(*batch);
+  }
+  b->Kill();
+  std::thread restart([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    b->Start();
+  });
+  uint64_t batches = 6;
+  while (std::optional<Batch> batch = loader.Next()) {
+    take(*batch);
+    ++batches;
+  }
+  restart.join();
+  auto [error0, ids0] = rank0.get();
+  INFO(error0.ToString() << "\nnode-a:\n" << a->log());
+  REQUIRE(error0.ok());
+  CHECK(batches == 20);
+  CHECK(loader.reconnects() == 1);
+  seen.insert(seen.end(), ids0.begin(), ids0.end());
+  std::sort(seen.begin(), seen.end());
+  std::vector<int64_t> expected(kSamples);
+  std::iota(expected.begin(), expected.end(), 0);
+  CHECK(seen == expected);
 }
 
 }  // namespace

@@ -30,6 +30,16 @@ std::unique_ptr<Daemon> NodeDaemon(const std::string& dir, const std::string& ce
       std::move(wrapper));
 }
 
+daemon::TestKeypair TestCluster::MakeCa(const std::string& dir) {
+  REQUIRE(NewPosixEnv()->CreateDirs(dir).ok());
+  return daemon::MakeTestCa(dir, "ca");
+}
+
+std::unique_ptr<Daemon> TestCluster::Node(const std::string& name, int port,
+                                          const std::string& yaml) {
+  return NodeDaemon(tmp.path() + "/" + name, certs, ca, name, "127.0.0.1", {}, port, yaml);
+}
+
 std::string PeerAddress(const Daemon& daemon, const std::string& host) {
   const std::string port = ReadFileOrEmpty(daemon.dir() + "/state/peer.port");
   REQUIRE(!port.empty());

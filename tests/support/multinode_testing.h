@@ -27,6 +27,19 @@ std::unique_ptr<Daemon> NodeDaemon(const std::string& dir, const std::string& ce
                                    std::vector<std::string> wrapper = {}, int port = 0,
                                    const std::string& more_yaml = "");
 
+// A per-test directory, the CA of its nodes' certificates, and its nodes' daemons.
+struct TestCluster {
+  TempDir tmp;
+  const std::string certs = tmp.path() + "/certs";
+  const daemon::TestKeypair ca = MakeCa(certs);
+
+  // A loopback node (see NodeDaemon), not started; `port` 0: any free one; `yaml`: more
+  // config keys.
+  std::unique_ptr<Daemon> Node(const std::string& name, int port = 0,
+                               const std::string& yaml = "");
+  static daemon::TestKeypair MakeCa(const std::string& dir);
+};
+
 // <host>:<the port a started daemon wrote to <state_dir>/peer.port>.
 std::string PeerAddress(const Daemon& daemon, const std::string& host = "127.0.0.1");
 
