@@ -5,6 +5,8 @@
 
 #include <kj/exception.h>
 
+#include <utility>
+
 #include "ember/status.h"
 
 namespace ember::rpc_status {
@@ -15,6 +17,18 @@ kj::Exception ToException(const Status& status);
 // Recovers the code and message; an exception that did not come from ToException (a
 // dropped connection, a bug) becomes kUnavailable / kInternal with its description.
 Status FromException(const kj::Exception& exception);
+
+// For RPC servers: throws ToException(status) (`status` must not be OK).
+[[noreturn]] inline void Throw(const Status& status) {
+  kj::throwFatalException(ToException(status));
+}
+
+// The value of `result`, or throws its status.
+template <typename T>
+T ValueOrThrow(Result<T> result) {
+  if (!result.ok()) Throw(result.status());
+  return std::move(result).value();
+}
 
 }  // namespace ember::rpc_status
 

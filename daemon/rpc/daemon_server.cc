@@ -14,15 +14,8 @@
 namespace ember::daemon {
 namespace {
 
-[[noreturn]] void Throw(const Status& status) {
-  kj::throwFatalException(rpc_status::ToException(status));
-}
-
-template <typename T>
-T ValueOrThrow(Result<T> result) {
-  if (!result.ok()) Throw(result.status());
-  return std::move(result).value();
-}
+using rpc_status::Throw;
+using rpc_status::ValueOrThrow;
 
 std::string ToStd(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 

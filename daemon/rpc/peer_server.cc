@@ -32,11 +32,8 @@ void ToRpc(const BatchLease& lease, rpc::BatchLease::Builder b) {
   for (size_t i = 0; i < lease.sample_ids.size(); ++i) ids.set(i, lease.sample_ids[i]);
 }
 
-template <typename T>
-T ValueOrThrow(Result<T> result) {
-  if (!result.ok()) kj::throwFatalException(rpc_status::ToException(result.status()));
-  return std::move(result).value();
-}
+using rpc_status::Throw;
+using rpc_status::ValueOrThrow;
 
 // One rank of another node in a job this daemon coordinates; leaves the job when released.
 class CoordinationServer final : public rpc::Coordination::Server {
@@ -57,7 +54,7 @@ class CoordinationServer final : public rpc::Coordination::Server {
   kj::Promise<void> commit(CommitContext context) override {
     const auto p = context.getParams();
     Status committed = jobs_.Commit(job_, rank_, p.getEpoch(), p.getBatch());
-    if (!committed.ok()) kj::throwFatalException(rpc_status::ToException(committed));
+    if (!committed.ok()) Throw(committed);
     return kj::READY_NOW;
   }
 
@@ -76,7 +73,7 @@ kj::Promise<void> PeerServer::hello(HelloContext context) {
   Status protocol = CheckPeerProtocol(node, params.getProtocol());
   if (!protocol.ok()) {
     spdlog::warn("peer {}: {}", peer_.address, protocol.message());
-    kj::throwFatalException(rpc_status::ToException(protocol));
+    Throw(protocol);
   }
   spdlog::info("peer {} is node '{}' (certificate CN '{}')", peer_.address, node,
                peer_.common_name);
@@ -91,8 +88,7 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
   const std::string job = p.getJob(), node = p.getNode();
   const uint32_t rank = p.getRank();
   if (jobs_ == nullptr)
-    kj::throwFatalException(rpc_status::ToException(
-        FailedPrecondition("node '" + node_ + "' coordinates no jobs")));
+    Throw(FailedPrecondition("node '" + node_ + "' coordinates no jobs"));
   std::vector<HeldBatch> held;
   for (auto h : p.getHeld()) held.push_back({h.getEpoch(), h.getBatch(), h.getConsumed()});
   Status joined = jobs_->Join(job, rank, FromRpc(p.getParams()), held);
@@ -103,7 +99,7 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
   if (!joined.ok()) {
     Status named = joined.WithContext("node '" + node + "'");
     spdlog::warn("peer {}: {}", peer_.address, named.message());
-    kj::throwFatalException(rpc_status::ToException(named));
+    Throw(named);
   }
   spdlog::info("job '{}' rank {} joined from node '{}' ({})", job, rank, node, peer_.address);
   context.getResults().setCoordination(kj::heap<CoordinationServer>(*jobs_, job, rank, node));
@@ -113,8 +109,7 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
 kj::Promise<void> PeerServer::openJob(OpenJobContext context) {
   const auto p = context.getParams();
   if (service_ == nullptr || timer_ == nullptr)
-    kj::throwFatalException(rpc_status::ToException(
-        FailedPrecondition("node '" + node_ + "' coordinates no jobs")));
+    Throw(FailedPrecondition("node '" + node_ + "' coordinates no jobs"));
   if (!session_) session_ = std::make_shared<Session>(*service_, PeerCredentials{});
   JobMembership* membership = ValueOrThrow(session_->JoinJob(p.getJob()));
   spdlog::info("job '{}': store opened for node '{}' ({})", std::string(p.getJob()),
