@@ -137,7 +137,26 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
-  JobState& state = it->second;
+  return NextLocked(job, it->second, rank, epoch);
+}
+
+std::vector<Result<BatchLease>> JobLedger::Next(const std::string& job,
+                                                const std::vector<RankWant>& wants) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Result<BatchLease>> out;
+  out.reserve(wants.size());
+  auto it = jobs_.find(job);
+  for (const RankWant& want : wants) {
+    if (it == jobs_.end())
+      out.push_back(NotFound(JobName(job) + " does not exist"));
+    else
+      out.push_back(NextLocked(job, it->second, want.rank, want.epoch));
+  }
+  return out;
+}
+
+Result<BatchLease> JobLedger::NextLocked(const std::string& job, JobState& state, uint32_t rank,
+                                         uint64_t epoch) {
   if (rank >= state.joined.size() || !state.joined[rank])
     return NotFound(RankName(job, rank) + " is not joined");
   auto exhausted = [&](uint64_t batches) {
@@ -173,20 +192,52 @@ Status JobLedger::Commit(const std::string& job, uint32_t rank, uint64_t epoch, 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
-  JobState& state = it->second;
+  bool committed = false;
+  Status status = CommitLocked(job, it->second, rank, epoch, batch, &committed);
+  if (committed && observer_ != nullptr) observer_->BatchCommitted(job, epoch, batch, {rank});
+  return status;
+}
+
+std::vector<Status> JobLedger::Commit(const std::string& job,
+                                      const std::vector<RankBatch>& commits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Status> out;
+  out.reserve(commits.size());
+  auto it = jobs_.find(job);
+  // Ranks that consumed each (epoch, batch) now, for the observer.
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>> reports;
+  for (const RankBatch& c : commits) {
+    if (it == jobs_.end()) {
+      out.push_back(NotFound(JobName(job) + " does not exist"));
+      continue;
+    }
+    bool committed = false;
+    out.push_back(CommitLocked(job, it->second, c.rank, c.epoch, c.batch, &committed));
+    if (committed) reports[{c.epoch, c.batch}].push_back(c.rank);
+  }
+  if (observer_ == nullptr) return out;
+  for (auto& [step, ranks] : reports) {
+    std::sort(ranks.begin(), ranks.end());
+    observer_->BatchCommitted(job, step.first, step.second, ranks);
+  }
+  return out;
+}
+
+Status JobLedger::CommitLocked(const std::string& job, JobState& state, uint32_t rank,
+                               uint64_t epoch, uint64_t batch, bool* committed) {
+  *committed = false;
   if (state.IsFinished(epoch)) return Status::Ok();
-
-  const Status no_lease = NotFound(RankName(job, rank) + " holds no lease of batch " +
-                                   std::to_string(batch) + " of epoch " + std::to_string(epoch));
   auto eit = state.epochs.find(epoch);
-  if (eit == state.epochs.end() || rank >= eit->second.ranks.size()) return no_lease;
-  EpochState& es = eit->second;
-  RankState& rs = es.ranks[rank];
+  auto no_lease = [&] {
+    return NotFound(RankName(job, rank) + " holds no lease of batch " + std::to_string(batch) +
+                    " of epoch " + std::to_string(epoch));
+  };
+  if (eit == state.epochs.end() || rank >= eit->second.ranks.size()) return no_lease();
+  RankState& rs = eit->second.ranks[rank];
   if (rs.Done(batch)) return Status::Ok();
-  if (rs.leased.erase(batch) == 0) return no_lease;
-
+  if (rs.leased.erase(batch) == 0) return no_lease();
   Consume(state, eit, rank, batch);
-  if (observer_ != nullptr) observer_->BatchCommitted(job, rank, epoch, batch);
+  *committed = true;
   return Status::Ok();
 }
 
@@ -213,7 +264,7 @@ Status JobLedger::Resume(const std::string& job, uint32_t rank,
     }
     rs.leased.erase(h.batch);
     Consume(state, eit, rank, h.batch);
-    if (observer_ != nullptr) observer_->BatchCommitted(job, rank, h.epoch, h.batch);
+    if (observer_ != nullptr) observer_->BatchCommitted(job, h.epoch, h.batch, {rank});
   }
   return Status::Ok();
 }

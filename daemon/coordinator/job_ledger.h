@@ -58,6 +58,18 @@ struct RankProgress {
   std::string node;        // the node it joined from (SetRankNode); empty: this daemon's
 };
 
+// One rank's batch, or one rank's want of its next batch of an epoch, in a batched call
+// (a node's daemon speaks for all its ranks of a job at once: schemas/peer.capnp).
+struct RankBatch {
+  uint32_t rank = 0;
+  uint64_t epoch = 0;
+  uint64_t batch = 0;
+};
+struct RankWant {
+  uint32_t rank = 0;
+  uint64_t epoch = 0;
+};
+
 struct JobSummary {
   std::string job;
   JobParams params;
@@ -93,9 +105,11 @@ class LedgerObserver {
   virtual ~LedgerObserver() = default;
   // A job was created with `params`, nothing consumed, replacing any job of that name.
   virtual void JobCreated(const std::string& job, const JobParams& params) = 0;
-  // `rank` consumed `batch` of `epoch` (once: a repeated Commit is not reported).
-  virtual void BatchCommitted(const std::string& job, uint32_t rank, uint64_t epoch,
-                              uint64_t batch) = 0;
+  // `ranks` (ascending, not empty) consumed `batch` of `epoch`, each once: a repeated
+  // Commit is not reported. One report per Commit; a batched Commit reports the ranks that
+  // consumed the same batch together.
+  virtual void BatchCommitted(const std::string& job, uint64_t epoch, uint64_t batch,
+                              const std::vector<uint32_t>& ranks) = 0;
   // The job was forgotten.
   virtual void JobForgotten(const std::string& job) = 0;
 };
@@ -122,6 +136,13 @@ class JobLedger final : public JobCoordinator {
   // kNotFound if the job does not exist or `rank` holds no lease of that batch (e.g. it
   // left, and the batch went back to the pool).
   Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch) override;
+
+  // Batched forms, under one lock: the result of Commit, and of Next, for each entry in
+  // order. The commits of one batch by several ranks are reported to the observer
+  // together (one journal record per step of a node, not per rank).
+  std::vector<Status> Commit(const std::string& job, const std::vector<RankBatch>& commits);
+  std::vector<Result<BatchLease>> Next(const std::string& job,
+                                       const std::vector<RankWant>& wants);
 
   // For a joined `rank`: records `held` (consumed ones as commits, reported to the
   // observer; the others as the rank's leases), so the rank continues where its node
@@ -215,6 +236,13 @@ class JobLedger final : public JobCoordinator {
   // Requires mu_.
   static Result<EpochMap::iterator> EpochOf(const std::string& job, JobState& state,
                                             uint64_t epoch);
+
+  // Next and Commit of one rank. Commit's `*committed`: the lease became consumed now
+  // (not reported to the observer: the caller does). Require mu_.
+  static Result<BatchLease> NextLocked(const std::string& job, JobState& state, uint32_t rank,
+                                       uint64_t epoch);
+  static Status CommitLocked(const std::string& job, JobState& state, uint32_t rank,
+                             uint64_t epoch, uint64_t batch, bool* committed);
 
   // Marks `batch` (not yet consumed) consumed by `rank`; when that finishes the epoch,
   // drops its state (invalidating `eit`) and returns true. Requires mu_.

@@ -427,6 +427,73 @@ TEST_CASE("Commit is idempotent and checks the lease") {
   CHECK(ledger.Commit("nope", 0, 0, 0).code() == StatusCode::kNotFound);
 }
 
+// Records what the ledger reports, one line per report.
+class RecordingObserver final : public LedgerObserver {
+ public:
+  void JobCreated(const std::string& job, const JobParams&) override {
+    reports.push_back("created " + job);
+  }
+  void BatchCommitted(const std::string& job, uint64_t epoch, uint64_t batch,
+                      const std::vector<uint32_t>& ranks) override {
+    std::string line = "committed " + job + " " + std::to_string(epoch) + "/" +
+                       std::to_string(batch) + " ranks";
+    for (uint32_t r : ranks) line += " " + std::to_string(r);
+    reports.push_back(line);
+  }
+  void JobForgotten(const std::string& job) override { reports.push_back("forgotten " + job); }
+  std::vector<std::string> reports;
+};
+
+TEST_CASE("batched Next and Commit for a node's ranks match the one-rank calls") {
+  const JobParams p = Params(960, 4, 8);
+  JobLedger single, batched;
+  RecordingObserver observer;
+  batched.SetObserver(&observer);
+  for (uint32_t r = 0; r < 8; ++r) {
+    MustJoin(single, "j", r, p);
+    if (r != 6) MustJoin(batched, "j", r, p);  // rank 6 is not joined to `batched`
+  }
+  observer.reports.clear();
+  // A node speaking for ranks 4..7 (6 not joined), plus a rank out of range.
+  const std::vector<RankWant> wants = {{4, 0}, {5, 0}, {6, 0}, {7, 0}, {9, 0}};
+  std::vector<Result<BatchLease>> leases = batched.Next("j", wants);
+  REQUIRE(leases.size() == wants.size());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    INFO("rank " << wants[i].rank);
+    if (wants[i].rank == 6 || wants[i].rank == 9) {
+      CHECK(leases[i].status().code() == StatusCode::kNotFound);
+      continue;
+    }
+    REQUIRE(leases[i].ok());
+    const BatchLease expected = MustNext(single, "j", wants[i].rank, 0);
+    CHECK(leases[i]->batch == expected.batch);
+    CHECK(leases[i]->step_end == expected.step_end);
+    CHECK(leases[i]->sample_ids == expected.sample_ids);
+  }
+  // A second want of rank 4 in one call gets its next step.
+  std::vector<Result<BatchLease>> more = batched.Next("j", {{4, 0}, {4, 0}});
+  REQUIRE(more[0].ok());
+  REQUIRE(more[1].ok());
+  CHECK(more[0]->batch == 1);
+  CHECK(more[1]->batch == 2);
+
+  std::vector<Status> commits = batched.Commit(
+      "j", {{7, 0, 0}, {4, 0, 0}, {5, 0, 0}, {4, 0, 2}, {4, 0, 0}, {5, 0, 1}});
+  REQUIRE(commits.size() == 6);
+  CHECK(commits[0].ok());
+  CHECK(commits[1].ok());
+  CHECK(commits[2].ok());
+  CHECK(commits[3].ok());
+  CHECK(commits[4].ok());  // again: idempotent, not reported twice
+  CHECK(commits[5].code() == StatusCode::kNotFound);  // rank 5 holds no lease of batch 1
+  // One report per batch, its ranks in order.
+  CHECK(observer.reports ==
+        std::vector<std::string>{"committed j 0/0 ranks 4 5 7", "committed j 0/2 ranks 4"});
+  CHECK(batched.Next("nope", {{0, 0}})[0].status().code() == StatusCode::kNotFound);
+  CHECK(batched.Commit("nope", {{0, 0, 0}})[0].code() == StatusCode::kNotFound);
+  batched.SetObserver(nullptr);
+}
+
 TEST_CASE("Summaries count epochs, leases and commits per job") {
   JobLedger ledger;
   CHECK(ledger.Summaries().empty());

@@ -17,6 +17,7 @@ enum Tag : uint8_t {
   kForget = 4,
   kFinished = 5,
   kConsumed = 6,
+  kCommits = 7,
 };
 
 constexpr uint64_t kFormatVersion = 1;
@@ -29,6 +30,7 @@ std::string TagName(uint8_t tag) {
     case kForget: return "forget";
     case kFinished: return "finished";
     case kConsumed: return "consumed";
+    case kCommits: return "commits";
     default: return "tag " + std::to_string(tag);
   }
 }
@@ -273,6 +275,29 @@ Status LedgerJournal::Replay(const std::vector<std::string>& records, LedgerRepl
         ++replay->commits;
         return ledger_->ReplayConsumed(job, rank, epoch, batch, batch + 1);
       }
+      case kCommits: {
+        uint64_t epoch = 0, batch = 0, runs = 0;
+        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
+        EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
+        EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
+        EMBER_RETURN_IF_ERROR(in.Count("runs", &runs));
+        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
+        if (batch == std::numeric_limits<uint64_t>::max())
+          return InvalidArgument("batch " + std::to_string(batch) + " is out of range");
+        for (uint64_t i = 0; i < runs; ++i) {
+          uint32_t first = 0, count = 0;
+          EMBER_RETURN_IF_ERROR(in.Uint32("first rank", &first));
+          EMBER_RETURN_IF_ERROR(in.Uint32("rank count", &count));
+          if (count == 0 || uint64_t{first} + count > std::numeric_limits<uint32_t>::max())
+            return InvalidArgument("ranks " + std::to_string(first) + " + " +
+                                   std::to_string(count) + " are out of range");
+          for (uint32_t rank = first; rank < first + count; ++rank) {
+            ++replay->commits;
+            EMBER_RETURN_IF_ERROR(ledger_->ReplayConsumed(job, rank, epoch, batch, batch + 1));
+          }
+        }
+        return in.Finish();
+      }
       case kForget: {
         EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
         EMBER_RETURN_IF_ERROR(in.Finish());
@@ -367,10 +392,10 @@ void LedgerJournal::JobCreated(const std::string& job, const JobParams& params) 
   AppendLocked(scratch_);
 }
 
-void LedgerJournal::BatchCommitted(const std::string& job, uint32_t rank, uint64_t epoch,
-                                   uint64_t batch) {
+void LedgerJournal::BatchCommitted(const std::string& job, uint64_t epoch, uint64_t batch,
+                                   const std::vector<uint32_t>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!status_.ok()) return;
+  if (!status_.ok() || ranks.empty()) return;
   auto it = ids_.find(job);
   if (it == ids_.end()) {
     Fail(Internal(journal_->path() + ": a commit for job '" + job +
@@ -378,11 +403,32 @@ void LedgerJournal::BatchCommitted(const std::string& job, uint32_t rank, uint64
     return;
   }
   scratch_.clear();
-  scratch_.push_back(static_cast<char>(kCommit));
+  if (ranks.size() == 1) {
+    scratch_.push_back(static_cast<char>(kCommit));
+    PutVarint(it->second, &scratch_);
+    PutVarint(ranks[0], &scratch_);
+    PutVarint(epoch, &scratch_);
+    PutVarint(batch, &scratch_);
+    AppendLocked(scratch_);
+    return;
+  }
+  // Runs of consecutive ranks: a node's ranks are usually one run.
+  std::vector<std::pair<uint32_t, uint32_t>> runs;  // first, count
+  for (uint32_t rank : ranks) {
+    if (!runs.empty() && runs.back().first + runs.back().second == rank)
+      ++runs.back().second;
+    else
+      runs.emplace_back(rank, 1);
+  }
+  scratch_.push_back(static_cast<char>(kCommits));
   PutVarint(it->second, &scratch_);
-  PutVarint(rank, &scratch_);
   PutVarint(epoch, &scratch_);
   PutVarint(batch, &scratch_);
+  PutVarint(runs.size(), &scratch_);
+  for (const auto& [first, count] : runs) {
+    PutVarint(first, &scratch_);
+    PutVarint(count, &scratch_);
+  }
   AppendLocked(scratch_);
 }
 

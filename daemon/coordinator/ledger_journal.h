@@ -22,6 +22,8 @@
 //               Creates the job (or replaces the one of that name) under the id, which
 //               the other records use for it.
 //   3 commit    id, rank, epoch, batch: the rank consumed the batch.
+//   7 commits   id, epoch, batch, n, n runs of (first rank, count): those ranks consumed
+//               the batch (a node's ranks committing one step: one record, not one each).
 //   4 forget    id: the job was forgotten; the id is free again.
 //   5 finished  id, below, n, n epochs: epochs below `below` and the n listed are finished.
 //   6 consumed  id, epoch, rank, below, n, n batches: the rank consumed the batches below
@@ -111,8 +113,8 @@ class LedgerJournal final : public LedgerObserver {
 
   // LedgerObserver: called by the ledger with its lock held.
   void JobCreated(const std::string& job, const JobParams& params) override;
-  void BatchCommitted(const std::string& job, uint32_t rank, uint64_t epoch,
-                      uint64_t batch) override;
+  void BatchCommitted(const std::string& job, uint64_t epoch, uint64_t batch,
+                      const std::vector<uint32_t>& ranks) override;
   void JobForgotten(const std::string& job) override;
 
  private:

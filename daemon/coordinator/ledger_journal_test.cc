@@ -496,6 +496,46 @@ std::string WriteRecords(Env& env, const std::string& path,
   return path;
 }
 
+TEST_CASE("a node's batched commits are one small record per step and replay exactly") {
+  auto env = NewPosixEnv();
+  const std::string path = FreshTestDir("ledger_journal/batched") + "/jobs.journal";
+  const JobParams p = Params(16 * 8 * 10, 16, 8);
+  std::string before;
+  uint64_t bytes_per_step = 0;
+  {
+    JobLedger ledger;
+    LedgerReplay replay = OpenOk(*env, path, &ledger);
+    for (uint32_t r = 0; r < 8; ++r) MustJoin(ledger, "j", r, p);
+    REQUIRE(replay.journal->journal().Sync().ok());
+    const uint64_t start = replay.journal->journal().file_bytes();
+    // Ranks 0..7 as one node for 5 steps; then ranks {0,1,2,4,5,7} (three runs) for 1.
+    std::vector<RankWant> wants;
+    for (uint32_t r = 0; r < 8; ++r) wants.push_back({r, 0});
+    for (int step = 0; step < 5; ++step) {
+      std::vector<RankBatch> commits;
+      for (const Result<BatchLease>& lease : ledger.Next("j", wants)) {
+        REQUIRE(lease.ok());
+        commits.push_back({static_cast<uint32_t>(commits.size()), 0, lease->batch});
+      }
+      for (const Status& s : ledger.Commit("j", commits)) REQUIRE(s.ok());
+    }
+    REQUIRE(replay.journal->journal().Sync().ok());
+    bytes_per_step = (replay.journal->journal().file_bytes() - start) / 5;
+    std::vector<RankBatch> gappy;
+    for (const Result<BatchLease>& lease : ledger.Next("j", wants)) REQUIRE(lease.ok());
+    for (uint32_t r : {0u, 1u, 2u, 4u, 5u, 7u}) gappy.push_back({r, 0, 5});
+    for (const Status& s : ledger.Commit("j", gappy)) REQUIRE(s.ok());
+    before = Describe(ledger.Snapshot());
+    REQUIRE(replay.journal->journal().Sync().ok());
+  }
+  // 8 ranks' commits of a step: one record (8 bytes of framing, ~7 of payload), not 8.
+  CHECK(bytes_per_step <= 16);
+  JobLedger ledger;
+  LedgerReplay replay = OpenOk(*env, path, &ledger);
+  CHECK(replay.commits == 5 * 8 + 6);
+  CHECK(Describe(ledger.Snapshot()) == before);
+}
+
 std::string Bytes(std::initializer_list<int> bytes) {
   std::string out;
   for (int b : bytes) out.push_back(static_cast<char>(b));
@@ -530,6 +570,10 @@ TEST_CASE("a record that does not decode or apply is kDataLoss naming it") {
        "record 1 (job): job 'j'"},
       {"a list longer than its record", {format, job, Bytes({5, 1, 0, 100, 1})},
        "record 2 (finished): count: 100 entries"},
+      {"a run of no ranks", {format, job, Bytes({7, 1, 0, 0, 1, 0, 0})},
+       "record 2 (commits): ranks 0 + 0 are out of range"},
+      {"a run past the world", {format, job, Bytes({7, 1, 0, 0, 1, 0, 2})},
+       "record 2 (commits): job 'j': rank 1 is out of range for world_size 1"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
