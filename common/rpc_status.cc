@@ -21,15 +21,35 @@ kj::Exception ToException(const Status& status) {
   return kj::Exception(type, __FILE__, __LINE__, kj::heapString(text.data(), text.size()));
 }
 
+namespace {
+
+// The status `text` names with its prefix, if it names one.
+bool ParseDescription(const std::string& text, Status* status) {
+  for (StatusCode code : kAllCodes) {
+    std::string prefix = std::string(StatusCodeName(code)) + ": ";
+    if (text.rfind(prefix, 0) == 0) {
+      *status = Status(code, text.substr(prefix.size()));
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Status FromDescription(const std::string& text) {
+  Status status = Status::Ok();
+  if (ParseDescription(text, &status)) return status;
+  return Internal(text);
+}
+
 Status FromException(const kj::Exception& exception) {
   std::string text(exception.getDescription().cStr());
   const std::string remote = "remote exception: ";
   // Once per hop: a daemon that forwards another daemon's answer adds a prefix too.
   while (text.rfind(remote, 0) == 0) text = text.substr(remote.size());
-  for (StatusCode code : kAllCodes) {
-    std::string prefix = std::string(StatusCodeName(code)) + ": ";
-    if (text.rfind(prefix, 0) == 0) return Status(code, text.substr(prefix.size()));
-  }
+  Status status = Status::Ok();
+  if (ParseDescription(text, &status)) return status;
   if (exception.getType() == kj::Exception::Type::DISCONNECTED)
     return Unavailable("connection to emberd lost: " + text);
   return Internal(text);

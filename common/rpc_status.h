@@ -5,6 +5,7 @@
 
 #include <kj/exception.h>
 
+#include <string>
 #include <utility>
 
 #include "ember/status.h"
@@ -17,6 +18,11 @@ kj::Exception ToException(const Status& status);
 // Recovers the code and message; an exception that did not come from ToException (a
 // dropped connection, a bug) becomes kUnavailable / kInternal with its description.
 Status FromException(const kj::Exception& exception);
+
+// The Status of a description "<status code name>: <message>" (Status::ToString, as an
+// error travels in a struct field rather than as an exception); kInternal with the whole
+// text when it names no code.
+Status FromDescription(const std::string& text);
 
 // For RPC servers: throws ToException(status) (`status` must not be OK).
 [[noreturn]] inline void Throw(const Status& status) {

@@ -15,7 +15,7 @@ using Ember = import "/schemas/ember.capnp";
 # The bootstrap capability of every daemon-to-daemon connection.
 interface Peer {
   # The first call on a connection: each side names its node (config key `node`) and the
-  # protocol version it speaks (1). A version other than the server's fails with
+  # protocol version it speaks (2). A version other than the server's fails with
   # failed_precondition naming both versions.
   hello @0 (node :Text, protocol :UInt32) -> (node :Text, protocol :UInt32);
 
@@ -36,6 +36,37 @@ interface Peer {
   # one store. Shared-memory segments are node-local: openSharedMemory on it fails
   # (failed_precondition).
   openJob @2 (job :Text, node :Text) -> (job :Ember.Job);
+
+  # For the calling node's ranks of `job`, all at once (so traffic, coordinator work and
+  # journal records grow with nodes, not ranks): what Coordination.commit and
+  # Coordination.next do for one rank, for ranks joined through this connection
+  # (joinJob; a rank whose joinJob was refused gets that refusal in its entry, others
+  # not_found). The commits are applied first, then the
+  # wants, each in order; results[i] answers wants[i]; commitErrors holds the failed
+  # commits' errors (a commit lost with a dropped connection is served again, as
+  # commit's). Each list holds at most 8 entries per rank joined through the connection
+  # (at least 8; else invalid_argument).
+  exchange @3 (job :Text, commits :List(RankBatch), wants :List(RankWant))
+      -> (results :List(RankLease), commitErrors :List(Text));
+}
+
+struct RankBatch {
+  rank @0 :UInt32;
+  epoch @1 :UInt64;
+  batch @2 :UInt64;
+}
+
+struct RankWant {
+  rank @0 :UInt32;
+  epoch @1 :UInt64;
+}
+
+struct RankLease {
+  rank @0 :UInt32;
+  union {
+    lease @1 :BatchLease;
+    error @2 :Text;   # "<status code name>: <message>", as an exception's description
+  }
 }
 
 # A job's params, as the coordinating daemon's ledger keeps them.
@@ -66,7 +97,9 @@ struct BatchLease {
   sampleIds @4 :List(UInt64);
 }
 
-# One rank's part in a job coordinated by the serving daemon (Peer.joinJob).
+# One rank's part in a job coordinated by the serving daemon (Peer.joinJob): its
+# membership, and next/commit for it alone (a node's daemon batches its ranks' calls in
+# Peer.exchange instead).
 interface Coordination {
   # The rank's next batch of `epoch`: failed_precondition once it received all of them.
   next @0 (epoch :UInt64) -> (lease :BatchLease);

@@ -48,6 +48,18 @@ struct HeldBatch {
   bool consumed = false;
 };
 
+// One rank's batch, or one rank's want of its next batch of an epoch, in a batched call
+// (a node's daemon speaks for all its ranks of a job at once: schemas/peer.capnp).
+struct RankBatch {
+  uint32_t rank = 0;
+  uint64_t epoch = 0;
+  uint64_t batch = 0;
+};
+struct RankWant {
+  uint32_t rank = 0;
+  uint64_t epoch = 0;
+};
+
 class JobCoordinator {
  public:
   virtual ~JobCoordinator() = default;

@@ -115,9 +115,9 @@ Result<std::unique_ptr<PeerConnection>> Connect(kj::AsyncIoContext& io, PeerTls*
 std::string Hello(kj::AsyncIoContext& io, PeerConnection& connection) {
   auto request = connection.Bootstrap<rpc::Peer>().helloRequest();
   request.setNode("client");
-  request.setProtocol(1);
+  request.setProtocol(2);
   auto response = request.send().wait(io.waitScope);
-  CHECK(response.getProtocol() == 1);
+  CHECK(response.getProtocol() == 2);
   return response.getNode();
 }
 

@@ -10,10 +10,11 @@
 
 namespace ember::daemon {
 
-inline constexpr uint32_t kPeerProtocol = 1;
+// 2: Peer.exchange, which a node's daemon uses for its ranks' leases and commits.
+inline constexpr uint32_t kPeerProtocol = 2;
 
 // OK when `theirs` is kPeerProtocol; else kFailedPrecondition naming both versions:
-// "node 'gpu-07' speaks daemon-to-daemon protocol 2, this daemon speaks 1".
+// "node 'gpu-07' speaks daemon-to-daemon protocol 3, this daemon speaks 2".
 Status CheckPeerProtocol(const std::string& node, uint32_t theirs);
 
 }  // namespace ember::daemon

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/rpc_status.h"
 #include "daemon/rpc/daemon_server.h"
 #include "daemon/rpc/peer_protocol.h"
@@ -38,9 +40,17 @@ using rpc_status::ValueOrThrow;
 // One rank of another node in a job this daemon coordinates; leaves the job when released.
 class CoordinationServer final : public rpc::Coordination::Server {
  public:
-  CoordinationServer(JobCoordinator& jobs, std::string job, uint32_t rank, std::string node)
-      : jobs_(jobs), job_(std::move(job)), rank_(rank), node_(std::move(node)) {}
+  CoordinationServer(JobCoordinator& jobs, std::string job, uint32_t rank, std::string node,
+                     std::shared_ptr<PeerServer::Members> members)
+      : jobs_(jobs), job_(std::move(job)), rank_(rank), node_(std::move(node)),
+        members_(std::move(members)) {
+    members_->joined[job_].insert(rank_);
+    members_->refused.erase({job_, rank_});
+  }
   ~CoordinationServer() {
+    auto it = members_->joined.find(job_);
+    if (it != members_->joined.end() && it->second.erase(rank_) == 1 && it->second.empty())
+      members_->joined.erase(it);
     jobs_.Leave(job_, rank_);
     spdlog::info("job '{}' rank {} (node '{}') left", job_, rank_, node_);
   }
@@ -63,7 +73,12 @@ class CoordinationServer final : public rpc::Coordination::Server {
   const std::string job_;
   const uint32_t rank_;
   const std::string node_;
+  const std::shared_ptr<PeerServer::Members> members_;
 };
+
+// Entries a node may send per rank it has joined through the connection, in each list
+// of one exchange: a few steps of lookahead, and a bound on what one call can ask.
+constexpr size_t kExchangeEntriesPerRank = 8;
 
 }  // namespace
 
@@ -99,10 +114,14 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
   if (!joined.ok()) {
     Status named = joined.WithContext("node '" + node + "'");
     spdlog::warn("peer {}: {}", peer_.address, named.message());
+    if (members_->refused.size() >= Members::kMaxRefusals)
+      members_->refused.erase(members_->refused.begin());
+    members_->refused[{job, rank}] = named;
     Throw(named);
   }
   spdlog::info("job '{}' rank {} joined from node '{}' ({})", job, rank, node, peer_.address);
-  context.getResults().setCoordination(kj::heap<CoordinationServer>(*jobs_, job, rank, node));
+  context.getResults().setCoordination(
+      kj::heap<CoordinationServer>(*jobs_, job, rank, node, members_));
   return kj::READY_NOW;
 }
 
@@ -116,6 +135,68 @@ kj::Promise<void> PeerServer::openJob(OpenJobContext context) {
                std::string(p.getNode()), peer_.address);
   context.getResults().setJob(
       kj::heap<JobServer>(session_, membership, *timer_, /*node_local=*/false));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> PeerServer::exchange(ExchangeContext context) {
+  const auto p = context.getParams();
+  const std::string job = p.getJob();
+  if (jobs_ == nullptr) Throw(FailedPrecondition("node '" + node_ + "' coordinates no jobs"));
+  static const std::set<uint32_t> kNone;
+  auto found = members_->joined.find(job);
+  const std::set<uint32_t>& mine = found == members_->joined.end() ? kNone : found->second;
+  const size_t limit = kExchangeEntriesPerRank * std::max<size_t>(1, mine.size());
+  if (p.getCommits().size() > limit || p.getWants().size() > limit)
+    Throw(InvalidArgument("exchange for job '" + job + "': " +
+                          std::to_string(p.getCommits().size()) + " commits and " +
+                          std::to_string(p.getWants().size()) + " wants for " +
+                          std::to_string(mine.size()) +
+                          " ranks joined through this connection (at most " +
+                          std::to_string(kExchangeEntriesPerRank) + " each per rank)"));
+  // A rank whose join was refused gets the refusal; other strangers, not_found.
+  auto not_member = [&](uint32_t rank) {
+    auto refused = members_->refused.find({job, rank});
+    if (refused != members_->refused.end()) return refused->second;
+    return NotFound("job '" + job + "': rank " + std::to_string(rank) +
+                    " is not joined through this connection");
+  };
+
+  std::vector<std::string> commit_errors;
+  std::vector<RankBatch> commits;
+  commits.reserve(p.getCommits().size());
+  for (auto c : p.getCommits()) {
+    if (mine.count(c.getRank()) == 0) {
+      commit_errors.push_back(not_member(c.getRank()).ToString());
+      continue;
+    }
+    commits.push_back({c.getRank(), c.getEpoch(), c.getBatch()});
+  }
+  for (const Status& s : jobs_->Commit(job, commits))
+    if (!s.ok()) commit_errors.push_back(s.ToString());
+
+  std::vector<RankWant> wants;
+  wants.reserve(p.getWants().size());
+  for (auto w : p.getWants())
+    if (mine.count(w.getRank()) != 0) wants.push_back({w.getRank(), w.getEpoch()});
+  std::vector<Result<BatchLease>> leases = jobs_->Next(job, wants);
+
+  auto results = context.getResults().initResults(p.getWants().size());
+  size_t next_lease = 0;
+  for (size_t i = 0; i < p.getWants().size(); ++i) {
+    const uint32_t rank = p.getWants()[i].getRank();
+    results[i].setRank(rank);
+    if (mine.count(rank) == 0) {
+      results[i].setError(not_member(rank).ToString());
+      continue;
+    }
+    const Result<BatchLease>& lease = leases[next_lease++];
+    if (lease.ok())
+      ToRpc(*lease, results[i].initLease());
+    else
+      results[i].setError(lease.status().ToString());
+  }
+  auto errors = context.getResults().initCommitErrors(commit_errors.size());
+  for (size_t i = 0; i < commit_errors.size(); ++i) errors.set(i, commit_errors[i]);
   return kj::READY_NOW;
 }
 

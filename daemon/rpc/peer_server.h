@@ -5,7 +5,10 @@
 #ifndef EMBER_DAEMON_RPC_PEER_SERVER_H_
 #define EMBER_DAEMON_RPC_PEER_SERVER_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <kj/timer.h>
@@ -20,6 +23,15 @@ namespace ember::daemon {
 
 class PeerServer final : public rpc::Peer::Server {
  public:
+  // The ranks of one connection: those joined, by job (a rank's Coordination adds it and
+  // removes it when released), and why the latest joinJob of each refused one was
+  // refused, the answer to its exchange entries (at most kMaxRefusals kept).
+  struct Members {
+    static constexpr size_t kMaxRefusals = 1024;
+    std::map<std::string, std::set<uint32_t>> joined;
+    std::map<std::pair<std::string, uint32_t>, Status> refused;
+  };
+
   // `node`: this daemon's node name (config key `node`); `peer`: who connected; `jobs`:
   // the jobs this daemon coordinates (its JobLedger); `service` and `timer`: their stores
   // and barriers (openJob). Null: this daemon coordinates none, and joinJob / openJob fail
@@ -36,6 +48,8 @@ class PeerServer final : public rpc::Peer::Server {
   kj::Promise<void> joinJob(JoinJobContext context) override;
   // A Job capability (the store and barriers of `job`) for the calling node's ranks.
   kj::Promise<void> openJob(OpenJobContext context) override;
+  // The node's ranks' commits and leases in one call, for ranks joined on this connection.
+  kj::Promise<void> exchange(ExchangeContext context) override;
 
  private:
   const std::string node_;
@@ -44,6 +58,7 @@ class PeerServer final : public rpc::Peer::Server {
   DaemonService* const service_;
   kj::Timer* const timer_;
   std::shared_ptr<Session> session_;  // the peer's memberships; made on the first openJob
+  std::shared_ptr<Members> members_ = std::make_shared<Members>();
 };
 
 }  // namespace ember::daemon

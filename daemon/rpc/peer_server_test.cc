@@ -1,5 +1,6 @@
 // PeerServer and SayHello over a real (plain TCP) PeerListener connection: hello names
-// both nodes, and a protocol version mismatch fails on either side naming both versions.
+// both nodes, a protocol version mismatch fails on either side naming both versions, and
+// exchange serves only the ranks joined through the calling connection.
 #include "daemon/rpc/peer_server.h"
 
 #include <kj/async-io.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "common/rpc_status.h"
+#include "daemon/coordinator/job_ledger.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/rpc/peer_client.h"
@@ -60,7 +62,7 @@ TEST_CASE("hello answers with this daemon's node name and protocol") {
   REQUIRE(hello.ok());
   CHECK(hello->node == "node-a");
   CHECK(hello->protocol == kPeerProtocol);
-  CHECK(kPeerProtocol == 1);
+  CHECK(kPeerProtocol == 2);
 }
 
 TEST_CASE("the server refuses another protocol version, naming both") {
@@ -69,14 +71,14 @@ TEST_CASE("the server refuses another protocol version, naming both") {
   });
   auto request = loopback.connection->Bootstrap<rpc::Peer>().helloRequest();
   request.setNode("node-b");
-  request.setProtocol(2);
+  request.setProtocol(3);
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { request.send().wait(loopback.io.waitScope); })) {
     const Status status = rpc_status::FromException(*e);
     CHECK(status.code() == StatusCode::kFailedPrecondition);
     CHECK(status.message() ==
-          "node 'node-b' speaks daemon-to-daemon protocol 2, this daemon speaks 1");
+          "node 'node-b' speaks daemon-to-daemon protocol 3, this daemon speaks 2");
   } else {
-    FAIL("hello with protocol 2 succeeded");
+    FAIL("hello with protocol 3 succeeded");
   }
 }
 
@@ -87,12 +89,117 @@ TEST_CASE("SayHello refuses a server of another protocol version, naming both") 
   REQUIRE_FALSE(hello.ok());
   CHECK(hello.status().code() == StatusCode::kFailedPrecondition);
   CHECK(hello.status().message() ==
-        "node 'future' speaks daemon-to-daemon protocol 2, this daemon speaks 1");
+        "node 'future' speaks daemon-to-daemon protocol 3, this daemon speaks 2");
 }
 
 TEST_CASE("CheckPeerProtocol") {
   CHECK(CheckPeerProtocol("n", kPeerProtocol).ok());
   CHECK(CheckPeerProtocol("n", 0).code() == StatusCode::kFailedPrecondition);
+}
+
+rpc::JobParams::Builder SetParams(rpc::JobParams::Builder b) {
+  b.setDataset("d");
+  b.setNumSamples(64);
+  b.setBatchSize(4);
+  b.setWorldSize(4);
+  b.setSeed(3);
+  b.setShuffle(true);
+  return b;
+}
+
+TEST_CASE("exchange serves only the ranks joined through the calling connection") {
+  JobLedger ledger;
+  Loopback loopback([&ledger](const PeerInfo& peer) -> capnp::Capability::Client {
+    return kj::heap<PeerServer>("node-a", peer, &ledger);
+  });
+  auto& ws = loopback.io.waitScope;
+  rpc::Peer::Client peer = loopback.connection->Bootstrap<rpc::Peer>();
+  std::vector<rpc::Coordination::Client> members;
+  for (uint32_t rank : {0u, 1u}) {
+    auto join = peer.joinJobRequest();
+    join.setJob("j");
+    join.setRank(rank);
+    SetParams(join.initParams());
+    join.setNode("node-b");
+    members.push_back(join.send().wait(ws).getCoordination());
+  }
+  // Rank 3 asks for another seed: refused, and its exchange entry says why.
+  auto refused = peer.joinJobRequest();
+  refused.setJob("j");
+  refused.setRank(3);
+  SetParams(refused.initParams()).setSeed(4);
+  refused.setNode("node-b");
+  auto refused_response = refused.send();
+
+  auto exchange = peer.exchangeRequest();
+  exchange.setJob("j");
+  auto wants = exchange.initWants(4);
+  for (uint32_t i = 0; i < 4; ++i) wants[i].setRank(i);  // rank 2 joined nowhere
+  auto response = exchange.send().wait(ws);
+  REQUIRE(response.getResults().size() == 4);
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto entry = response.getResults()[i];
+    CHECK(entry.getRank() == i);
+    REQUIRE(entry.isLease());
+    CHECK(entry.getLease().getBatch() == 0);
+    CHECK(entry.getLease().getSampleIds().size() == 4);
+  }
+  REQUIRE(response.getResults()[2].isError());
+  CHECK(std::string(response.getResults()[2].getError()) ==
+        "not_found: job 'j': rank 2 is not joined through this connection");
+  REQUIRE(response.getResults()[3].isError());
+  CHECK_THAT(std::string(response.getResults()[3].getError()),
+             Catch::Contains("seed: job 'j' has 3, rank 3 asked for 4") &&
+                 Catch::Contains("node 'node-b'"));
+  CHECK_FALSE(refused_response.then([](auto&&) { return true; }, [](kj::Exception&&) {
+    return false;
+  }).wait(ws));
+
+  // Commits: rank 0's lease is consumed; rank 1 holds no lease of batch 5.
+  auto commit = peer.exchangeRequest();
+  commit.setJob("j");
+  auto commits = commit.initCommits(2);
+  commits[0].setRank(0);
+  commits[1].setRank(1);
+  commits[1].setBatch(5);
+  auto committed = commit.send().wait(ws);
+  REQUIRE(committed.getCommitErrors().size() == 1);
+  CHECK(std::string(committed.getCommitErrors()[0]) ==
+        "not_found: job 'j': rank 1 holds no lease of batch 5 of epoch 0");
+  CHECK(ledger.Summaries().at(0).batches_committed == 1);
+
+  // Another connection (another node) cannot act for these ranks.
+  auto other = ConnectToPeer(*loopback.io.provider, nullptr,
+                             "127.0.0.1:" + std::to_string(loopback.listener->port()))
+                   .wait(ws);
+  REQUIRE(other.ok());
+  auto stranger = (*other)->Bootstrap<rpc::Peer>().exchangeRequest();
+  stranger.setJob("j");
+  stranger.initCommits(1)[0].setRank(0);
+  stranger.initWants(1)[0].setRank(0);
+  auto strange = stranger.send().wait(ws);
+  CHECK(strange.getResults()[0].isError());
+  CHECK(strange.getCommitErrors().size() == 1);
+  CHECK(ledger.Summaries().at(0).batches_leased == 2);
+
+  // Lists are bounded by the ranks joined through the connection.
+  auto flood = peer.exchangeRequest();
+  flood.setJob("j");
+  flood.initWants(17);
+  Status flooded = Status::Ok();
+  flood.send().then([](auto&&) {}, [&](kj::Exception&& e) {
+    flooded = rpc_status::FromException(e);
+  }).wait(ws);
+  CHECK(flooded.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(flooded.message(), Catch::Contains("17 wants for 2 ranks"));
+
+  // Releasing a rank's Coordination leaves the job: its entries are refused from then on.
+  members[1] = nullptr;
+  auto after = peer.exchangeRequest();
+  after.setJob("j");
+  after.initWants(1)[0].setRank(1);
+  auto left = after.send().wait(ws);
+  CHECK(left.getResults()[0].isError());
 }
 
 }  // namespace

@@ -66,6 +66,7 @@ RemoteCoordinator::~RemoteCoordinator() noexcept {
 
 void RemoteCoordinator::Shutdown() {
   shut_down_ = true;
+  outboxes_.clear();
   ranks_.clear();
   tasks_ = nullptr;
   peer_ = nullptr;
@@ -98,6 +99,7 @@ rpc::Peer::Client RemoteCoordinator::Peer() {
             tasks_->add(connection_->OnDisconnect().then([this, generation] {
               if (generation != connection_generation_) return;
               spdlog::warn("connection to coordinator {} ended", address_);
+              connection_error_ = "the connection ended";
               peer_ = nullptr;
             }));
             rpc::Peer::Client peer = connection_->Bootstrap<rpc::Peer>();
@@ -105,11 +107,17 @@ rpc::Peer::Client RemoteCoordinator::Peer() {
                 .then([this, peer](Result<PeerHello> hello) mutable -> rpc::Peer::Client {
                   if (!hello.ok()) kj::throwFatalException(rpc_status::ToException(hello.status()));
                   spdlog::info("coordinator {} is node '{}'", address_, hello->node);
+                  connection_error_ = "the connection it joined on ended";
                   return peer;
                 });
           })
           .catch_([this, generation](kj::Exception&& e) -> rpc::Peer::Client {
-            if (generation == connection_generation_) peer_ = nullptr;
+            connection_error_ = rpc_status::FromException(e).message();
+            // Not here: peer_ may be the last reference to the client this promise
+            // resolves, and dropping it now would free the promise while it runs.
+            tasks_->add(kj::evalLater([this, generation] {
+              if (generation == connection_generation_) peer_ = nullptr;
+            }));
             kj::throwFatalException(kj::mv(e));
           });
   rpc::Peer::Client peer(kj::mv(connected));
@@ -164,9 +172,11 @@ void RemoteCoordinator::SendJoin(const std::string& job, uint32_t rank, RankStat
                  RankName(job, rank), address_, count);
   }
   state.rejoining = again;
+  state.generation = connection_generation_;
   auto response = request.send();
   state.coordination = response.getCoordination();
-  tasks_->add(response.ignoreResult());
+  // A refusal comes back as the answer to the rank's next exchange entry.
+  tasks_->add(response.ignoreResult().catch_([](kj::Exception&&) {}));
 }
 
 Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank,
@@ -218,37 +228,127 @@ Result<BatchLease> RemoteCoordinator::NextOnLoop(const std::string& job, uint32_
   return executor_->executeSync([&]() -> kj::Promise<Result<BatchLease>> {
     if (shut_down_) return Result<BatchLease>(Unavailable(context + ": this daemon is shutting down"));
     auto it = ranks_.find({job, rank});
-    rpc::Coordination::Client* coordination = nullptr;
-    if (it != ranks_.end()) KJ_IF_MAYBE(c, it->second.coordination) { coordination = c; }
-    if (coordination == nullptr)
+    if (it == ranks_.end() || it->second.coordination == nullptr)
       return Result<BatchLease>(NotFound(RankName(job, rank) + " is not joined"));
-    auto request = coordination->nextRequest();
-    request.setEpoch(epoch);
+    auto answer = kj::newPromiseAndFulfiller<Result<BatchLease>>();
+    outboxes_[job].wants.push_back(Want{rank, epoch, kj::mv(answer.fulfiller)});
+    Schedule(job);
     return io_.provider->getTimer()
-        .timeoutAfter(options_.call_timeout,
-                      request.send().then([this, job, rank](
-                                              capnp::Response<rpc::Coordination::NextResults>&& r)
-                                              -> Result<BatchLease> {
-                        BatchLease lease = FromRpc(r.getLease());
-                        auto held = ranks_.find({job, rank});
-                        if (held != ranks_.end()) {
-                          held->second.held[lease.epoch].emplace(lease.batch, false);
-                          held->second.rejoining = false;
-                        }
-                        return lease;
-                      }))
+        .timeoutAfter(options_.call_timeout, kj::mv(answer.promise))
         .catch_([context](kj::Exception&& e) -> Result<BatchLease> {
           if (e.getType() == kj::Exception::Type::OVERLOADED &&
               e.getDescription().startsWith("operation timed out"))
             return DeadlineExceeded(context + ": no answer in time");
-          Status status = rpc_status::FromException(e);
-          if (status.code() == StatusCode::kFailedPrecondition ||
-              status.code() == StatusCode::kInvalidArgument ||
-              status.code() == StatusCode::kNotFound)
-            return status;  // the ledger's own answer, already naming the job
-          return status.WithContext(context);
+          return rpc_status::FromException(e).WithContext(context);
         });
   });
+}
+
+void RemoteCoordinator::Schedule(const std::string& job) {
+  Outbox& box = outboxes_[job];
+  if (box.scheduled || box.in_flight) return;
+  box.scheduled = true;
+  tasks_->add(io_.provider->getTimer().afterDelay(options_.batch_linger).then([this, job] {
+    auto it = outboxes_.find(job);
+    if (it == outboxes_.end()) return;
+    it->second.scheduled = false;
+    Flush(job);
+  }));
+}
+
+void RemoteCoordinator::Flush(const std::string& job) {
+  Outbox& box = outboxes_[job];
+  if (box.in_flight || (box.commits.empty() && box.wants.empty())) return;
+  rpc::Peer::Client peer = Peer();
+  // Ranks that joined on an earlier connection are not members on this one: their wants
+  // fail as unreachable (Next joins them again) and their commits wait for that join,
+  // which reports them.
+  auto current = [&](uint32_t rank) {
+    auto it = ranks_.find({job, rank});
+    return it != ranks_.end() && it->second.generation == connection_generation_;
+  };
+  std::vector<RankBatch> commits;
+  for (const RankBatch& c : box.commits)
+    if (current(c.rank)) commits.push_back(c);
+  std::vector<Want> wants;
+  for (Want& w : box.wants) {
+    if (current(w.rank))
+      wants.push_back(kj::mv(w));
+    else
+      w.answer->fulfill(Unavailable("coordinator " + address_ + ": " + connection_error_));
+  }
+  box.commits.clear();
+  box.wants.clear();
+  if (commits.empty() && wants.empty()) return;
+
+  auto request = peer.exchangeRequest();
+  request.setJob(job);
+  auto out_commits = request.initCommits(commits.size());
+  for (size_t i = 0; i < commits.size(); ++i) {
+    out_commits[i].setRank(commits[i].rank);
+    out_commits[i].setEpoch(commits[i].epoch);
+    out_commits[i].setBatch(commits[i].batch);
+  }
+  auto out_wants = request.initWants(wants.size());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    out_wants[i].setRank(wants[i].rank);
+    out_wants[i].setEpoch(wants[i].epoch);
+  }
+  box.in_flight = true;
+  auto pending = kj::heap<std::vector<Want>>(kj::mv(wants));
+  auto& answers = *pending;
+  tasks_->add(
+      request.send()
+          .then(
+              [this, job, &answers](capnp::Response<rpc::Peer::ExchangeResults>&& response) {
+                auto results = response.getResults();
+                for (size_t i = 0; i < answers.size(); ++i) {
+                  if (i >= results.size()) {
+                    Answer(job, answers[i], Internal("the coordinator answered " +
+                                                     std::to_string(results.size()) + " of " +
+                                                     std::to_string(answers.size()) + " wants"));
+                    continue;
+                  }
+                  auto entry = results[i];
+                  if (entry.isLease())
+                    Answer(job, answers[i], FromRpc(entry.getLease()));
+                  else
+                    Answer(job, answers[i],
+                           rpc_status::FromDescription(std::string(entry.getError())));
+                }
+                for (auto error : response.getCommitErrors())
+                  spdlog::warn("coordinator {}: job '{}': {}", address_, job,
+                               rpc_status::FromDescription(std::string(error)).ToString());
+              },
+              [this, job, &answers](kj::Exception&& e) {
+                const Status failed = rpc_status::FromException(e);
+                for (Want& want : answers) Answer(job, want, failed);
+              })
+          .then([this, job] {
+            auto it = outboxes_.find(job);
+            if (it == outboxes_.end()) return;
+            it->second.in_flight = false;
+            Flush(job);
+          })
+          .attach(kj::mv(pending)));
+}
+
+void RemoteCoordinator::Answer(const std::string& job, Want& want, Result<BatchLease> lease) {
+  auto it = ranks_.find({job, want.rank});
+  if (lease.ok()) {
+    if (it != ranks_.end()) {
+      it->second.held[lease->epoch].emplace(lease->batch, false);
+      it->second.rejoining = false;
+    }
+    want.answer->fulfill(kj::mv(lease));
+    return;
+  }
+  Status status = lease.status();
+  if (status.code() != StatusCode::kFailedPrecondition &&
+      status.code() != StatusCode::kInvalidArgument && status.code() != StatusCode::kNotFound &&
+      status.code() != StatusCode::kAlreadyExists)
+    status = status.WithContext("coordinator " + address_);
+  want.answer->fulfill(Result<BatchLease>(status));
 }
 
 Status RemoteCoordinator::Commit(const std::string& job, uint32_t rank, uint64_t epoch,
@@ -257,12 +357,9 @@ Status RemoteCoordinator::Commit(const std::string& job, uint32_t rank, uint64_t
     auto it = ranks_.find({job, rank});
     if (shut_down_ || it == ranks_.end()) return;
     it->second.held[epoch][batch] = true;
-    KJ_IF_MAYBE(coordination, it->second.coordination) {
-      auto request = coordination->commitRequest();
-      request.setEpoch(epoch);
-      request.setBatch(batch);
-      tasks_->add(request.send().ignoreResult());
-    }
+    if (it->second.coordination == nullptr) return;
+    outboxes_[job].commits.push_back({rank, epoch, batch});
+    Schedule(job);
   });
   return Status::Ok();
 }

@@ -3,7 +3,11 @@
 // daemon/peer). The local streams of such a job lease their batches through it; the
 // coordinating daemon's JobLedger decides, so exactly-once holds across nodes.
 //
-// Calls map to Peer.joinJob and the rank's Coordination capability:
+// Calls map to Peer.joinJob (a rank's membership: its Coordination capability) and
+// Peer.exchange, which carries the commits and lease requests of all this node's ranks of
+// a job together: a call waits options.batch_linger for the other ranks' calls, and calls
+// made while an exchange is in flight go in the next one. So the coordinator's work, the
+// traffic and the journal grow with nodes, not ranks.
 //   Join    checks the plan locally (so the ring can be sized at once) and sends joinJob
 //           without waiting: a refusal (params unlike the job's, another dataset copy)
 //           comes back from the rank's first Next, naming the node.
@@ -13,8 +17,8 @@
 //           the rank again, reporting the batches the rank consumed or holds (of its last
 //           two epochs), so the coordinator's ledger (replayed from its journal) continues
 //           exactly where the rank stands. Past the deadline: kUnavailable, naming it.
-//   Commit  sent without waiting (in order with the rank's other calls); a failure is
-//           logged. A commit lost with a dropped connection is served again.
+//   Commit  queued for the next exchange without waiting; a failure is logged. A commit
+//           lost with a dropped connection is reported when the rank joins again.
 //   Leave   releases the rank's Coordination capability: the coordinator drops its leases.
 // The connection is opened on the first Join and reopened on a Join after it dropped;
 // ranks whose connection dropped fail their next Next with kUnavailable.
@@ -37,6 +41,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "daemon/coordinator/job_coordinator.h"
 #include "daemon/peer/peer_connector.h"
@@ -48,6 +53,9 @@ namespace ember::daemon {
 struct RemoteCoordinatorOptions {
   std::string node;                          // this daemon's node name, for messages
   kj::Duration call_timeout = 30 * kj::SECONDS;
+  // How long a rank's Next or Commit waits for the node's other ranks before the exchange
+  // goes out (a stream asks well ahead of its trainer, so this costs no training time).
+  kj::Duration batch_linger = 1 * kj::MILLISECONDS;
   std::chrono::milliseconds reconnect_timeout{60000};
   PeerConnectOptions connect;
 };
@@ -87,11 +95,32 @@ class RemoteCoordinator final : public JobCoordinator {
   struct RankState {
     JobParams params;
     kj::Maybe<rpc::Coordination::Client> coordination;
+    uint64_t generation = 0;  // the connection it joined on (connection_generation_)
     std::map<uint64_t, std::map<uint64_t, bool>> held;  // epoch -> batch -> consumed
     bool rejoining = false;  // joined again (with `held`), no answer from it yet
   };
+  // A rank's Next waiting for an exchange.
+  struct Want {
+    uint32_t rank = 0;
+    uint64_t epoch = 0;
+    kj::Own<kj::PromiseFulfiller<Result<BatchLease>>> answer;
+  };
+  // One job's calls waiting for an exchange. Loop only.
+  struct Outbox {
+    std::vector<RankBatch> commits;
+    std::vector<Want> wants;
+    bool scheduled = false;  // a flush is due after batch_linger
+    bool in_flight = false;  // an exchange is out; what comes meanwhile waits for it
+  };
   // Sends joinJob for the rank (with what it holds when `again`). Loop only.
   void SendJoin(const std::string& job, uint32_t rank, RankState& state, bool again);
+  // Sends the job's queued calls after batch_linger, unless an exchange is in flight
+  // (then they go when it returns). Loop only.
+  void Schedule(const std::string& job);
+  // Sends the job's queued calls in one exchange now. Loop only.
+  void Flush(const std::string& job);
+  // Answers `want` from an exchange's entry or failure. Loop only.
+  void Answer(const std::string& job, Want& want, Result<BatchLease> lease);
   Result<BatchLease> NextOnLoop(const std::string& job, uint32_t rank, uint64_t epoch,
                                 const std::string& context);
 
@@ -109,7 +138,10 @@ class RemoteCoordinator final : public JobCoordinator {
   std::unique_ptr<PeerConnection> connection_;
   kj::Maybe<rpc::Peer::Client> peer_;
   uint64_t connection_generation_ = 0;
+  // Why a rank's connection is gone, for the error of its next Next.
+  std::string connection_error_ = "the connection it joined on ended";
   std::map<std::pair<std::string, uint32_t>, RankState> ranks_;
+  std::map<std::string, Outbox> outboxes_;  // by job
 
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> batches_per_rank_;  // by job; guarded by mu_
