@@ -6,10 +6,12 @@
 // daemon/rpc/remote_coordinator.cc does. After one untimed step (the epoch's plan is
 // made on its first lease), at --steps-per-second every rank of every node, on its
 // node's tick (all nodes at once, or spread over --spread of the step's interval),
-// commits the batch it holds and asks for its next one: one Coordination.commit and one
-// Coordination.next RPC per rank per step, sent together without waiting, as the proxy
-// does for a stream whose trainer hands its slot back. A rank whose next has not come
-// back by its tick skips that tick (a late tick), so a coordinator that falls behind shows
+// commits the batch it holds and asks for its next one: one Peer.exchange per node per
+// step carrying its ranks' commits and lease requests, as the proxy does (protocol 2;
+// with --per-rank, one Coordination.commit and one Coordination.next RPC per rank, sent
+// together without waiting, as the protocol-1 proxy did). A node whose exchange (a rank
+// whose next) has not come back by its tick skips that tick (a late tick per rank), so
+// a coordinator that falls behind shows
 // as fewer steps per second. After --warmup seconds it measures for --seconds:
 //
 //   steps_per_second           leases received in the window / ranks / seconds
@@ -33,7 +35,7 @@
 //
 //   coordinator_scale [--nodes 64] [--ranks-per-node 8] [--steps-per-second 10]
 //                     [--seconds 10] [--warmup 2] [--batch 32] [--steps-per-epoch 0]
-//                     [--samples 0] [--spread 0] [--threads 1] [--emberd PATH]
+//                     [--samples 0] [--spread 0] [--threads 1] [--per-rank] [--emberd PATH]
 //                     [--coordinator HOST:PORT --coordinator-pid PID --journal PATH]
 //                     [--keep] [--json FILE]
 // --samples 0: enough for one epoch to last the whole run (no epoch boundary in the
@@ -96,6 +98,7 @@ struct Flags {
   uint64_t samples = 0;
   double spread = 0;
   uint32_t threads = 1;
+  bool per_rank = false;
   std::string emberd;
   std::string coordinator;
   int coordinator_pid = 0;
@@ -127,6 +130,7 @@ struct Schedule {
   uint32_t batch_size = 0;
   uint32_t world_size = 0;
   uint32_t ranks_per_node = 8;
+  bool per_rank = false;     // one commit and one next RPC per rank, not an exchange per node
   double interval_s = 0.1;   // 1 / steps per second
   double spread = 0;         // node i's tick is offset by spread x interval x i / nodes
   uint32_t nodes = 0;
@@ -216,6 +220,7 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
     uint32_t index = 0;
     std::unique_ptr<daemon::PeerConnection> connection;
     std::vector<Rank> ranks;
+    bool pending = false;  // an exchange is outstanding
   };
 
   void RunOnLoop() {
@@ -328,6 +333,83 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
   // Every rank of `node` commits what it holds and asks for its next batch; `counted`:
   // the RPCs are the window's.
   void Tick(Node& node, bool counted) {
+    if (schedule_.per_rank)
+      TickPerRank(node, counted);
+    else
+      TickNode(node, counted);
+  }
+
+  // The node's daemon speaks for its ranks in one Peer.exchange, as
+  // daemon/rpc/remote_coordinator.cc does; a node whose exchange is outstanding skips
+  // the tick (each of its ranks a late tick).
+  void TickNode(Node& node, bool counted) {
+    if (node.pending) {
+      stats_.late_ticks += node.ranks.size();
+      return;
+    }
+    auto request = node.connection->Bootstrap<rpc::Peer>().exchangeRequest();
+    request.setJob(schedule_.job);
+    const uint32_t base = node.index * schedule_.ranks_per_node;
+    uint32_t holding = 0;
+    for (const Rank& rank : node.ranks) holding += rank.holds ? 1 : 0;
+    auto commits = request.initCommits(holding);
+    auto wants = request.initWants(node.ranks.size());
+    uint32_t c = 0;
+    for (uint32_t r = 0; r < node.ranks.size(); ++r) {
+      Rank& rank = node.ranks[r];
+      if (rank.holds) {
+        commits[c].setRank(base + r);
+        commits[c].setEpoch(rank.held_epoch);
+        commits[c].setBatch(rank.held_batch);
+        ++c;
+        rank.holds = false;
+      }
+      wants[r].setRank(base + r);
+      wants[r].setEpoch(rank.epoch);
+    }
+    node.pending = true;
+    ++outstanding_;
+    if (counted) ++stats_.rpcs_in_window;
+    const Clock::time_point sent = Clock::now();
+    tasks_->add(request.send().then(
+        [this, &node, sent, counted](capnp::Response<rpc::Peer::ExchangeResults>&& response) {
+          const Clock::time_point answered = Clock::now();
+          node.pending = false;
+          --outstanding_;
+          if (response.getCommitErrors().size() > 0 && stats_.error.empty())
+            stats_.error = "node '" + NodeName(node.index) +
+                           "' commit: " + std::string(response.getCommitErrors()[0]);
+          auto results = response.getResults();
+          for (uint32_t r = 0; r < node.ranks.size() && r < results.size(); ++r) {
+            if (!results[r].isLease()) {
+              if (stats_.error.empty())
+                stats_.error = "node '" + NodeName(node.index) + "' rank " +
+                               std::to_string(results[r].getRank()) +
+                               " next: " + std::string(results[r].getError());
+              continue;
+            }
+            Hold(node.ranks[r], results[r].getLease());
+            if (counted)
+              stats_.lease_ms.push_back(
+                  std::chrono::duration<double, std::milli>(answered - sent).count());
+            if (InWindow(answered)) ++stats_.leases_in_window;
+          }
+        },
+        [this, &node](kj::Exception&& e) {
+          node.pending = false;
+          Failed(node, 0, "exchange", e);
+        }));
+  }
+
+  void Hold(Rank& rank, rpc::BatchLease::Reader lease) {
+    rank.holds = true;
+    rank.held_epoch = lease.getEpoch();
+    rank.held_batch = lease.getBatch();
+    if (lease.getLastInEpoch()) rank.epoch = lease.getEpoch() + 1;
+  }
+
+  // One Coordination.commit and one Coordination.next per rank (the protocol-1 proxy).
+  void TickPerRank(Node& node, bool counted) {
     for (uint32_t r = 0; r < node.ranks.size(); ++r) {
       Rank& rank = node.ranks[r];
       if (rank.pending) {
@@ -354,11 +436,7 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
       tasks_->add(next.send().then(
           [this, &rank, sent, counted](capnp::Response<rpc::Coordination::NextResults>&& response) {
             const Clock::time_point answered = Clock::now();
-            const auto lease = response.getLease();
-            rank.holds = true;
-            rank.held_epoch = lease.getEpoch();
-            rank.held_batch = lease.getBatch();
-            if (lease.getLastInEpoch()) rank.epoch = lease.getEpoch() + 1;
+            Hold(rank, response.getLease());
             rank.pending = false;
             --outstanding_;
             if (counted)
@@ -606,6 +684,7 @@ int Run(const Flags& flags) {
   schedule.spread = flags.spread;
   schedule.nodes = flags.nodes;
   schedule.ranks_per_node = flags.ranks_per_node;
+  schedule.per_rank = flags.per_rank;
   // Ticks go on half a second past the window, so that its end is still steady state.
   schedule.timed_steps = static_cast<uint64_t>(
       std::ceil((flags.warmup + flags.seconds + 0.5) * flags.steps_per_second));
@@ -713,6 +792,7 @@ int Run(const Flags& flags) {
       "\"nodes\": %u, \"ranks_per_node\": %u, \"ranks\": %u, \"batch\": %u, "
       "\"num_samples\": %llu, \"steps_per_epoch\": %llu, \"target_steps_per_second\": %g, "
       "\"seconds\": %g, \"warmup\": %g, \"spread\": %g, \"threads\": %u, \"tls\": false, "
+      "\"protocol\": \"%s\", "
       "\"loadavg_1min_before\": %s, "
       "\"steps_per_second\": %.2f, \"late_rank_ticks\": %llu, "
       "\"coordinator_cpu_ms_per_step\": %.2f, \"coordinator_cpu_us_per_rank_step\": %.1f, "
@@ -728,7 +808,7 @@ int Run(const Flags& flags) {
       static_cast<unsigned long long>(schedule.num_samples),
       static_cast<unsigned long long>((schedule.num_samples + global_batch - 1) / global_batch),
       flags.steps_per_second, flags.seconds, flags.warmup, flags.spread, flags.threads,
-      load_before.c_str(), steps / flags.seconds, static_cast<unsigned long long>(late),
+      flags.per_rank ? "per-rank" : "per-node", load_before.c_str(), steps / flags.seconds, static_cast<unsigned long long>(late),
       1000 * cpu_s * per_step, 1e6 * cpu_s * per_step / world, cpu_s / flags.seconds,
       cpu_s * per_step * flags.steps_per_second, busiest.c_str(), busiest_s / flags.seconds,
       Quantile(lease_ms, 0.5), Quantile(lease_ms, 0.99), Quantile(lease_ms, 1.0),
@@ -788,6 +868,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", flags.threads, "event loop threads simulating the nodes")
       ->check(CLI::Range(1u, 64u))
       ->capture_default_str();
+  app.add_flag("--per-rank", flags.per_rank,
+               "one commit and one next RPC per rank (protocol 1), not one exchange per node");
   app.add_option("--emberd", flags.emberd, "the emberd binary to start")->capture_default_str();
   app.add_option("--coordinator", flags.coordinator,
                  "HOST:PORT of a running emberd (tls: off) instead of starting one");

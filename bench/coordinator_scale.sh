@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Coordinator scale, simulated (issue 12): bench/coordinator_scale against a private emberd
 # (it starts its own, `listen: 127.0.0.1:0`, `tls: off`) for each node count, 8 ranks per
-# node, at 10 global steps/s. Appends every run's JSON line to
+# node, at 10 global steps/s, each node count with each --protocols in turn (per-node: one
+# Peer.exchange per node per step, as emberd's proxy does; per-rank: a commit and a next
+# RPC per rank, the protocol-1 proxy, for comparison). Appends every run's JSON line to
 # bench/results/coordinator_scale.jsonl and a table to bench/results/coordinator_scale.md,
 # with the load before each run and the busiest other processes (on a small machine the
 # simulated nodes and other work share the cores with the coordinator).
@@ -9,6 +11,7 @@
 #   bench/coordinator_scale.sh [--nodes "64 256 1024"] [--ranks-per-node 8]
 #                              [--steps-per-second 10] [--seconds 15] [--warmup 2]
 #                              [--batch 32] [--spread 0] [--threads 1]
+#                              [--protocols "per-node per-rank"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,28 +23,37 @@ warmup=2
 batch=32
 spread=0
 threads=1
+protocols="per-node per-rank"
 # shellcheck disable=SC2034  # read by parse_options
 declare -A options=([--nodes]=nodes [--ranks-per-node]=ranks_per_node
   [--steps-per-second]=steps_per_second [--seconds]=seconds [--warmup]=warmup
-  [--batch]=batch [--spread]=spread [--threads]=threads)
+  [--batch]=batch [--spread]=spread [--threads]=threads [--protocols]=protocols)
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 parse_options coordinator_scale "$@"
 command_line="bench/coordinator_scale.sh --nodes \"${nodes}\" --ranks-per-node ${ranks_per_node}"
 command_line+=" --steps-per-second ${steps_per_second} --seconds ${seconds} --warmup ${warmup}"
-command_line+=" --batch ${batch} --spread ${spread} --threads ${threads}"
+command_line+=" --batch ${batch} --spread ${spread} --threads ${threads} --protocols \"${protocols}\""
 
 bazel build //bench:coordinator_scale >/dev/null
 runs="$(mktemp /tmp/coordinator_scale.XXXXXX.jsonl)"
 others="$(mktemp /tmp/coordinator_scale.XXXXXX.txt)"
 trap 'rm -f "${runs}" "${others}"' EXIT
 for n in ${nodes}; do
-  # What else runs: the five busiest processes over the last second.
-  busy="$(top -b -n 2 -d 1 -w 200 | awk '/^top -/ {block++} block == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 >= 5 {print $12 " " $9 "%"}' | head -5 | paste -sd ',' - | sed 's/,/, /g')"
-  echo "${n} nodes: ${busy:-none above 5% of a core}" >>"${others}"
-  bazel-bin/bench/coordinator_scale --nodes "${n}" --ranks-per-node "${ranks_per_node}" \
-    --steps-per-second "${steps_per_second}" --seconds "${seconds}" --warmup "${warmup}" \
-    --batch "${batch}" --spread "${spread}" --threads "${threads}" --json "${runs}"
+  for protocol in ${protocols}; do
+    case "${protocol}" in
+      per-node) per_rank=() ;;
+      per-rank) per_rank=(--per-rank) ;;
+      *) echo "coordinator_scale.sh: --protocols: '${protocol}' is not per-node or per-rank" >&2; exit 2 ;;
+    esac
+    # What else runs: the five busiest processes over the last second.
+    busy="$(top -b -n 2 -d 1 -w 200 | awk '/^top -/ {block++} block == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 >= 5 {print $12 " " $9 "%"}' | head -5 | paste -sd ',' - | sed 's/,/, /g')"
+    echo "${n} nodes, ${protocol}: ${busy:-none above 5% of a core}" >>"${others}"
+    bazel-bin/bench/coordinator_scale --nodes "${n}" --ranks-per-node "${ranks_per_node}" \
+      --steps-per-second "${steps_per_second}" --seconds "${seconds}" --warmup "${warmup}" \
+      --batch "${batch}" --spread "${spread}" --threads "${threads}" "${per_rank[@]}" \
+      --json "${runs}"
+  done
 done
 cat "${runs}" >>bench/results/coordinator_scale.jsonl
 {
@@ -51,12 +63,12 @@ cat "${runs}" >>bench/results/coordinator_scale.jsonl
   /usr/bin/python3 - "${runs}" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-print("| nodes x ranks | steps/s (target) | late ticks | coordinator CPU ms/step | µs/rank-step "
+print("| nodes x ranks | protocol | steps/s (target) | late ticks | coordinator CPU ms/step | µs/rank-step "
       "| cores (busiest thread) | cores at target | lease p50 / p99 / max ms | journal B/step "
       "| RPCs/step | client tx / rx KiB/step | client cores | load before |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
-    print(f"| {r['nodes']} x {r['ranks_per_node']} | {r['steps_per_second']:.2f} ({r['target_steps_per_second']:g}) "
+    print(f"| {r['nodes']} x {r['ranks_per_node']} | {r.get('protocol', 'per-rank')} | {r['steps_per_second']:.2f} ({r['target_steps_per_second']:g}) "
           f"| {r['late_rank_ticks']} | {r['coordinator_cpu_ms_per_step']:.1f} "
           f"| {r['coordinator_cpu_us_per_rank_step']:.0f} "
           f"| {r['coordinator_cores']:.2f} ({r['busiest_thread_cores']:.2f}) "
@@ -68,7 +80,7 @@ for r in rows:
           f"| {r['client_cores']:.2f} | {r['loadavg_1min_before']} |")
 print()
 print("Start-up per run: " + "; ".join(
-    f"{r['nodes']} nodes: connect + join {r['connect_s']:.1f} s, first step {r['first_step_s']:.2f} s "
+    f"{r['nodes']} nodes ({r.get('protocol', 'per-rank')}): connect + join {r['connect_s']:.1f} s, first step {r['first_step_s']:.2f} s "
     f"({r['num_samples']} samples, {r['steps_per_epoch']} steps/epoch), "
     f"coordinator peak RSS {r['coordinator_peak_rss_mib']:.0f} MiB, {r['coordinator_fds']} fds"
     for r in rows) + ".")

@@ -123,7 +123,9 @@ kj::Promise<ConnectResult> ConnectToPeer(kj::AsyncIoProvider& io, PeerTls* tls,
             state->step = Step::kAccept;
             return AwaitAccepted(kj::mv(stream));
           })
-          .then([address](kj::Own<kj::AsyncIoStream> stream) -> ConnectResult {
+          .then([address, traffic = options.traffic](
+                    kj::Own<kj::AsyncIoStream> stream) -> ConnectResult {
+            if (traffic != nullptr) stream = CountTraffic(kj::mv(stream), traffic);
             return std::make_unique<PeerConnection>(address, kj::mv(stream));
           })
           .catch_([state, address](kj::Exception&& e) -> ConnectResult {

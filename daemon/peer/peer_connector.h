@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "daemon/peer/counting_stream.h"
 #include "daemon/peer/peer_tls.h"
 #include "ember/status.h"
 
@@ -28,6 +29,8 @@ struct PeerConnectOptions {
   kj::Duration timeout = 10 * kj::SECONDS;
   // The name the server's certificate must carry; empty: the address's HOST.
   std::string server_name;
+  // Non-null: the connection's RPC bytes are added to it (counting_stream.h).
+  std::shared_ptr<StreamTraffic> traffic;
 };
 
 // An open connection to another daemon. Capabilities taken from it work while it lives;

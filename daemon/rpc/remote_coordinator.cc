@@ -64,7 +64,21 @@ RemoteCoordinator::~RemoteCoordinator() noexcept {
   if (!shut_down_) Shutdown();
 }
 
+RemoteCoordinator::Traffic RemoteCoordinator::traffic() const {
+  Traffic t = traffic_;
+  t.bytes = *stream_traffic_;
+  return t;
+}
+
 void RemoteCoordinator::Shutdown() {
+  if (!shut_down_ && traffic_.connections > 0) {
+    const Traffic t = traffic();
+    spdlog::info(
+        "coordinator {}: traffic: {} connections, {} joinJob, {} exchange, {} openJob calls; "
+        "{} leases received, {} commits sent; {} bytes sent, {} bytes received (RPC, before TLS)",
+        address_, t.connections, t.joins, t.exchanges, t.opens, t.leases, t.commits,
+        t.bytes.bytes_sent, t.bytes.bytes_received);
+  }
   shut_down_ = true;
   outboxes_.clear();
   ranks_.clear();
@@ -88,8 +102,11 @@ rpc::Peer::Client RemoteCoordinator::Peer() {
   KJ_IF_MAYBE(peer, peer_) { return *peer; }
   const uint64_t generation = ++connection_generation_;
   spdlog::info("connecting to coordinator {}", address_);
+  ++traffic_.connections;
+  PeerConnectOptions connect = options_.connect;
+  connect.traffic = stream_traffic_;
   auto connected =
-      ConnectToPeer(*io_.provider, tls_, address_, options_.connect)
+      ConnectToPeer(*io_.provider, tls_, address_, connect)
           .then([this, generation](Result<std::unique_ptr<PeerConnection>> connection)
                     -> kj::Promise<rpc::Peer::Client> {
             if (!connection.ok())
@@ -173,6 +190,7 @@ void RemoteCoordinator::SendJoin(const std::string& job, uint32_t rank, RankStat
   }
   state.rejoining = again;
   state.generation = connection_generation_;
+  ++traffic_.joins;
   auto response = request.send();
   state.coordination = response.getCoordination();
   // A refusal comes back as the answer to the rank's next exchange entry.
@@ -295,6 +313,8 @@ void RemoteCoordinator::Flush(const std::string& job) {
     out_wants[i].setEpoch(wants[i].epoch);
   }
   box.in_flight = true;
+  ++traffic_.exchanges;
+  traffic_.commits += commits.size();
   auto pending = kj::heap<std::vector<Want>>(kj::mv(wants));
   auto& answers = *pending;
   tasks_->add(
@@ -336,6 +356,7 @@ void RemoteCoordinator::Flush(const std::string& job) {
 void RemoteCoordinator::Answer(const std::string& job, Want& want, Result<BatchLease> lease) {
   auto it = ranks_.find({job, want.rank});
   if (lease.ok()) {
+    ++traffic_.leases;
     if (it != ranks_.end()) {
       it->second.held[lease->epoch].emplace(lease->batch, false);
       it->second.rejoining = false;
@@ -369,6 +390,7 @@ void RemoteCoordinator::Leave(const std::string& job, uint32_t rank) {
 }
 
 rpc::Job::Client RemoteCoordinator::OpenJob(const std::string& job) {
+  ++traffic_.opens;
   auto request = Peer().openJobRequest();
   request.setJob(job);
   request.setNode(options_.node);

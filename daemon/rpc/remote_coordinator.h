@@ -68,8 +68,22 @@ class RemoteCoordinator final : public JobCoordinator {
                     RemoteCoordinatorOptions options);
   ~RemoteCoordinator() noexcept override;
 
-  // Drops the connection and every rank's membership. Event loop's thread only; idempotent.
+  // Drops the connection and every rank's membership, and logs the coordination traffic
+  // (Traffic()). Event loop's thread only; idempotent.
   void Shutdown();
+
+  // What this daemon sent the coordinator over all its connections so far.
+  struct Traffic {
+    uint64_t connections = 0;
+    uint64_t joins = 0;       // Peer.joinJob
+    uint64_t exchanges = 0;   // Peer.exchange
+    uint64_t opens = 0;       // Peer.openJob (the store; its own calls are not counted)
+    uint64_t leases = 0;      // leases received
+    uint64_t commits = 0;     // commits sent
+    StreamTraffic bytes;      // RPC bytes, before TLS, of everything on the connections
+  };
+  // Event loop's thread only.
+  Traffic traffic() const;
 
   const std::string& address() const { return address_; }
 
@@ -142,6 +156,8 @@ class RemoteCoordinator final : public JobCoordinator {
   std::string connection_error_ = "the connection it joined on ended";
   std::map<std::pair<std::string, uint32_t>, RankState> ranks_;
   std::map<std::string, Outbox> outboxes_;  // by job
+  Traffic traffic_;  // but its bytes, which are counted in stream_traffic_
+  std::shared_ptr<StreamTraffic> stream_traffic_ = std::make_shared<StreamTraffic>();
 
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> batches_per_rank_;  // by job; guarded by mu_
