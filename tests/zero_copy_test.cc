@@ -2,7 +2,7 @@
 // daemon only when the last tensor viewing it is released.
 #include <catch2/catch.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "ember/loader.h"
 #include "tests/support/test_env.h"

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "ember/client.h"
 #include "ember/loader_state.h"
