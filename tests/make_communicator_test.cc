@@ -1,6 +1,9 @@
 // ember::MakeCommunicator through a real emberd: the backend follows the tensors' device
-// (shared memory or Gloo for CPU, NCCL for CUDA), and ModuleDevice finds that device.
+// (shared memory, hierarchical or Gloo for CPU, NCCL for CUDA), and ModuleDevice finds
+// that device.
 #include "ember/make_communicator.h"
+
+#include <unistd.h>
 
 #include <torch/torch.h>
 
@@ -54,6 +57,96 @@ TEST_CASE("CPU tensors go through shared memory by default and over Gloo when as
   for (const std::string& message : TwoCpuRanks(daemon, "job-gloo", gloo)) {
     INFO(message);
     CHECK(message.find("gloo all-reduce (group 'grads', rank ") == 0);
+  }
+  daemon.Stop();
+}
+
+// Ranks spread over nodes that all use this test's one emberd: MakeCommunicator tells
+// nodes apart by the host name and the socket path a rank connects through, so rank r
+// connects through its node's own link to the daemon's socket, node_of_rank[r]. Every
+// rank all-reduces (rank + 1) and broadcasts from the last rank, checking both results,
+// and then reports the message an undefined tensor gets, which names the backend.
+std::vector<std::string> RanksOnNodes(const Daemon& daemon, const std::string& job,
+                                      const std::vector<int>& node_of_rank,
+                                      CommunicatorOptions options) {
+  const int world = static_cast<int>(node_of_rank.size());
+  std::vector<int> local_world(world, 0);
+  for (int node : node_of_rank) {
+    const std::string link = daemon.dir() + "/node" + std::to_string(node) + ".sock";
+    if (access(link.c_str(), F_OK) != 0) REQUIRE(symlink(daemon.socket().c_str(), link.c_str()) == 0);
+    for (int rank = 0; rank < world; ++rank) local_world[rank] += node_of_rank[rank] == node;
+  }
+  return ErrorsOfThreads(world, [&](int rank) {
+    ClientOptions client_options;
+    client_options.socket_path =
+        daemon.dir() + "/node" + std::to_string(node_of_rank[rank]) + ".sock";
+    std::unique_ptr<Client> client = Client::Connect(client_options).value();
+    CommunicatorOptions mine = options;
+    if (mine.local_world_size == 0) mine.local_world_size = local_world[rank];
+    std::unique_ptr<Communicator> comm =
+        MakeCommunicator(*client, job, rank, world, torch::kCPU, mine);
+    std::vector<torch::Tensor> tensors = {torch::full({1000}, rank + 1.0)};
+    comm->AllReduceSum(tensors);
+    TORCH_CHECK(torch::equal(tensors[0], torch::full({1000}, world * (world + 1) / 2.0)),
+                "rank ", rank, " got a wrong sum");
+    std::vector<torch::Tensor> root = {torch::full({10}, static_cast<double>(rank))};
+    comm->Broadcast(root, world - 1);
+    TORCH_CHECK(torch::equal(root[0], torch::full({10}, world - 1.0)), "rank ", rank,
+                " got a wrong broadcast");
+    std::vector<torch::Tensor> undefined = {torch::Tensor()};
+    comm->AllReduceSum(undefined);
+  });
+}
+
+TEST_CASE("across nodes, CPU tensors go through shared memory per node and Gloo between leaders") {
+  Daemon daemon;
+  daemon.Start();
+  const milliseconds timeout(20000);
+  const std::vector<std::string> two_by_two =
+      RanksOnNodes(daemon, "job-2x2", {0, 0, 1, 1}, {.timeout = timeout});
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO(two_by_two[rank]);
+    CHECK(two_by_two[rank].find("hierarchical all-reduce (group 'default', rank " +
+                                std::to_string(rank) + " of 4, node " +
+                                std::to_string(rank / 2) + " of 2): tensor 0 is undefined") == 0);
+  }
+  // Uneven and interleaved: node 0 holds ranks 0, 2 and 3, node 1 rank 1.
+  for (const std::string& message :
+       RanksOnNodes(daemon, "job-uneven", {0, 1, 0, 0}, {.timeout = timeout})) {
+    INFO(message);
+    CHECK(message.find("hierarchical all-reduce (group 'default', rank ") == 0);
+  }
+  // One rank per node: Gloo between all ranks, no shared-memory level.
+  for (const std::string& message :
+       RanksOnNodes(daemon, "job-singles", {0, 1, 2}, {.timeout = timeout})) {
+    INFO(message);
+    CHECK(message.find("gloo all-reduce (group 'default', rank ") == 0);
+  }
+  // Asked for Gloo: between all ranks.
+  for (const std::string& message :
+       RanksOnNodes(daemon, "job-gloo", {0, 0, 1, 1},
+                    {.timeout = timeout, .name = "grads", .cpu = CpuCollectives::kGloo})) {
+    INFO(message);
+    CHECK(message.find("gloo all-reduce (group 'grads', rank ") == 0);
+  }
+  daemon.Stop();
+}
+
+TEST_CASE("a local world size unlike the ranks found on the node fails every rank at once") {
+  Daemon daemon;
+  daemon.Start();
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> messages = RanksOnNodes(
+      daemon, "job-wrong-local", {0, 0, 0, 0},
+      {.timeout = milliseconds(60000), .local_world_size = 2});
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // not timeouts
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO(messages[rank]);
+    CHECK(messages[rank].find("hierarchical communicator 'default' (rank " +
+                              std::to_string(rank) + " of 4): rendezvous failed: ") == 0);
+    CHECK(messages[rank].find("rank 0 was started with local world size 2, but 4 rank(s) of the "
+                              "job are on its node '") != std::string::npos);
+    CHECK(messages[rank].find("node0.sock': 0, 1, 2, 3") != std::string::npos);
   }
   daemon.Stop();
 }

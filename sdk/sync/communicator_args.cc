@@ -21,4 +21,22 @@ std::string CheckCommunicatorArgs(const std::string& backend, const std::string&
   return where;
 }
 
+void CheckCpuTensors(const std::vector<at::Tensor>& tensors, const std::string& where,
+                     bool bool_ok) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& tensor = tensors[i];
+    TORCH_CHECK(tensor.defined(), where, ": tensor ", i, " is undefined");
+    TORCH_CHECK(tensor.device().is_cpu() && tensor.layout() == c10::kStrided, where,
+                ": tensor ", i, " must be a dense CPU tensor, got ", tensor.toString(), " on ",
+                tensor.device());
+    TORCH_CHECK(bool_ok || tensor.scalar_type() != c10::kBool, where, ": tensor ", i,
+                " is bool, which has no sum");
+  }
+}
+
+void FirstError::CheckUsable(const std::string& where) const {
+  TORCH_CHECK(message_.empty(), where, ": communicator is unusable after an earlier error: ",
+              message_);
+}
+
 }  // namespace ember::sdk

@@ -167,13 +167,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   void CheckTensors(const std::vector<torch::Tensor>& tensors, const char* op) const {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const torch::Tensor& tensor = tensors[i];
-      TORCH_CHECK(tensor.defined(), Where(op), ": tensor ", i, " is undefined");
-      TORCH_CHECK(tensor.device().is_cpu() && tensor.layout() == torch::kStrided, Where(op),
-                  ": tensor ", i, " must be a dense CPU tensor, got ", tensor.toString(),
-                  " on ", tensor.device());
-    }
+    CheckCpuTensors(tensors, Where(op), /*bool_ok=*/true);
   }
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;

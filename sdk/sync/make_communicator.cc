@@ -5,6 +5,7 @@
 
 #include "ember/model_sync.h"
 #include "ember/nccl_communicator.h"
+#include "sdk/sync/hierarchical_communicator.h"
 
 namespace ember {
 
@@ -21,9 +22,14 @@ std::unique_ptr<Communicator> MakeCommunicator(Client& client, const std::string
               "): NCCL serves cuda, shared memory and Gloo serve cpu");
   const bool across_nodes =
       options.local_world_size > 0 && options.local_world_size < world_size;
-  if (options.cpu == CpuCollectives::kGloo || across_nodes) {
+  if (options.cpu == CpuCollectives::kGloo) {
     return MakeGlooCommunicator(client, job, rank, world_size, options.timeout, options.name,
                                 across_nodes);
+  }
+  if (across_nodes) {
+    return sdk::MakeHierarchicalCommunicator(client, job, rank, world_size, options.timeout,
+                                             options.name, sdk::NodeKey(client),
+                                             options.local_world_size);
   }
   return MakeSharedMemoryCommunicator(client, job, rank, world_size, options.timeout, options.name);
 }

@@ -368,7 +368,7 @@ class ShmCommunicator final : public Communicator {
   explicit ShmCommunicator(std::unique_ptr<ShmGroup> group) : group_(std::move(group)) {}
 
   ~ShmCommunicator() override {
-    if (!queue_.empty() && broken_.empty()) {
+    if (!queue_.empty() && errors_.message().empty()) {
       try {
         RunThrough(nullptr);
       } catch (const std::exception&) {
@@ -381,19 +381,19 @@ class ShmCommunicator final : public Communicator {
 
   void AllReduceSum(std::vector<torch::Tensor>& tensors) override {
     const char* op = "all-reduce";
-    CheckUsable(op);
+    errors_.CheckUsable(group_->Where(op));
     CheckTensors(tensors, op);
     RunThrough(nullptr);
-    CheckUsable(op);
+    errors_.CheckUsable(group_->Where(op));
     Wire wire(tensors);
-    Guarded([&] { group_->AllReduceSum(wire.tensors); });
+    errors_.Guard([&] { group_->AllReduceSum(wire.tensors); });
     wire.Finish();
   }
 
   std::shared_ptr<PendingCollective> AllReduceSumAsync(
       std::vector<torch::Tensor>& tensors) override {
     const char* op = "all-reduce";
-    CheckUsable(op);
+    errors_.CheckUsable(group_->Where(op));
     CheckTensors(tensors, op);
     auto queued = std::make_shared<QueuedAllReduce>(tensors);
     queue_.push_back(queued);
@@ -404,12 +404,12 @@ class ShmCommunicator final : public Communicator {
     const char* op = "broadcast";
     TORCH_CHECK(root >= 0 && root < world_size(), group_->Where(op), ": root ", root,
                 " is not a rank of this world");
-    CheckUsable(op);
+    errors_.CheckUsable(group_->Where(op));
     CheckTensors(tensors, op);
     RunThrough(nullptr);
-    CheckUsable(op);
+    errors_.CheckUsable(group_->Where(op));
     Wire wire(tensors);
-    Guarded([&] { group_->Broadcast(wire.tensors, root); });
+    errors_.Guard([&] { group_->Broadcast(wire.tensors, root); });
     wire.Finish();
   }
 
@@ -418,11 +418,11 @@ class ShmCommunicator final : public Communicator {
     while (!queue_.empty()) {
       std::shared_ptr<QueuedAllReduce> op = queue_.front();
       queue_.pop_front();
-      if (!broken_.empty()) {
-        op->failure = "communicator is unusable after an earlier error: " + broken_;
+      if (!errors_.message().empty()) {
+        op->failure = "communicator is unusable after an earlier error: " + errors_.message();
       } else {
         try {
-          Guarded([&] { group_->AllReduceSum(op->wire.tensors); });
+          errors_.Guard([&] { group_->AllReduceSum(op->wire.tensors); });
           op->wire.Finish();
           op->done = true;
         } catch (const std::exception& e) {
@@ -434,38 +434,13 @@ class ShmCommunicator final : public Communicator {
   }
 
  private:
-  // Runs `collective`; an error breaks the communicator for good (the ranks no longer
-  // agree on which collective comes next) and is rethrown.
-  template <typename F>
-  void Guarded(F&& collective) {
-    try {
-      collective();
-    } catch (const std::exception& e) {
-      if (broken_.empty()) broken_ = ErrorMessage(e);
-      throw;
-    }
-  }
-
-  void CheckUsable(const char* op) const {
-    TORCH_CHECK(broken_.empty(), group_->Where(op),
-                ": communicator is unusable after an earlier error: ", broken_);
-  }
-
   void CheckTensors(const std::vector<torch::Tensor>& tensors, const char* op) const {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const torch::Tensor& tensor = tensors[i];
-      TORCH_CHECK(tensor.defined(), group_->Where(op), ": tensor ", i, " is undefined");
-      TORCH_CHECK(tensor.device().is_cpu() && tensor.layout() == torch::kStrided,
-                  group_->Where(op), ": tensor ", i, " must be a dense CPU tensor, got ",
-                  tensor.toString(), " on ", tensor.device());
-      TORCH_CHECK(tensor.scalar_type() != torch::kBool, group_->Where(op), ": tensor ", i,
-                  " is bool, which has no sum");
-    }
+    CheckCpuTensors(tensors, group_->Where(op), /*bool_ok=*/false);
   }
 
   std::unique_ptr<ShmGroup> group_;
   std::deque<std::shared_ptr<QueuedAllReduce>> queue_;
-  std::string broken_;
+  FirstError errors_;
 };
 
 void ShmPending::Wait() {

@@ -6,8 +6,9 @@
 //                                                         ember::ModuleDevice(*net)));
 //
 // CUDA tensors go over NCCL on that GPU (ember/nccl_communicator.h); CPU tensors through
-// shared memory from emberd (ranks on one node; ember/model_sync.h), or over Gloo when
-// asked. Every backend is rendezvoused through emberd, under `job`, and fails within
+// shared memory from emberd (ranks on one node; ember/model_sync.h), across nodes through
+// shared memory within each node and Gloo between one leader per node, or over Gloo
+// between all ranks when asked. Every backend is rendezvoused through emberd, under `job`, and fails within
 // `timeout` instead of hanging when a peer dies or the world does not match.
 #ifndef EMBER_MAKE_COMMUNICATOR_H_
 #define EMBER_MAKE_COMMUNICATOR_H_
@@ -24,8 +25,8 @@
 namespace ember {
 
 enum class CpuCollectives {
-  kSharedMemory,  // through a memfd from emberd: all ranks on one node (the default)
-  kGloo,          // over TCP with Gloo
+  kSharedMemory,  // through a memfd from emberd within each node (the default)
+  kGloo,          // over TCP with Gloo between all ranks
 };
 
 struct CommunicatorOptions {
@@ -33,8 +34,14 @@ struct CommunicatorOptions {
   std::string name = "default";  // distinct per communicator of one run of a job
   CpuCollectives cpu = CpuCollectives::kSharedMemory;
   // Ranks of the job on this node (LaunchEnv::local_world_size); 0 or world_size: all of
-  // them. Fewer: the job spans nodes, and CPU tensors go over Gloo between all ranks
-  // whatever `cpu` says (a hierarchical shared-memory + Gloo scheme is not there yet).
+  // them. Fewer: the job spans nodes. With kSharedMemory, CPU collectives are then
+  // hierarchical: shared memory among the ranks of each node and Gloo between the nodes'
+  // leaders (their lowest ranks); with one rank on every node, Gloo between all ranks.
+  // The ranks find their nodes at the rendezvous (ranks with the same host name and emberd
+  // socket path share one), so any assignment of ranks to nodes works, uneven ones too;
+  // a rank whose local_world_size differs from the ranks found on its node fails them all.
+  // AllReduceSumAsync then completes before it returns, and a collective fails within about twice
+  // `timeout` of a peer stopping (sdk/sync/hierarchical_communicator.h).
   int local_world_size = 0;
 };
 
