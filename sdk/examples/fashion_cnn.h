@@ -6,7 +6,9 @@
 
 #include <utility>
 
-#include <torch/torch.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
 
 namespace ember::examples {
 

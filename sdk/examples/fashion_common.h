@@ -11,7 +11,6 @@
 #include <utility>
 
 #include <CLI/CLI.hpp>
-#include <torch/torch.h>
 
 #include "ember/client.h"
 #include "ember/loader.h"

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include <torch/serialize/archive.h>
+
 namespace ember::examples {
 namespace {
 

@@ -13,7 +13,8 @@
 #include <optional>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
 
 #include "common/env.h"
 #include "ember/loader_state.h"

@@ -1,5 +1,8 @@
 #include "sdk/examples/train_checkpoint.h"
 
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+
 #include <catch2/catch.hpp>
 
 #include "common/temp_dir_testing.h"

@@ -11,7 +11,8 @@
 #include <exception>
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
+#include <torch/types.h>
 
 #include "sdk/sync/error_message.h"
 #include "sdk/sync/gloo_communicator.h"
@@ -75,7 +76,7 @@ int WorkerMain(CLI::App& app, int argc, char** argv, const WorkerFlags& flags,
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
-  torch::set_num_threads(1);
+  at::set_num_threads(1);
   try {
     return run();
   } catch (const std::exception& e) {

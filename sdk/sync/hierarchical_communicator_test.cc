@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "sdk/sync/error_of_testing.h"
 #include "sdk/sync/gloo_communicator.h"

@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "sdk/sync/error_of_testing.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 namespace ember::sdk::testing {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "sdk/sync/error_of_testing.h"
 

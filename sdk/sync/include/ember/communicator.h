@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace ember {
 

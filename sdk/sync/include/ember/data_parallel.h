@@ -41,7 +41,7 @@
 #include <memory>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 #include "ember/communicator.h"
 

@@ -13,7 +13,7 @@
 #ifndef EMBER_MAKE_COMMUNICATOR_H_
 #define EMBER_MAKE_COMMUNICATOR_H_
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 #include <chrono>
 #include <memory>

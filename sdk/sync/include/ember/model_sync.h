@@ -21,7 +21,7 @@
 #include <memory>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 #include "ember/client.h"
 #include "ember/communicator.h"
