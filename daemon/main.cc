@@ -291,6 +291,14 @@ int Serve(const CommandLine& cli) {
   deps.blocking = &blocking;
   deps.version = kVersion;
   deps.pid = static_cast<uint32_t>(getpid());
+  deps.proxied_jobs = [&remotes] {
+    std::vector<JobSummary> jobs;
+    for (const auto& [address, remote] : remotes) {
+      std::vector<JobSummary> some = remote->Summaries();
+      jobs.insert(jobs.end(), some.begin(), some.end());
+    }
+    return jobs;
+  };
   DaemonService service(std::move(deps));
 
   int exit_code = 0;

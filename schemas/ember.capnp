@@ -117,6 +117,9 @@ struct JobStatus {
   batchSize @6 :UInt32;
   batchesPerRank @7 :UInt64;    # in a full epoch
   ranks @8 :List(RankProgress);
+  # Empty: this daemon coordinates the job. Else the HOST:PORT of the daemon that does,
+  # and `ranks` lists only this node's ranks (their progress as this daemon saw it).
+  coordinator @9 :Text;
 }
 
 # Where one rank of a job stands.

@@ -41,6 +41,48 @@ TEST_CASE("two nodes serve one job: each rank its slice of every step, every sam
   CheckOneJobOnTwoNodes(*a, *client_a, *b, *client_b, PeerAddress(*a), kSamples, "node-b");
 }
 
+TEST_CASE("each node's status lists the job: the coordinator all ranks, the other node its own") {
+  TestCluster cluster;
+  auto a = cluster.Node("node-a");
+  auto b = cluster.Node("node-b");
+  auto client_a = StartWithSyntheticDataset(*a, 203);
+  auto client_b = StartWithSyntheticDataset(*b, 203);
+  StreamOptions options = ReaderOptions("watched", 16, 1);
+  options.world_size = 2;
+  options.coordinator = PeerAddress(*a);
+  StreamOptions rank1 = options;
+  rank1.rank = 1;
+  auto reader1 = client_b->OpenStream(rank1);
+  REQUIRE(reader1.ok());
+  auto first = (*reader1)->Next();  // rank 1 holds its first batch: a lease in flight
+  INFO(first.status().ToString() << "\nnode b:\n" << b->log());
+  REQUIRE(first.ok());
+  REQUIRE(first->has_value());
+
+  Result<DaemonStatus> at_b = client_b->GetStatus();
+  REQUIRE(at_b.ok());
+  REQUIRE(at_b->jobs.size() == 1);
+  const JobStatus& proxied = at_b->jobs[0];
+  CHECK(proxied.job == "watched");
+  CHECK(proxied.coordinator == PeerAddress(*a));
+  CHECK(proxied.world_size == 2);
+  CHECK(proxied.batches_per_rank == 7);
+  REQUIRE(proxied.ranks.size() == 1);  // only node-b's rank
+  CHECK(proxied.ranks[0].rank == 1);
+  CHECK(proxied.ranks[0].joined);
+  CHECK(proxied.ranks[0].node == "node-b");
+  CHECK(proxied.ranks[0].leased >= 1);
+
+  Result<DaemonStatus> at_a = client_a->GetStatus();
+  REQUIRE(at_a.ok());
+  REQUIRE(at_a->jobs.size() == 1);
+  CHECK(at_a->jobs[0].coordinator.empty());
+  REQUIRE(at_a->jobs[0].ranks.size() == 2);
+  CHECK_FALSE(at_a->jobs[0].ranks[0].joined);
+  CHECK(at_a->jobs[0].ranks[1].joined);
+  CHECK(at_a->jobs[0].ranks[1].node == "node-b");
+}
+
 // A loopback port that was free a moment ago (for a daemon that must come back on it).
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -66,6 +66,9 @@ struct JobSummary {
   uint64_t batches_committed = 0;  // over the job's life
   uint64_t batches_per_rank = 0;   // in a full epoch
   std::vector<RankProgress> ranks;
+  // Empty: this daemon's ledger coordinates the job. Else the HOST:PORT of the daemon that
+  // does, and `ranks` holds only this node's ranks, as far as its proxy knows them.
+  std::string coordinator;
 };
 
 // The durable state of one job: its params and what its ranks consumed. What a journal's

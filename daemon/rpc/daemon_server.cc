@@ -169,6 +169,7 @@ void ToRpc(const JobSummary& job, rpc::JobStatus::Builder b) {
   b.setBatchesCommitted(job.batches_committed);
   b.setBatchSize(job.params.batch_size);
   b.setBatchesPerRank(job.batches_per_rank);
+  b.setCoordinator(job.coordinator);
   auto ranks = b.initRanks(job.ranks.size());
   for (size_t i = 0; i < job.ranks.size(); ++i) {
     const RankProgress& p = job.ranks[i];

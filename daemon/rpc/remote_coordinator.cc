@@ -70,6 +70,44 @@ RemoteCoordinator::Traffic RemoteCoordinator::traffic() const {
   return t;
 }
 
+std::vector<JobSummary> RemoteCoordinator::Summaries() const {
+  std::map<std::string, JobSummary> jobs;
+  for (const auto& [key, state] : ranks_) {
+    const auto& [job, rank] = key;
+    JobSummary& s = jobs[job];
+    s.job = job;
+    s.params = state.params;
+    s.coordinator = address_;
+    RankProgress progress;
+    progress.rank = rank;
+    progress.joined = true;
+    progress.node = options_.node;
+    // Its latest epoch of leases, and its batches consumed in a row and leased there.
+    for (const auto& [epoch, batches] : state.held) {
+      progress.epoch = epoch;
+      progress.consumed = 0;
+      progress.leased = 0;
+      bool in_a_row = true;
+      for (const auto& [batch, consumed] : batches) {
+        in_a_row = in_a_row && consumed && batch == progress.consumed;
+        if (in_a_row) ++progress.consumed;
+        if (!consumed) ++progress.leased;
+      }
+    }
+    s.batches_leased += state.leases;
+    s.batches_committed += state.commits;
+    s.ranks.push_back(progress);
+  }
+  std::vector<JobSummary> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [job, s] : jobs) {
+    auto per_rank = batches_per_rank_.find(job);
+    if (per_rank != batches_per_rank_.end()) s.batches_per_rank = per_rank->second;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 void RemoteCoordinator::Shutdown() {
   if (!shut_down_ && traffic_.connections > 0) {
     const Traffic t = traffic();
@@ -156,6 +194,7 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
     state = RankState{};
     state.params = params;
     for (const HeldBatch& h : held) state.held[h.epoch][h.batch] = h.consumed;
+    while (state.held.size() > 2) state.held.erase(state.held.begin());
     SendJoin(job, rank, state, /*again=*/!held.empty());
   });
   if (!sent) return Unavailable("coordinator " + address_ + ": this daemon is shutting down");
@@ -172,8 +211,8 @@ void RemoteCoordinator::SendJoin(const std::string& job, uint32_t rank, RankStat
   ToRpc(state.params, request.initParams());
   request.setNode(options_.node);
   if (again) {
-    // Only the last two epochs: older ones were durable at the coordinator long ago.
-    while (state.held.size() > 2) state.held.erase(state.held.begin());
+    // Only the last two epochs (all `held` keeps): older ones were durable at the
+    // coordinator long ago.
     size_t count = 0;
     for (const auto& [epoch, batches] : state.held) count += batches.size();
     auto held = request.initHeld(count);
@@ -358,7 +397,10 @@ void RemoteCoordinator::Answer(const std::string& job, Want& want, Result<BatchL
   if (lease.ok()) {
     ++traffic_.leases;
     if (it != ranks_.end()) {
-      it->second.held[lease->epoch].emplace(lease->batch, false);
+      auto& held = it->second.held;
+      held[lease->epoch].emplace(lease->batch, false);
+      while (held.size() > 2) held.erase(held.begin());
+      ++it->second.leases;
       it->second.rejoining = false;
     }
     want.answer->fulfill(kj::mv(lease));
@@ -377,7 +419,9 @@ Status RemoteCoordinator::Commit(const std::string& job, uint32_t rank, uint64_t
   OnLoop([&] {
     auto it = ranks_.find({job, rank});
     if (shut_down_ || it == ranks_.end()) return;
-    it->second.held[epoch][batch] = true;
+    auto held = it->second.held.find(epoch);
+    if (held != it->second.held.end()) held->second[batch] = true;
+    ++it->second.commits;
     if (it->second.coordination == nullptr) return;
     outboxes_[job].commits.push_back({rank, epoch, batch});
     Schedule(job);

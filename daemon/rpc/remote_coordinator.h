@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "daemon/coordinator/job_coordinator.h"
+#include "daemon/coordinator/job_ledger.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/peer/peer_tls.h"
 #include "schemas/peer.capnp.h"
@@ -85,6 +86,11 @@ class RemoteCoordinator final : public JobCoordinator {
   // Event loop's thread only.
   Traffic traffic() const;
 
+  // The jobs this daemon's ranks are in through this coordinator, with only those ranks
+  // (their epoch, consumed and leased batches as this proxy saw them) and `coordinator`
+  // set to address(). Event loop's thread only.
+  std::vector<JobSummary> Summaries() const;
+
   const std::string& address() const { return address_; }
 
   Status Join(const std::string& job, uint32_t rank, const JobParams& params,
@@ -110,7 +116,10 @@ class RemoteCoordinator final : public JobCoordinator {
     JobParams params;
     kj::Maybe<rpc::Coordination::Client> coordination;
     uint64_t generation = 0;  // the connection it joined on (connection_generation_)
-    std::map<uint64_t, std::map<uint64_t, bool>> held;  // epoch -> batch -> consumed
+    // Epoch -> batch -> consumed, of its last two epochs (what a join again reports).
+    std::map<uint64_t, std::map<uint64_t, bool>> held;
+    uint64_t leases = 0;   // received, over its membership
+    uint64_t commits = 0;  // sent
     bool rejoining = false;  // joined again (with `held`), no answer from it yet
   };
   // A rank's Next waiting for an exchange.

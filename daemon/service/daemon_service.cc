@@ -170,6 +170,10 @@ DaemonStatus DaemonService::GetStatus() const {
   status.uptime_seconds = (deps_.env->NowMicros() - start_micros_) / 1e6;
   status.datasets = deps_.catalog->List();
   status.jobs = deps_.ledger->Summaries();
+  if (deps_.proxied_jobs) {
+    std::vector<JobSummary> proxied = deps_.proxied_jobs();
+    status.jobs.insert(status.jobs.end(), proxied.begin(), proxied.end());
+  }
   status.streams = deps_.streams->Stats();
   status.shm_bytes_in_use = deps_.streams->shm_bytes_in_use();
   status.shm_bytes_budget = deps_.streams->shm_bytes_budget();

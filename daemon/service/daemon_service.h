@@ -50,6 +50,10 @@ struct ServiceDeps {
   boost::asio::thread_pool* blocking = nullptr;  // runs the calls that read files
   std::string version;
   uint32_t pid = 0;  // reported by Status
+  // The jobs other nodes' daemons coordinate that this daemon's ranks are in (only those
+  // ranks; JobSummary::coordinator set), for Status. Null: none. Called on the thread
+  // that calls GetStatus.
+  std::function<std::vector<JobSummary>()> proxied_jobs;
 };
 
 // What the transport needs of a freshly opened stream.

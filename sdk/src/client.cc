@@ -274,6 +274,7 @@ Result<DaemonStatus> Client::GetStatus() {
         job.batches_committed = j.getBatchesCommitted();
         job.batch_size = j.getBatchSize();
         job.batches_per_rank = j.getBatchesPerRank();
+        job.coordinator = ToStd(j.getCoordinator());
         for (auto p : j.getRanks()) {
           RankProgress progress;
           progress.rank = p.getRank();

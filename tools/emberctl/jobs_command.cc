@@ -16,12 +16,14 @@ const StreamStatus* FindStream(const DaemonStatus& status, const JobStatus& job,
   return nullptr;
 }
 
-// Batches of the job's epoch consumed by all its ranks, and of how many.
+// Batches of the job's epoch consumed by all its ranks listed, and of how many.
 std::pair<uint64_t, uint64_t> EpochProgress(const JobStatus& job) {
   const uint64_t epoch = JobEpoch(job);
   uint64_t consumed = 0;
   for (const auto& r : job.ranks) consumed += r.epoch > epoch ? job.batches_per_rank : r.consumed;
-  return {consumed, uint64_t{job.world_size} * job.batches_per_rank};
+  // A job another daemon coordinates lists only this node's ranks.
+  const uint64_t ranks = job.coordinator.empty() ? job.world_size : job.ranks.size();
+  return {consumed, ranks * job.batches_per_rank};
 }
 
 std::string Progress(uint64_t done, uint64_t of) {
@@ -64,7 +66,9 @@ uint64_t JobEpoch(const JobStatus& job) {
   return epoch;
 }
 
-std::string Coordinator(const JobStatus&) { return "local"; }
+std::string Coordinator(const JobStatus& job) {
+  return job.coordinator.empty() ? "local" : job.coordinator;
+}
 
 std::string RankNode(const DaemonStatus& status, const JobStatus& job, const RankProgress& rank) {
   if (rank.joined && !rank.node.empty()) return rank.node;
@@ -113,7 +117,8 @@ int InspectJob(const DaemonStatus& status, const std::string& job, std::FILE* ou
   std::fprintf(out, "  world size      %u\n", j.world_size);
   std::fprintf(out, "  batch size      %u\n", j.batch_size);
   std::fprintf(out, "  batches/rank    %" PRIu64 " per epoch\n", j.batches_per_rank);
-  std::fprintf(out, "  coordinator     %s\n", Coordinator(j).c_str());
+  std::fprintf(out, "  coordinator     %s%s\n", Coordinator(j).c_str(),
+               j.coordinator.empty() ? "" : " (ranks below: this node's only)");
   std::fprintf(out, "  epoch           %" PRIu64 "\n", JobEpoch(j));
   std::fprintf(out, "  consumed        %s of the epoch's batches\n", Progress(consumed, of).c_str());
   std::fprintf(out, "  slowest rank    %s\n", Slowest(j).c_str());

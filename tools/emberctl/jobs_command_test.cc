@@ -99,5 +99,21 @@ TEST_CASE("emberctl job inspect: a row per rank, stream columns where it has one
             .find("(9 jobs (emberctl jobs lists them))") != std::string::npos);
 }
 
+TEST_CASE("a job another daemon coordinates: its address, progress over this node's ranks") {
+  DaemonStatus status = ThreeRanks();
+  JobStatus& job = status.jobs[0];
+  job.coordinator = "10.0.0.5:7000";
+  job.ranks = {{1, true, 0, 7, 3, "node-b"}};  // only this node's rank
+  const std::string out = Captured([&](std::FILE* f) { PrintJobs(status, f); });
+  INFO(out);
+  CHECK(out.find("7/10 (70%)") != std::string::npos);
+  CHECK(out.find(" 10.0.0.5:7000 node-b\n") != std::string::npos);
+  const std::string inspected =
+      Captured([&](std::FILE* f) { CHECK(InspectJob(status, "j", f, stderr) == 0); });
+  INFO(inspected);
+  CHECK(inspected.find("coordinator 10.0.0.5:7000 (ranks below: this node's only)\n") !=
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace ember::emberctl

@@ -111,6 +111,9 @@ struct JobStatus {
   uint32_t batch_size = 0;
   uint64_t batches_per_rank = 0;  // in a full epoch
   std::vector<RankProgress> ranks;
+  // Empty: this daemon coordinates the job. Else the HOST:PORT of the daemon that does,
+  // and `ranks` lists only this node's ranks.
+  std::string coordinator;
 };
 
 // A shared-memory segment (Client::OpenSharedMemory) that some ranks have not opened.
