@@ -83,24 +83,37 @@ Status OpenErrnoStatus(const std::string& what, int err) {
   return ErrnoStatus(what, err);
 }
 
+Status NotRegular(const std::string& path, mode_t mode) {
+  const char* kind = S_ISDIR(mode)    ? " (a directory)"
+                     : S_ISFIFO(mode) ? " (a FIFO)"
+                     : S_ISCHR(mode)  ? " (a character device)"
+                     : S_ISBLK(mode)  ? " (a block device)"
+                     : S_ISSOCK(mode) ? " (a socket)"
+                                      : "";
+  return InvalidArgument(path + ": not a regular file" + kind);
+}
+
 // Opens `path` (`flags`: O_RDONLY or O_WRONLY) and checks that it is a regular file;
-// *size is its size.
+// *size is its size. Anything else is refused before it is opened (a device's open may
+// act on it) and opened without blocking (a FIFO swapped in meanwhile has no writer to
+// wait for), then checked again on the descriptor.
 Result<int> OpenRegularFile(const std::string& path, uint64_t* size, int flags = O_RDONLY) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
   int fd;
   do {
-    fd = open(path.c_str(), flags | O_CLOEXEC);
+    fd = open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     const char* what = flags == O_RDONLY ? ": cannot open" : ": cannot open for writing";
     return OpenErrnoStatus(path + what, errno);
   }
   FdCloser closer(fd);
-  struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoStatus(path + ": cannot stat", errno);
-  if (!S_ISREG(st.st_mode)) {
-    return InvalidArgument(path + ": not a regular file" +
-                           (S_ISDIR(st.st_mode) ? std::string(" (a directory)") : ""));
-  }
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+    return ErrnoStatus(path + ": fcntl", errno);
   *size = static_cast<uint64_t>(st.st_size);
   return closer.Release();
 }
@@ -220,15 +233,12 @@ class PosixWritableFile : public WritableFile {
 class PosixEnv final : public Env {
  public:
   Result<std::string> ReadFile(const std::string& path) override {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(path + ": open", errno);
+    uint64_t size = 0;
+    EMBER_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
     FdCloser closer(fd);
     std::string contents;
     size_t filled = 0;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-      contents.resize(static_cast<size_t>(st.st_size));
-    }
+    contents.resize(static_cast<size_t>(size));
     while (filled < contents.size()) {
       ssize_t n = read(fd, &contents[filled], contents.size() - filled);
       if (n < 0) {

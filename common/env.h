@@ -164,7 +164,7 @@ class Env {
  public:
   virtual ~Env() = default;
 
-  // Whole-file read. kNotFound if it does not exist.
+  // Whole-file read of the regular file `path`. Errors as OpenForRead.
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
 
   // Writes `contents` to a temporary file beside `path`, fsyncs it, renames it over
@@ -186,7 +186,8 @@ class Env {
                                                                    size_t size) = 0;
 
   // Opens the regular file `path` for reading. kNotFound if it does not exist;
-  // kInvalidArgument "<path>: not a regular file" (" (a directory)") for anything else;
+  // kInvalidArgument "<path>: not a regular file" (" (a directory)", " (a FIFO)", ...)
+  // for anything else, refused without opening it or blocking in open();
   // kResourceExhausted when the process or system is out of descriptors or memory
   // (EMFILE, ENFILE, ENOMEM), so that callers can tell a bad file from a busy system.
   // Other errors are errno's status, "<path>: cannot open: <reason>".

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -10,7 +11,9 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <future>
 #include <thread>
+#include <vector>
 
 #include "common/fault_env.h"
 #include "common/temp_dir_testing.h"
@@ -232,6 +235,35 @@ TEST_CASE("OpenForRead errors name the path; out of descriptors is kResourceExha
   CHECK(no_fds.status().code() == StatusCode::kResourceExhausted);
   CHECK_THAT(no_fds.status().message(), Catch::Contains(dir + "/f: cannot open: "));
   CHECK(env->OpenForRead(dir + "/f").ok());
+}
+
+TEST_CASE("a FIFO or a device is refused without blocking, by every way of reading a file") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("not_regular");
+  const std::string fifo = dir + "/x.png";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  // Run on a thread: a blocking open() of a FIFO without a writer would never return.
+  auto refused = std::async(std::launch::async, [&] {
+    std::vector<Status> errors = {env->ReadFile(fifo).status(),
+                                  env->OpenForRead(fifo).status(),
+                                  env->MapReadOnly(fifo).status(),
+                                  env->ReadFile("/dev/zero").status()};
+    return errors;
+  });
+  if (refused.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Let the stuck open() return, so the test can end.
+    const int writer = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    refused.wait();
+    if (writer >= 0) close(writer);
+    FAIL("reading a FIFO blocked");
+  }
+  const std::vector<Status> errors = refused.get();
+  for (size_t i = 0; i < 3; ++i) {
+    INFO(errors[i].ToString());
+    CHECK(errors[i].code() == StatusCode::kInvalidArgument);
+    CHECK(errors[i].message() == fifo + ": not a regular file (a FIFO)");
+  }
+  CHECK(errors[3].message() == "/dev/zero: not a regular file (a character device)");
 }
 
 TEST_CASE("MapReadOnly maps the whole file read-only") {

@@ -89,16 +89,31 @@ class LogErrors final : public kj::TaskSet::ErrorHandler {
   }
 };
 
+// After accept() itself fails (out of descriptors: EMFILE, ENFILE), the wait before
+// accepting again; the connections already open go on meanwhile.
+constexpr kj::Duration kAcceptRetryDelay = 1 * kj::SECONDS;
+
 kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, DaemonService& service,
                              kj::Timer& timer, const RemoteJobOpener* open_remote,
                              kj::TaskSet& connections) {
-  return listener.accept().then([&, open_remote](kj::Own<kj::AsyncIoStream>&& io) {
-    auto connection = kj::heap<Connection>(service, timer, open_remote,
-                                           io.downcast<kj::AsyncCapabilityStream>());
-    auto disconnected = connection->network.onDisconnect();
-    connections.add(disconnected.attach(kj::mv(connection)));
-    return AcceptLoop(listener, service, timer, open_remote, connections);
-  });
+  // evalNow: accept() may throw at once (EMFILE), not only fail its promise.
+  return kj::evalNow([&] { return listener.accept(); })
+      .then(
+          [&, open_remote](kj::Own<kj::AsyncIoStream>&& io) -> kj::Promise<void> {
+            auto connection = kj::heap<Connection>(service, timer, open_remote,
+                                                   io.downcast<kj::AsyncCapabilityStream>());
+            auto disconnected = connection->network.onDisconnect();
+            connections.add(disconnected.attach(kj::mv(connection)));
+            return kj::READY_NOW;
+          },
+          [&timer](kj::Exception&& e) -> kj::Promise<void> {
+            spdlog::error("accepting connections failed, retrying in 1 s: {}",
+                          e.getDescription().cStr());
+            return timer.afterDelay(kAcceptRetryDelay);
+          })
+      .then([&, open_remote] {
+        return AcceptLoop(listener, service, timer, open_remote, connections);
+      });
 }
 
 // A socket file left by a daemon that died is removed; one that still answers means

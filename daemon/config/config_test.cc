@@ -291,7 +291,7 @@ TEST_CASE("LoadConfig resolves tls paths against the file's directory and checks
   CHECK(missing.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(missing.status().message(),
              Catch::StartsWith(dir + "/etc/missing.yaml: line 1, column 60: key 'tls.ca': " +
-                               dir + "/etc/ca.pem: open: ") &&
+                               dir + "/etc/ca.pem: cannot open: ") &&
                  Catch::Contains("No such file"));
 
   WriteTestFile(dir + "/etc/dir.yaml",

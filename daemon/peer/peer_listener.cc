@@ -64,7 +64,8 @@ PeerListener::PeerListener(kj::Timer& timer, PeerTls* tls, PeerBootstrapFactory 
 PeerListener::~PeerListener() = default;
 
 kj::Promise<void> PeerListener::AcceptLoop() {
-  return receiver_->acceptAuthenticated()
+  // evalNow: accepting may throw at once (EMFILE), not only fail its promise.
+  return kj::evalNow([this] { return receiver_->acceptAuthenticated(); })
       .then([this](kj::AuthenticatedStream&& raw) -> kj::Promise<void> {
         OnAccepted(kj::mv(raw));
         return kj::READY_NOW;
