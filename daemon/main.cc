@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -388,6 +389,19 @@ int Serve(const CommandLine& cli) {
                            spdlog::error("accept failed: {}", e.getDescription().cStr());
                            exit_code = 1;
                          });
+    // Jobs that never fill expire (JobLedger::ExpireUnfilled), checked every second.
+    const uint64_t fill_timeout_micros = uint64_t{config->job_fill_timeout_s} * 1000000;
+    std::function<kj::Promise<void>()> expire_jobs = [&]() -> kj::Promise<void> {
+      return io.provider->getTimer().afterDelay(1 * kj::SECONDS).then([&] {
+        for (const std::string& expired :
+             ledger.ExpireUnfilled(env->NowMicros(), fill_timeout_micros))
+          spdlog::warn("{}", expired);
+        return expire_jobs();
+      });
+    };
+    auto expiring = expire_jobs().eagerlyEvaluate([](kj::Exception&& e) {
+      spdlog::error("job expiry stopped: {}", e.getDescription().cStr());
+    });
     auto sigterm = io.unixEventPort.onSignal(SIGTERM).then([](siginfo_t) { return SIGTERM; });
     auto sigint = io.unixEventPort.onSignal(SIGINT).then([](siginfo_t) { return SIGINT; });
     int sig = sigterm.exclusiveJoin(kj::mv(sigint)).wait(io.waitScope);

@@ -158,5 +158,29 @@ TEST_CASE("running out of descriptors pauses accepting; it resumes when they are
   CheckAnswers(daemon);
 }
 
+TEST_CASE("a job whose other ranks never join expires, and its rank's stream says why") {
+  TempDir dir;
+  Daemon daemon(dir.path(), WriteDaemonConfig(dir.path(), "job_fill_timeout: 1\n"));
+  auto client = StartWithSyntheticDataset(daemon, 2000);
+  StreamOptions options = ReaderOptions("half", 1, 0);  // epochs 0: read on and on
+  options.world_size = 2;
+  auto reader = client->OpenStream(options);
+  REQUIRE(reader.ok());
+  const std::string outcome = WithinDeadline(
+      [&] {
+        for (;;) {
+          auto next = (*reader)->Next();
+          if (!next.ok()) return next.status().ToString();
+          if (!next->has_value()) return std::string("the stream ended");
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      },
+      seconds(30), [&] { daemon.Kill(); });
+  INFO(daemon.log());
+  CHECK_THAT(outcome, Catch::Contains("job 'half' expired: rank 1 of 2 did not join within 1 s"));
+  CHECK_THAT(daemon.log(), Catch::Contains("job 'half' expired"));
+  CheckAnswers(daemon);
+}
+
 }  // namespace
 }  // namespace ember::testing

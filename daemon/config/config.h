@@ -43,6 +43,9 @@ struct DaemonConfig {
   // key: reconnect_timeout; seconds (1..3600) a rank's stream keeps trying to reach its
   // job's coordinating daemon (another node's) again before it fails.
   uint32_t reconnect_timeout_s = 60;
+  // key: job_fill_timeout; seconds (1..86400) a job may wait for every rank of its world
+  // to join (after it is created, or replayed at startup) before it expires.
+  uint32_t job_fill_timeout_s = 600;
 };
 
 // Parses YAML text; `source` names it in errors, with the place (common/strict_yaml.h):
@@ -56,7 +59,7 @@ Result<DaemonConfig> ParseConfig(const std::string& yaml_text, const std::string
 // Reads `path` through env and parses it. Relative tls file paths are resolved against
 // the directory of `path`; each tls file must be readable, else kInvalidArgument naming
 // the key and the path ("emberd.yaml: line 5, column 9: key 'tls.ca': /etc/ember/ca.pem:
-// open: No such file or directory").
+// cannot open: No such file or directory").
 Result<DaemonConfig> LoadConfig(Env& env, const std::string& path);
 
 // kInvalidArgument when `listen` is set and `tls` is not: "key 'listen' (HOST:PORT) needs

@@ -30,6 +30,7 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.tls == PeerTlsMode::kUnset);
   CHECK(c.node_name.empty());
   CHECK(c.reconnect_timeout_s == 60);
+  CHECK(c.job_fill_timeout_s == 600);
 }
 
 TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names every key") {
@@ -45,7 +46,7 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
   std::string text = *env->ReadFile(path);
   for (const char* key :
        {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level",
-        "plugins", "reconnect_timeout"}) {
+        "plugins", "reconnect_timeout", "job_fill_timeout"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
@@ -73,7 +74,8 @@ TEST_CASE("every key is read") {
       "shm_budget: 512MiB\n"
       "ring_slots: 32\n"
       "log_level: debug\n"
-      "reconnect_timeout: 5\n",
+      "reconnect_timeout: 5\n"
+      "job_fill_timeout: 30\n",
       "all.yaml");
   INFO(config.status().ToString());
   REQUIRE(config.ok());
@@ -85,6 +87,8 @@ TEST_CASE("every key is read") {
   CHECK(config->log_level == "debug");
   CHECK(config->reconnect_timeout_s == 5);
   CHECK_THAT(ErrorOf("reconnect_timeout: 0\n"), Catch::Contains("1..3600"));
+  CHECK(config->job_fill_timeout_s == 30);
+  CHECK_THAT(ErrorOf("job_fill_timeout: 0\n"), Catch::Contains("1..86400"));
 }
 
 TEST_CASE("keys left out keep their defaults") {

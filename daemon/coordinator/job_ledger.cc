@@ -92,6 +92,8 @@ Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& p
 Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParams& params) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
+  if (it == jobs_.end() && expired_.erase(job) != 0)
+    expired_order_.erase(std::find(expired_order_.begin(), expired_order_.end(), job));
   if (it != jobs_.end()) {
     JobState& state = it->second;
     EMBER_RETURN_IF_ERROR(CheckSameJob(job, rank, state.params, params));
@@ -136,7 +138,7 @@ Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParam
 Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  if (it == jobs_.end()) return Missing(job);
   return NextLocked(job, it->second, rank, epoch);
 }
 
@@ -148,7 +150,7 @@ std::vector<Result<BatchLease>> JobLedger::Next(const std::string& job,
   auto it = jobs_.find(job);
   for (const RankWant& want : wants) {
     if (it == jobs_.end())
-      out.push_back(NotFound(JobName(job) + " does not exist"));
+      out.push_back(Missing(job));
     else
       out.push_back(NextLocked(job, it->second, want.rank, want.epoch));
   }
@@ -191,7 +193,7 @@ Result<BatchLease> JobLedger::NextLocked(const std::string& job, JobState& state
 Status JobLedger::Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  if (it == jobs_.end()) return Missing(job);
   bool committed = false;
   Status status = CommitLocked(job, it->second, rank, epoch, batch, &committed);
   if (committed && observer_ != nullptr) observer_->BatchCommitted(job, epoch, batch, {rank});
@@ -208,7 +210,7 @@ std::vector<Status> JobLedger::Commit(const std::string& job,
   std::map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>> reports;
   for (const RankBatch& c : commits) {
     if (it == jobs_.end()) {
-      out.push_back(NotFound(JobName(job) + " does not exist"));
+      out.push_back(Missing(job));
       continue;
     }
     bool committed = false;
@@ -245,7 +247,7 @@ Status JobLedger::Resume(const std::string& job, uint32_t rank,
                          const std::vector<HeldBatch>& held) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  if (it == jobs_.end()) return Missing(job);
   JobState& state = it->second;
   if (rank >= state.joined.size() || !state.joined[rank])
     return NotFound(RankName(job, rank) + " is not joined");
@@ -333,7 +335,7 @@ void JobLedger::Leave(const std::string& job, uint32_t rank) {
 Result<uint64_t> JobLedger::BatchesPerRank(const std::string& job) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  if (it == jobs_.end()) return Missing(job);
   return it->second.batches_per_rank;
 }
 
@@ -379,6 +381,52 @@ void JobLedger::SetRankNode(const std::string& job, uint32_t rank, const std::st
   if (it == jobs_.end() || rank >= it->second.joined.size() || !it->second.joined[rank]) return;
   it->second.nodes.resize(it->second.params.world_size);
   it->second.nodes[rank] = node;
+}
+
+Status JobLedger::Missing(const std::string& job) const {
+  auto expired = expired_.find(job);
+  if (expired != expired_.end()) return FailedPrecondition(expired->second);
+  return NotFound(JobName(job) + " does not exist");
+}
+
+std::vector<std::string> JobLedger::ExpireUnfilled(uint64_t now_micros, uint64_t timeout_micros) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    JobState& state = it->second;
+    std::vector<uint32_t> missing;
+    for (uint32_t r = 0; r < state.ever_joined.size(); ++r)
+      if (!state.ever_joined[r]) missing.push_back(r);
+    if (missing.empty()) {
+      state.unfilled_since = 0;
+      ++it;
+      continue;
+    }
+    if (state.unfilled_since == 0) state.unfilled_since = std::max<uint64_t>(now_micros, 1);
+    if (now_micros < state.unfilled_since + timeout_micros) {
+      ++it;
+      continue;
+    }
+    std::string ranks;
+    for (size_t i = 0; i < missing.size() && i < 8; ++i)
+      ranks += (i == 0 ? "" : ", ") + std::to_string(missing[i]);
+    if (missing.size() > 8) ranks += " and " + std::to_string(missing.size() - 8) + " more";
+    std::string message = JobName(it->first) + " expired: rank" +
+                          (missing.size() == 1 ? " " : "s ") + ranks + " of " +
+                          std::to_string(state.params.world_size) + " did not join within " +
+                          std::to_string(timeout_micros / 1000000) + " s";
+    const std::string job = it->first;
+    it = jobs_.erase(it);
+    if (observer_ != nullptr) observer_->JobForgotten(job);
+    if (expired_.size() >= kExpiredRemembered) {
+      expired_.erase(expired_order_.front());
+      expired_order_.pop_front();
+    }
+    expired_[job] = message;
+    expired_order_.push_back(job);
+    out.push_back(std::move(message));
+  }
+  return out;
 }
 
 void JobLedger::SetObserver(LedgerObserver* observer) {
@@ -431,7 +479,7 @@ Status JobLedger::ReplayConsumed(const std::string& job, uint32_t rank, uint64_t
                                  uint64_t first, uint64_t end) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  if (it == jobs_.end()) return Missing(job);
   JobState& state = it->second;
   if (rank >= state.params.world_size)
     return InvalidArgument(RankName(job, rank) + " is out of range for world_size " +
@@ -453,7 +501,7 @@ Status JobLedger::ReplayConsumed(const std::string& job, uint32_t rank, uint64_t
 Status JobLedger::ReplayEpochsFinished(const std::string& job, uint64_t first, uint64_t end) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return NotFound(JobName(job) + " does not exist");
+  if (it == jobs_.end()) return Missing(job);
   JobState& state = it->second;
   for (uint64_t epoch = std::max(first, state.finished_below); epoch < end; ++epoch) {
     state.epochs.erase(epoch);

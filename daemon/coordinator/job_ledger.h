@@ -21,7 +21,10 @@
 // positions of start_epoch's order before start_position were consumed by an earlier run,
 // possibly with another world size or batch size.
 // A job is forgotten once every rank of its world has joined and all have left, so a rank
-// that finishes (or crashes) before another rank joins does not reset the job.
+// that finishes (or crashes) before another rank joins does not reset the job. A job that
+// never fills (some rank never joins, e.g. a failed launch; or a replayed job nobody comes
+// back to) is expired by ExpireUnfilled; its remaining ranks' calls then fail with
+// kFailedPrecondition saying so.
 //
 // Durability: the ledger itself is in memory. It reports each change of its durable state
 // (a job created, a batch consumed, a job forgotten; never leases) to a LedgerObserver,
@@ -34,6 +37,7 @@
 #define EMBER_DAEMON_COORDINATOR_JOB_LEDGER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -155,6 +159,16 @@ class JobLedger final : public JobCoordinator {
   Result<uint64_t> BatchesPerRank(const std::string& job) const override;
   std::vector<JobSummary> Summaries() const;
 
+  // Forgets every job that has not had each rank of its world join since it was created
+  // (or replayed) for `timeout_micros`, counted from the first call that saw it unfilled
+  // (so call it periodically, e.g. every second, with the current time). Reported to the
+  // observer as forgotten. Later calls for such a job fail with kFailedPrecondition
+  // "job 'j' expired: rank 1 of 2 did not join within 600 s" (the last
+  // kExpiredRemembered expired names are remembered; a new Join of the name starts a new
+  // job). Returns those messages, one per job expired now.
+  std::vector<std::string> ExpireUnfilled(uint64_t now_micros, uint64_t timeout_micros);
+  static constexpr size_t kExpiredRemembered = 256;
+
   // From now on reports changes to `observer` (not owned; null: to nobody). It must stay
   // valid until it is replaced; this call waits for a report in progress.
   void SetObserver(LedgerObserver* observer);
@@ -210,6 +224,7 @@ class JobLedger final : public JobCoordinator {
     uint64_t epochs_started = 0;
     uint64_t batches_leased = 0;
     uint64_t batches_committed = 0;
+    uint64_t unfilled_since = 0;  // ExpireUnfilled's first sight of it unfilled; 0: none
 
     bool IsFinished(uint64_t epoch) const {
       return epoch < finished_below || finished_above.count(epoch) > 0;
@@ -241,8 +256,14 @@ class JobLedger final : public JobCoordinator {
 
   friend class JobLedgerTestPeer;  // job_ledger_test.cc: checks that memory stays bounded
 
+  // kNotFound "job 'j' does not exist", or the expiry of a job of that name. Requires mu_.
+  Status Missing(const std::string& job) const;
+
   mutable std::mutex mu_;
   std::map<std::string, JobState> jobs_;  // guarded by mu_
+  // Expired jobs' messages, by name, and their names oldest first; guarded by mu_.
+  std::map<std::string, std::string> expired_;
+  std::deque<std::string> expired_order_;
   LedgerObserver* observer_ = nullptr;    // guarded by mu_; not owned
 };
 

@@ -494,6 +494,50 @@ TEST_CASE("batched Next and Commit for a node's ranks match the one-rank calls")
   batched.SetObserver(nullptr);
 }
 
+TEST_CASE("a job that never fills expires; its ranks are told why; the name can start again") {
+  JobLedger ledger;
+  RecordingObserver observer;
+  ledger.SetObserver(&observer);
+  const JobParams p = Params(100, 10, 3);
+  MustJoin(ledger, "lonely", 0, p);
+  MustJoin(ledger, "full", 0, Params(100, 10, 1));
+  const BatchLease lease = MustNext(ledger, "lonely", 0, 0);
+  constexpr uint64_t kSecond = 1000000;
+  CHECK(ledger.ExpireUnfilled(5 * kSecond, 60 * kSecond).empty());   // first seen unfilled
+  CHECK(ledger.ExpireUnfilled(64 * kSecond, 60 * kSecond).empty());  // 59 s later
+  const std::vector<std::string> expired = ledger.ExpireUnfilled(65 * kSecond, 60 * kSecond);
+  REQUIRE(expired.size() == 1);  // "full" has all of its one rank
+  const std::string message = "job 'lonely' expired: ranks 1, 2 of 3 did not join within 60 s";
+  CHECK(expired[0] == message);
+  CHECK(observer.reports.back() == "forgotten lonely");
+  Result<BatchLease> next = ledger.Next("lonely", 0, 0);
+  CHECK(next.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(next.status().message() == message);
+  CHECK(ledger.Commit("lonely", 0, 0, lease.batch).message() == message);
+  CHECK(ledger.Next("never", 0, 0).status().code() == StatusCode::kNotFound);
+  // A new job of the name starts afresh.
+  MustJoin(ledger, "lonely", 1, p);
+  CHECK(MustNext(ledger, "lonely", 1, 0).batch == 0);
+  // Once every rank has joined, it no longer expires, even after they leave again.
+  MustJoin(ledger, "lonely", 0, p);
+  MustJoin(ledger, "lonely", 2, p);
+  ledger.Leave("lonely", 2);
+  CHECK(ledger.ExpireUnfilled(1000 * kSecond, 60 * kSecond).empty());
+  CHECK(ledger.ExpireUnfilled(2000 * kSecond, 60 * kSecond).empty());
+  CHECK(FindSummary(ledger.Summaries(), "lonely") != nullptr);
+  ledger.SetObserver(nullptr);
+}
+
+TEST_CASE("a replayed job nobody comes back to expires as well") {
+  JobLedger ledger;
+  REQUIRE(ledger.ReplayJob("old", Params(100, 10, 2)).ok());
+  CHECK(ledger.ExpireUnfilled(1, 10).empty());
+  const std::vector<std::string> expired = ledger.ExpireUnfilled(11, 10);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0] == "job 'old' expired: ranks 0, 1 of 2 did not join within 0 s");
+  CHECK(ledger.Summaries().empty());
+}
+
 TEST_CASE("Summaries count epochs, leases and commits per job") {
   JobLedger ledger;
   CHECK(ledger.Summaries().empty());
