@@ -4,10 +4,14 @@
 // inspect` show a job's progress per rank. And `emberctl pack`, which needs no daemon,
 // with its flags.
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -72,6 +76,25 @@ TEST_CASE("emberctl dataset add rejects truncated and corrupt IDX files") {
   CHECK(after.out == listing);
   CHECK(kill(daemon.pid(), 0) == 0);
   daemon.Stop();
+}
+
+TEST_CASE("emberctl gives up on a daemon that does not answer, after --timeout") {
+  TempDir tmp;
+  // A socket that takes connections into its backlog and never answers.
+  const std::string path = tmp.path() + "/silent.sock";
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(listen(fd, 8) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  Run silent = Emberctl(tmp.path(), {"--socket", path, "--timeout", "1", "status"});
+  close(fd);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK(silent.exit_code != 0);
+  CHECK_THAT(silent.err, Catch::Contains("emberd at " + path + " did not answer within 1000 ms"));
 }
 
 TEST_CASE("emberctl explains a missing daemon, an unknown dataset and bad arguments") {

@@ -109,8 +109,10 @@ class Client::Impl {
     if (thread_.joinable()) thread_.join();
   }
 
-  Status Start(const std::string& socket_path, std::chrono::milliseconds timeout) {
+  Status Start(const std::string& socket_path, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds call_timeout = std::chrono::milliseconds(0)) {
     socket_path_ = socket_path;
+    call_timeout_ = call_timeout;
     thread_ = std::thread([this, timeout] { Run(timeout); });
     std::unique_lock<std::mutex> lock(mu_);
     started_cv_.wait(lock, [this] { return started_; });
@@ -122,8 +124,16 @@ class Client::Impl {
   R Call(Fn&& fn) {
     if (!connected_->load()) return R(Unavailable("not connected to emberd at " + socket_path_));
     try {
-      return executor_->executeSync([&]() -> kj::Promise<R> { return fn(*state_); });
+      return executor_->executeSync([&]() -> kj::Promise<R> {
+        if (call_timeout_.count() <= 0) return fn(*state_);
+        return state_->io->provider->getTimer().timeoutAfter(
+            call_timeout_.count() * kj::MILLISECONDS, fn(*state_));
+      });
     } catch (const kj::Exception& e) {
+      if (e.getType() == kj::Exception::Type::OVERLOADED &&
+          e.getDescription().startsWith("operation timed out"))
+        return R(DeadlineExceeded("emberd at " + socket_path_ + " did not answer within " +
+                                  std::to_string(call_timeout_.count()) + " ms"));
       return R(rpc_status::FromException(e));
     }
   }
@@ -180,6 +190,7 @@ class Client::Impl {
   }
 
   std::string socket_path_;
+  std::chrono::milliseconds call_timeout_{0};
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable started_cv_;
@@ -201,7 +212,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
   }
   auto impl = std::make_unique<Impl>();
-  EMBER_RETURN_IF_ERROR(impl->Start(path, options.connect_timeout));
+  EMBER_RETURN_IF_ERROR(impl->Start(path, options.connect_timeout, options.call_timeout));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -113,6 +114,11 @@ int main(int argc, char** argv) {
   std::string socket;
   app.add_option("--socket", socket, "emberd's unix socket (default: $EMBER_SOCKET, else " +
                                          std::string(ember::kDefaultSocket) + ")");
+  uint32_t timeout_s = 60;
+  app.add_option("--timeout", timeout_s,
+                 "seconds to wait for emberd to connect and to answer each request")
+      ->check(CLI::Range(1u, 86400u))
+      ->capture_default_str();
 
   auto* status_cmd = app.add_subcommand("status", "datasets, jobs and streams with their rates");
 
@@ -165,6 +171,8 @@ int main(int argc, char** argv) {
 
   ember::ClientOptions options;
   options.socket_path = socket;
+  options.connect_timeout = std::chrono::seconds(timeout_s);
+  options.call_timeout = std::chrono::seconds(timeout_s);
   auto client = Client::Connect(options);
   if (!client.ok()) return Fail("connect", client.status());
   Client& c = **client;

@@ -24,6 +24,10 @@ namespace ember {
 struct ClientOptions {
   std::string socket_path;  // empty: $EMBER_SOCKET, else kDefaultSocket
   std::chrono::milliseconds connect_timeout{5000};
+  // Each call's answer, at most; past it the call fails with kDeadlineExceeded. 0: no
+  // limit (the default: a call that waits, such as KvGet or a barrier, has its own
+  // timeout; a stream's batches come through its ring).
+  std::chrono::milliseconds call_timeout{0};
 };
 
 inline constexpr const char* kDefaultSocket = "/run/ember/emberd.sock";
