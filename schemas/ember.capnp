@@ -158,8 +158,8 @@ struct DaemonStatus {
 #
 # Limits of the connection: one message (a call or its results) holds at most 64 MiB
 # (Cap'n Proto's default traversal limit of 8 Mi words, which emberd keeps) and at most 4
-# file descriptors. Key-value values, key lists and dataset lists have no limit of their
-# own yet beyond that.
+# file descriptors. Key-value sizes have their own limits (Job); key lists and dataset
+# lists have none yet beyond that.
 #
 # What a connection holds (its streams, its jobs) is released when the client drops the
 # capability or the connection ends, also when the client process dies.
@@ -198,8 +198,9 @@ interface Daemon {
 # timeoutMs = 0 does not wait: kvGet returns a key that is already there and fails
 # otherwise; a barrier arrival completes only if it is the round's last.
 interface Job {
-  # The key-value store: no limit yet on the number of keys nor on their sizes (beyond the
-  # message size).
+  # The key-value store. Per job at most 16384 keys of up to 1 KiB, values of up to 1 MiB,
+  # 16 MiB of keys and values in all, and 4096 waits (kvGet, barrier) pending:
+  # resource_exhausted past them, naming the limit.
   kvSet @0 (key :Text, value :Data) -> ();
   # Waits for the key to be set (kvSet or kvAdd).
   kvGet @1 (key :Text, timeoutMs :UInt32) -> (value :Data);
@@ -212,7 +213,7 @@ interface Job {
 
   # Returns once worldSize callers have reached `barrier` (the round then resets, so a
   # barrier can be reused). invalid_argument: worldSize 0 or unlike the current round's.
-  # No limit yet on worldSize nor on the number of barriers.
+  # Waiting arrivals count against the job's 4096 pending waits; names up to 1 KiB.
   barrier @5 (barrier :Text, worldSize :UInt32, timeoutMs :UInt32) -> ();
 
   # A zero-filled shared-memory segment (a memfd, sealed against resizing only) that the

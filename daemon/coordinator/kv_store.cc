@@ -1,5 +1,6 @@
 #include "daemon/coordinator/kv_store.h"
 
+#include <algorithm>
 #include <charconv>
 #include <utility>
 
@@ -12,29 +13,96 @@ std::string Where(const std::string& job, const std::string& what, const std::st
 
 }  // namespace
 
-void KvStore::Set(const std::string& job, const std::string& key, std::string value) {
-  values_[job][key] = std::move(value);
-  FireGetters(job, key);
+Status KvStore::CheckStore(const std::string& job, const std::string& key,
+                           size_t value_bytes) const {
+  if (key.size() > limits_.max_key_bytes)
+    return ResourceExhausted("job '" + job + "': a key of " + std::to_string(key.size()) +
+                             " bytes is over the limit of " +
+                             std::to_string(limits_.max_key_bytes));
+  if (value_bytes > limits_.max_value_bytes)
+    return ResourceExhausted(Where(job, "key", key) + ": a value of " +
+                             std::to_string(value_bytes) + " bytes is over the limit of " +
+                             std::to_string(limits_.max_value_bytes));
+  size_t old_bytes = 0, keys = 0, bytes = 0;
+  auto jit = values_.find(job);
+  if (jit != values_.end()) {
+    keys = jit->second.size();
+    auto kit = jit->second.find(key);
+    if (kit != jit->second.end()) old_bytes = key.size() + kit->second.size();
+    else if (keys >= limits_.max_job_keys)
+      return ResourceExhausted("job '" + job + "' holds " + std::to_string(keys) +
+                               " keys, the limit");
+  }
+  auto uit = usage_.find(job);
+  if (uit != usage_.end()) bytes = uit->second.bytes;
+  if (bytes - old_bytes + key.size() + value_bytes > limits_.max_job_bytes)
+    return ResourceExhausted(Where(job, "key", key) + ": the job's keys and values would take " +
+                             std::to_string(bytes - old_bytes + key.size() + value_bytes) +
+                             " bytes, over the limit of " + std::to_string(limits_.max_job_bytes));
+  return Status::Ok();
 }
 
-std::optional<KvStore::WaiterId> KvStore::Get(const std::string& job, const std::string& key,
-                                              ValueCallback on_value) {
+Status KvStore::CheckWaiter(const std::string& job, const std::string& what,
+                            const std::string& name) const {
+  if (name.size() > limits_.max_key_bytes)
+    return ResourceExhausted("job '" + job + "': a " + what + " name of " +
+                             std::to_string(name.size()) + " bytes is over the limit of " +
+                             std::to_string(limits_.max_key_bytes));
+  auto uit = usage_.find(job);
+  if (uit != usage_.end() && uit->second.waiters >= limits_.max_job_waiters)
+    return ResourceExhausted(Where(job, what, name) + ": the job has " +
+                             std::to_string(uit->second.waiters) +
+                             " waits pending, the limit");
+  return Status::Ok();
+}
+
+void KvStore::Store(const std::string& job, const std::string& key, std::string value) {
+  Usage& usage = usage_[job];
+  auto [it, added] = values_[job].try_emplace(key);
+  if (!added) usage.bytes -= key.size() + it->second.size();
+  usage.bytes += key.size() + value.size();
+  it->second = std::move(value);
+}
+
+void KvStore::AddWaiter(WaiterId id, Waiter waiter) {
+  ++usage_[waiter.job].waiters;
+  waiters_.emplace(id, std::move(waiter));
+}
+
+std::map<KvStore::WaiterId, KvStore::Waiter>::iterator KvStore::EraseWaiter(
+    std::map<WaiterId, Waiter>::iterator it) {
+  auto uit = usage_.find(it->second.job);
+  if (uit != usage_.end() && uit->second.waiters > 0) --uit->second.waiters;
+  return waiters_.erase(it);
+}
+
+Status KvStore::Set(const std::string& job, const std::string& key, std::string value) {
+  EMBER_RETURN_IF_ERROR(CheckStore(job, key, value.size()));
+  Store(job, key, std::move(value));
+  FireGetters(job, key);
+  return Status::Ok();
+}
+
+Result<std::optional<KvStore::WaiterId>> KvStore::Get(const std::string& job,
+                                                      const std::string& key,
+                                                      ValueCallback on_value) {
   auto jit = values_.find(job);
   if (jit != values_.end()) {
     auto kit = jit->second.find(key);
     if (kit != jit->second.end()) {
       const std::string value = kit->second;  // the callback may change the store
       on_value(value);
-      return std::nullopt;
+      return std::optional<WaiterId>();
     }
   }
+  EMBER_RETURN_IF_ERROR(CheckWaiter(job, "key", key));
   const WaiterId id = next_id_++;
   Waiter waiter;
   waiter.job = job;
   waiter.key = key;
   waiter.on_value = std::move(on_value);
-  waiters_.emplace(id, std::move(waiter));
-  return id;
+  AddWaiter(id, std::move(waiter));
+  return std::optional<WaiterId>(id);
 }
 
 Result<int64_t> KvStore::Add(const std::string& job, const std::string& key, int64_t delta) {
@@ -57,7 +125,9 @@ Result<int64_t> KvStore::Add(const std::string& job, const std::string& key, int
     return InvalidArgument(Where(job, "key", key) + ": " + std::to_string(current) + " + " +
                            std::to_string(delta) + " overflows int64");
   }
-  values_[job][key] = std::to_string(sum);
+  std::string value = std::to_string(sum);
+  EMBER_RETURN_IF_ERROR(CheckStore(job, key, value.size()));
+  Store(job, key, std::move(value));
   FireGetters(job, key);
   return sum;
 }
@@ -73,9 +143,14 @@ bool KvStore::Check(const std::string& job, const std::vector<std::string>& keys
 bool KvStore::Delete(const std::string& job, const std::string& key) {
   auto jit = values_.find(job);
   if (jit == values_.end()) return false;
-  const bool erased = jit->second.erase(key) > 0;
+  auto kit = jit->second.find(key);
+  if (kit == jit->second.end()) return false;
+  Usage& usage = usage_[job];
+  usage.bytes -= std::min(usage.bytes, key.size() + kit->second.size());
+  jit->second.erase(kit);
   if (jit->second.empty()) values_.erase(jit);
-  return erased;
+  if (usage.bytes == 0 && usage.waiters == 0) usage_.erase(job);
+  return true;
 }
 
 Result<std::optional<KvStore::WaiterId>> KvStore::Arrive(const std::string& job,
@@ -93,6 +168,7 @@ Result<std::optional<KvStore::WaiterId>> KvStore::Arrive(const std::string& job,
   }
   const size_t arrived = bit == barriers_.end() ? 0 : bit->second.arrived.size();
   if (arrived + 1 < world_size) {
+    EMBER_RETURN_IF_ERROR(CheckWaiter(job, "barrier", name));
     if (bit == barriers_.end()) {
       bit = barriers_.emplace(std::make_pair(job, name), Barrier{}).first;
       bit->second.world_size = world_size;
@@ -103,7 +179,7 @@ Result<std::optional<KvStore::WaiterId>> KvStore::Arrive(const std::string& job,
     waiter.key = name;
     waiter.barrier = true;
     waiter.on_done = std::move(on_done);
-    waiters_.emplace(id, std::move(waiter));
+    AddWaiter(id, std::move(waiter));
     bit->second.arrived.push_back(id);
     return std::optional<WaiterId>(id);
   }
@@ -114,7 +190,7 @@ Result<std::optional<KvStore::WaiterId>> KvStore::Arrive(const std::string& job,
     for (WaiterId id : bit->second.arrived) {
       auto wit = waiters_.find(id);
       done.push_back(std::move(wit->second.on_done));
-      waiters_.erase(wit);
+      EraseWaiter(wit);
     }
     barriers_.erase(bit);
   }
@@ -139,11 +215,12 @@ void KvStore::CancelWaiter(WaiterId id) {
       if (arrived.empty()) barriers_.erase(bit);
     }
   }
-  waiters_.erase(wit);
+  EraseWaiter(wit);
 }
 
 void KvStore::DropJob(const std::string& job) {
   values_.erase(job);
+  usage_.erase(job);
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     it = it->second.job == job ? waiters_.erase(it) : std::next(it);
   }
@@ -161,7 +238,7 @@ void KvStore::FireGetters(const std::string& job, const std::string& key) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (!it->second.barrier && it->second.job == job && it->second.key == key) {
       ready.push_back(std::move(it->second.on_value));
-      it = waiters_.erase(it);
+      it = EraseWaiter(it);
     } else {
       ++it;
     }

@@ -20,22 +20,36 @@
 
 namespace ember::daemon {
 
+// What one job may hold, so that no client grows the daemon without bound. Past a limit
+// the call fails with kResourceExhausted naming the job, the limit and the size.
+struct KvLimits {
+  size_t max_key_bytes = 1024;                 // keys and barrier names
+  size_t max_value_bytes = size_t{1} << 20;    // one value
+  size_t max_job_bytes = size_t{16} << 20;     // all keys and values of a job
+  size_t max_job_keys = 16384;
+  size_t max_job_waiters = 4096;               // pending Gets and barrier arrivals
+};
+
 class KvStore {
  public:
   using WaiterId = uint64_t;
   using ValueCallback = std::function<void(const std::string& value)>;
   using DoneCallback = std::function<void()>;
 
-  void Set(const std::string& job, const std::string& key, std::string value);
+  explicit KvStore(KvLimits limits = {}) : limits_(limits) {}
+
+  // Stores the value (replacing any). kResourceExhausted past a limit; nothing changes then.
+  Status Set(const std::string& job, const std::string& key, std::string value);
 
   // Runs `on_value` now if the key exists (returns nullopt), else later (returns an id
-  // for CancelWaiter).
-  std::optional<WaiterId> Get(const std::string& job, const std::string& key,
-                              ValueCallback on_value);
+  // for CancelWaiter). kResourceExhausted for a key too long or too many waiters.
+  Result<std::optional<WaiterId>> Get(const std::string& job, const std::string& key,
+                                      ValueCallback on_value);
 
   // Treats the value as a decimal int64 (missing = 0), adds delta, stores and returns it.
-  // kInvalidArgument if the existing value is not an integer or the sum overflows int64;
-  // the stored value is then unchanged. Runs pending Gets of the key like Set.
+  // kInvalidArgument if the existing value is not an integer or the sum overflows int64,
+  // kResourceExhausted past a limit; the stored value is then unchanged. Runs pending
+  // Gets of the key like Set.
   Result<int64_t> Add(const std::string& job, const std::string& key, int64_t delta);
 
   bool Check(const std::string& job, const std::vector<std::string>& keys) const;
@@ -47,7 +61,8 @@ class KvStore {
   // earlier ones get an id for CancelWaiter.
   // kInvalidArgument if world_size is 0 or differs from the one the current round was
   // opened with (a round opens with its first arrival and closes when it completes or
-  // every participant has been cancelled).
+  // every participant has been cancelled); kResourceExhausted for a name too long or too
+  // many waiters.
   Result<std::optional<WaiterId>> Arrive(const std::string& job, const std::string& name,
                                          uint32_t world_size, DoneCallback on_done);
 
@@ -78,7 +93,24 @@ class KvStore {
   // key's current value.
   void FireGetters(const std::string& job, const std::string& key);
 
+  // What a job holds now, against limits_.
+  struct Usage {
+    size_t bytes = 0;  // keys and values
+    size_t waiters = 0;
+  };
+  // OK if `job` may store `key` = a value of `value_bytes` (replacing what it has).
+  Status CheckStore(const std::string& job, const std::string& key, size_t value_bytes) const;
+  // OK if `job` may add a waiter on `name` (a key or a barrier).
+  Status CheckWaiter(const std::string& job, const std::string& what,
+                     const std::string& name) const;
+  // Stores and accounts for the value (checked). Does not fire getters.
+  void Store(const std::string& job, const std::string& key, std::string value);
+  void AddWaiter(WaiterId id, Waiter waiter);
+  std::map<WaiterId, Waiter>::iterator EraseWaiter(std::map<WaiterId, Waiter>::iterator it);
+
+  const KvLimits limits_;
   WaiterId next_id_ = 1;
+  std::map<std::string, Usage> usage_;  // by job; entries for jobs holding something
   std::map<std::string, std::map<std::string, std::string>> values_;  // job -> key -> value
   std::map<WaiterId, Waiter> waiters_;
   std::map<std::pair<std::string, std::string>, Barrier> barriers_;   // (job, name)

@@ -30,57 +30,59 @@ std::optional<KvStore::WaiterId> MustArrive(KvStore& kv, const std::string& job,
 
 TEST_CASE("Get of an existing key answers at once") {
   KvStore kv;
-  kv.Set("j", "addr", "10.0.0.1:29500");
+  REQUIRE(kv.Set("j", "addr", "10.0.0.1:29500").ok());
   Got got;
-  CHECK_FALSE(kv.Get("j", "addr", got.Callback()).has_value());
+  CHECK_FALSE(kv.Get("j", "addr", got.Callback())->has_value());
   CHECK(got.calls == 1);
   CHECK(got.value == "10.0.0.1:29500");
-  kv.Set("j", "addr", "10.0.0.2:29500");  // overwrite: the answered Get is not run again
+  // Overwrite: the answered Get is not run again.
+  REQUIRE(kv.Set("j", "addr", "10.0.0.2:29500").ok());
   CHECK(got.calls == 1);
   Got again;
-  CHECK_FALSE(kv.Get("j", "addr", again.Callback()).has_value());
+  CHECK_FALSE(kv.Get("j", "addr", again.Callback())->has_value());
   CHECK(again.value == "10.0.0.2:29500");
 }
 
 TEST_CASE("Get of a missing key waits for the Set, and runs exactly once") {
   KvStore kv;
   Got a, b, other;
-  std::optional<KvStore::WaiterId> ida = kv.Get("j", "nccl_id", a.Callback());
-  std::optional<KvStore::WaiterId> idb = kv.Get("j", "nccl_id", b.Callback());
-  std::optional<KvStore::WaiterId> ido = kv.Get("j", "other", other.Callback());
+  std::optional<KvStore::WaiterId> ida = *kv.Get("j", "nccl_id", a.Callback());
+  std::optional<KvStore::WaiterId> idb = *kv.Get("j", "nccl_id", b.Callback());
+  std::optional<KvStore::WaiterId> ido = *kv.Get("j", "other", other.Callback());
   REQUIRE(ida.has_value());
   REQUIRE(idb.has_value());
   CHECK(ido.has_value());
   CHECK(*ida != *idb);
   CHECK(a.calls == 0);
 
-  kv.Set("j", "nccl_id", "abc");
+  REQUIRE(kv.Set("j", "nccl_id", "abc").ok());
   CHECK(a.calls == 1);
   CHECK(a.value == "abc");
   CHECK(b.calls == 1);
   CHECK(b.value == "abc");
   CHECK(other.calls == 0);
 
-  kv.Set("j", "nccl_id", "def");
+  REQUIRE(kv.Set("j", "nccl_id", "def").ok());
   CHECK(a.calls == 1);
   CHECK(b.calls == 1);
   kv.CancelWaiter(*ida);  // already answered: a no-op
-  kv.Set("j", "other", "x");
+  REQUIRE(kv.Set("j", "other", "x").ok());
   CHECK(other.calls == 1);
 }
 
 TEST_CASE("a Get callback may use the store") {
   KvStore kv;
   std::vector<std::string> seen;
-  std::optional<KvStore::WaiterId> id = kv.Get("j", "k", [&](const std::string& v) {
+  std::optional<KvStore::WaiterId> id = *kv.Get("j", "k", [&](const std::string& v) {
     seen.push_back(v);
-    kv.Set("j", "k", v + "!");  // must not re-run this (already removed) waiter
+    // Must not re-run this (already removed) waiter.
+    REQUIRE(kv.Set("j", "k", v + "!").ok());
   });
   REQUIRE(id.has_value());
-  kv.Set("j", "k", "v");
+  REQUIRE(kv.Set("j", "k", "v").ok());
   CHECK(seen == std::vector<std::string>{"v"});
   Got got;
-  kv.Get("j", "k", got.Callback());
+  REQUIRE(kv.Get("j", "k", got.Callback()).ok());
   CHECK(got.value == "v!");
 }
 
@@ -93,33 +95,33 @@ TEST_CASE("Add counts from zero, stores decimals and refuses non-integers") {
   REQUIRE(r.ok());
   CHECK(*r == -2);
   Got got;
-  kv.Get("j", "n", got.Callback());
+  REQUIRE(kv.Get("j", "n", got.Callback()).ok());
   CHECK(got.value == "-2");
 
-  kv.Set("j", "m", "41");
+  REQUIRE(kv.Set("j", "m", "41").ok());
   r = kv.Add("j", "m", 1);
   REQUIRE(r.ok());
   CHECK(*r == 42);
 
   for (const char* bad : {"abc", "12x", "", " 3", "1.5", "99999999999999999999"}) {
     INFO("value '" << bad << "'");
-    kv.Set("j", "s", bad);
+    REQUIRE(kv.Set("j", "s", bad).ok());
     Result<int64_t> bad_add = kv.Add("j", "s", 1);
     CHECK(bad_add.status().code() == StatusCode::kInvalidArgument);
     CHECK_THAT(bad_add.status().message(), Catch::Contains("key 's'"));
     Got unchanged;
-    kv.Get("j", "s", unchanged.Callback());
+    REQUIRE(kv.Get("j", "s", unchanged.Callback()).ok());
     CHECK(unchanged.value == bad);
   }
 
-  kv.Set("j", "max", std::to_string(INT64_MAX));
+  REQUIRE(kv.Set("j", "max", std::to_string(INT64_MAX)).ok());
   CHECK(kv.Add("j", "max", 1).status().code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("Add wakes a waiting Get") {
   KvStore kv;
   Got got;
-  REQUIRE(kv.Get("j", "count", got.Callback()).has_value());
+  REQUIRE(kv.Get("j", "count", got.Callback())->has_value());
   REQUIRE(kv.Add("j", "count", 3).ok());
   CHECK(got.calls == 1);
   CHECK(got.value == "3");
@@ -129,8 +131,8 @@ TEST_CASE("Check and Delete") {
   KvStore kv;
   CHECK(kv.Check("j", {}));
   CHECK_FALSE(kv.Check("j", {"a"}));
-  kv.Set("j", "a", "1");
-  kv.Set("j", "b", "2");
+  REQUIRE(kv.Set("j", "a", "1").ok());
+  REQUIRE(kv.Set("j", "b", "2").ok());
   CHECK(kv.Check("j", {"a", "b"}));
   CHECK_FALSE(kv.Check("j", {"a", "c"}));
   CHECK(kv.NumKeys("j") == 2);
@@ -143,8 +145,8 @@ TEST_CASE("Check and Delete") {
 
   // A Get after the Delete waits again.
   Got got;
-  CHECK(kv.Get("j", "a", got.Callback()).has_value());
-  kv.Set("j", "a", "back");
+  CHECK(kv.Get("j", "a", got.Callback())->has_value());
+  REQUIRE(kv.Set("j", "a", "back").ok());
   CHECK(got.value == "back");
 }
 
@@ -197,12 +199,12 @@ TEST_CASE("barrier world_size must be positive and agree within a round") {
 TEST_CASE("CancelWaiter drops a pending Get") {
   KvStore kv;
   Got got;
-  std::optional<KvStore::WaiterId> id = kv.Get("j", "k", got.Callback());
+  std::optional<KvStore::WaiterId> id = *kv.Get("j", "k", got.Callback());
   REQUIRE(id.has_value());
   kv.CancelWaiter(*id);
   kv.CancelWaiter(*id);
   kv.CancelWaiter(123456);
-  kv.Set("j", "k", "v");
+  REQUIRE(kv.Set("j", "k", "v").ok());
   CHECK(got.calls == 0);
 }
 
@@ -236,9 +238,9 @@ TEST_CASE("cancelling every participant closes the round") {
 
 TEST_CASE("jobs are isolated") {
   KvStore kv;
-  kv.Set("a", "k", "from a");
+  REQUIRE(kv.Set("a", "k", "from a").ok());
   Got got;
-  REQUIRE(kv.Get("b", "k", got.Callback()).has_value());
+  REQUIRE(kv.Get("b", "k", got.Callback())->has_value());
   CHECK(got.calls == 0);
   CHECK_FALSE(kv.Check("b", {"k"}));
   CHECK(kv.NumKeys("b") == 0);
@@ -254,17 +256,17 @@ TEST_CASE("jobs are isolated") {
   // Same barrier name, other job, other size: no clash.
   CHECK(kv.Arrive("c", "bar", 5, [] {}).ok());
 
-  kv.Set("b", "k", "from b");
+  REQUIRE(kv.Set("b", "k", "from b").ok());
   CHECK(got.value == "from b");
 }
 
 TEST_CASE("DropJob forgets keys, waiters and barriers of that job only") {
   KvStore kv;
-  kv.Set("a", "k", "1");
-  kv.Set("b", "k", "2");
+  REQUIRE(kv.Set("a", "k", "1").ok());
+  REQUIRE(kv.Set("b", "k", "2").ok());
   Got waiting_a, waiting_b;
-  kv.Get("a", "later", waiting_a.Callback());
-  kv.Get("b", "later", waiting_b.Callback());
+  REQUIRE(kv.Get("a", "later", waiting_a.Callback()).ok());
+  REQUIRE(kv.Get("b", "later", waiting_b.Callback()).ok());
   int fa = 0, fb = 0;
   MustArrive(kv, "a", "bar", 2, &fa);
   MustArrive(kv, "b", "bar", 2, &fb);
@@ -273,7 +275,7 @@ TEST_CASE("DropJob forgets keys, waiters and barriers of that job only") {
   CHECK(kv.NumKeys("a") == 0);
   CHECK(kv.NumKeys("b") == 1);
 
-  kv.Set("a", "later", "x");
+  REQUIRE(kv.Set("a", "later", "x").ok());
   CHECK(waiting_a.calls == 0);
   // The barrier of "a" starts over: one new arrival does not complete it, and its old
   // participant is not run.
@@ -284,10 +286,50 @@ TEST_CASE("DropJob forgets keys, waiters and barriers of that job only") {
   CHECK_FALSE(MustArrive(kv, "a", "bar", 1, &fa).has_value());
   CHECK(fa == 1);
 
-  kv.Set("b", "later", "y");
+  REQUIRE(kv.Set("b", "later", "y").ok());
   CHECK(waiting_b.value == "y");
   CHECK_FALSE(MustArrive(kv, "b", "bar", 2, &fb).has_value());
   CHECK(fb == 2);
+}
+
+TEST_CASE("a job's keys, values and waits are bounded, and nothing changes past a bound") {
+  KvLimits limits;
+  limits.max_key_bytes = 8;
+  limits.max_value_bytes = 16;
+  limits.max_job_bytes = 40;
+  limits.max_job_keys = 3;
+  limits.max_job_waiters = 2;
+  KvStore kv(limits);
+  CHECK(kv.Set("j", "123456789", "v").code() == StatusCode::kResourceExhausted);
+  const Status big = kv.Set("j", "k", std::string(17, 'x'));
+  CHECK(big.code() == StatusCode::kResourceExhausted);
+  CHECK(big.message() == "job 'j': key 'k': a value of 17 bytes is over the limit of 16");
+  REQUIRE(kv.Set("j", "a", std::string(15, 'x')).ok());  // 16 bytes
+  REQUIRE(kv.Set("j", "b", std::string(15, 'x')).ok());  // 32
+  const Status full = kv.Set("j", "c", std::string(15, 'x'));  // would be 48
+  CHECK(full.code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(full.message(), Catch::Contains("would take 48 bytes, over the limit of 40"));
+  CHECK_FALSE(kv.Check("j", {"c"}));
+  REQUIRE(kv.Set("j", "a", "x").ok());  // replacing frees what the old value took: 18
+  REQUIRE(kv.Set("j", "c", "x").ok());  // 20, 3 keys
+  CHECK(kv.Set("j", "d", "x").message() == "job 'j' holds 3 keys, the limit");
+  CHECK(kv.Add("j", "e", 1).status().code() == StatusCode::kResourceExhausted);
+  REQUIRE(kv.Delete("j", "c"));
+  CHECK(kv.Add("j", "e", 1).ok());
+  // Waits: two pending at most, Gets and barrier arrivals together; a completed one frees
+  // its place. Another job has its own.
+  Got got;
+  REQUIRE(kv.Get("j", "later", got.Callback())->has_value());
+  REQUIRE(kv.Arrive("j", "bar", 3, [] {}).ok());
+  CHECK(kv.Get("j", "other", got.Callback()).status().code() == StatusCode::kResourceExhausted);
+  CHECK(kv.Arrive("j", "bar", 3, [] {}).status().code() == StatusCode::kResourceExhausted);
+  CHECK(kv.Get("k", "other", got.Callback()).ok());
+  REQUIRE(kv.Delete("j", "b"));  // room for a third key
+  REQUIRE(kv.Set("j", "later", "1").ok());
+  CHECK(got.value == "1");
+  CHECK(kv.Get("j", "other", got.Callback()).ok());
+  kv.DropJob("j");
+  CHECK(kv.Set("j", "a", std::string(15, 'x')).ok());
 }
 
 }  // namespace

@@ -291,7 +291,8 @@ JobServer::~JobServer() { session_->LeaveJob(&membership_); }
 
 kj::Promise<void> JobServer::kvSet(KvSetContext context) {
   auto p = context.getParams();
-  membership_.KvSet(ToStd(p.getKey()), ToStd(p.getValue()));
+  Status set = membership_.KvSet(ToStd(p.getKey()), ToStd(p.getValue()));
+  if (!set.ok()) Throw(set);
   return kj::READY_NOW;
 }
 

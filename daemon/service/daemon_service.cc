@@ -30,8 +30,8 @@ JobMembership::JobMembership(DaemonService& service, std::string job)
 
 JobMembership::~JobMembership() { service_.Leave(job_); }
 
-void JobMembership::KvSet(const std::string& key, std::string value) {
-  service_.deps_.kv->Set(job_, key, std::move(value));
+Status JobMembership::KvSet(const std::string& key, std::string value) {
+  return service_.deps_.kv->Set(job_, key, std::move(value));
 }
 
 std::unique_ptr<Wait> JobMembership::MakeWait(std::optional<KvStore::WaiterId> id,
@@ -56,9 +56,13 @@ std::unique_ptr<Wait> JobMembership::KvGet(const std::string& key, uint32_t time
     *completed = true;
     done(value);
   });
+  if (!id.ok()) {
+    done(id.status());
+    return nullptr;
+  }
   Status timeout = DeadlineExceeded("waiting for key '" + key + "' of job '" + job_ +
                                     "': timed out after " + std::to_string(timeout_ms) + " ms");
-  return MakeWait(id, std::move(completed), timeout_ms,
+  return MakeWait(*id, std::move(completed), timeout_ms,
                   [done, timeout] { done(timeout); });
 }
 

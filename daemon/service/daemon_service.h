@@ -113,7 +113,8 @@ class JobMembership {
 
   const std::string& job() const { return job_; }
 
-  void KvSet(const std::string& key, std::string value);
+  // kResourceExhausted past the store's limits (KvLimits), naming the job and the limit.
+  Status KvSet(const std::string& key, std::string value);
 
   // Runs `done` with the key's value now if it exists (returns null), else when a KvSet or
   // KvAdd of this job creates it (returns the Wait, which the caller expires after
