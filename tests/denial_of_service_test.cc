@@ -182,5 +182,46 @@ TEST_CASE("a job whose other ranks never join expires, and its rank's stream say
   CheckAnswers(daemon);
 }
 
+TEST_CASE("a folder of bad files under on_error: skip does not flood the log") {
+  Daemon daemon;
+  daemon.Start();
+  const std::string root = daemon.dir() + "/junk";
+  std::filesystem::create_directories(root + "/ant");
+  for (int i = 0; i < 400; ++i)
+    WriteTestFile(root + "/ant/bad" + std::to_string(i) + ".png", "\x89PNG garbage");
+  WriteTestFile(root + "/ant/good.png", daemon::EncodePng(daemon::GradientImage(32, 32)));
+  auto client = daemon.Connect();
+  DatasetSpec spec{"junk", "imagefolder", root, "train"};
+  spec.on_error = "skip";
+  REQUIRE(client->AddDataset(spec).ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto reader = client->OpenStream(ReaderOptions("junk", 401, 1, "junk"));
+  REQUIRE(reader.ok());
+  size_t samples = 0;
+  for (;;) {
+    auto next = (*reader)->Next();
+    REQUIRE(next.ok());
+    if (!next->has_value()) break;
+    samples += (**next).num_samples;
+  }
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(samples == 1);
+  // The last line, with the count held back, comes as the stream ends; the log is flushed
+  // a moment later.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (daemon.log().find("more samples skipped") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string log = daemon.log();
+  size_t lines = 0;
+  for (size_t at = log.find("): skipped "); at != std::string::npos;
+       at = log.find("): skipped ", at + 1))
+    ++lines;
+  INFO(lines << " skip lines in " << elapsed_s << " s");
+  CHECK(lines <= 10 * (static_cast<size_t>(elapsed_s) + 2));
+  CHECK_THAT(log, Catch::Contains("more samples skipped, not logged one by one"));
+}
+
 }  // namespace
 }  // namespace ember::testing

@@ -123,6 +123,7 @@ void Stream::Stop() {
 
 void Stream::Run() {
   Status status = Produce();
+  LogSkipsHeldBack(skip_log_.TakeHeldBack());
   ring::SlotHeader* slot = stop_.load() ? nullptr : ring_->Acquire(stop_);
   if (slot != nullptr && CommitConsumed(ring_->IndexOf(slot)).ok()) {
     if (status.ok()) {
@@ -270,6 +271,9 @@ Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Sourc
                                          std::to_string(lease.sample_ids[r]));
     if (!skip_bad) return error;
     samples_skipped_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t held_back = 0;
+    if (!skip_log_.Allow(env_.NowMicros(), &held_back)) continue;
+    LogSkipsHeldBack(held_back);
     spdlog::warn("stream {} (job '{}' rank {}): skipped {}", id_, params_.job, params_.rank,
                  error.message());
   }
@@ -281,6 +285,12 @@ Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Sourc
     }
   }
   return Status::Ok();
+}
+
+void Stream::LogSkipsHeldBack(uint64_t held_back) const {
+  if (held_back == 0) return;
+  spdlog::warn("stream {} (job '{}' rank {}): {} more samples skipped, not logged one by one",
+               id_, params_.job, params_.rank, held_back);
 }
 
 Result<BatchLease> Stream::NextLease(uint64_t epoch) {

@@ -26,6 +26,7 @@
 #include "daemon/catalog/dataset.h"
 #include "daemon/coordinator/job_coordinator.h"
 #include "common/env.h"
+#include "common/log_budget.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/ring/ring_writer.h"
 #include "ember/status.h"
@@ -149,6 +150,10 @@ class Stream {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<uint64_t> samples_skipped_{0};
+  // The skips logged: 10 lines a second at most (the count in Stats has them all).
+  LogBudget skip_log_{10, 1000000};
+  // Logs how many skips skip_log_ held back, if any.
+  void LogSkipsHeldBack(uint64_t held_back) const;
 
   std::atomic<bool> producer_done_{false};
 
