@@ -223,5 +223,18 @@ TEST_CASE("a folder of bad files under on_error: skip does not flood the log") {
   CHECK_THAT(log, Catch::Contains("more samples skipped, not logged one by one"));
 }
 
+TEST_CASE("a job name of a megabyte is refused, for a stream and for the store") {
+  Daemon daemon;
+  auto client = StartWithSyntheticDataset(daemon, 10);
+  const std::string huge(1 << 20, 'j');
+  auto reader = client->OpenStream(ReaderOptions(huge, 2, 1));
+  REQUIRE_FALSE(reader.ok());
+  CHECK_THAT(reader.status().message(), Catch::Contains("job: a name of 1048576 bytes"));
+  const Status set = client->KvSet(huge, "k", "v");
+  CHECK(set.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(set.message(), Catch::Contains("job: a name of 1048576 bytes"));
+  CheckAnswers(daemon);
+}
+
 }  // namespace
 }  // namespace ember::testing

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "daemon/catalog/fingerprint.h"
+#include "daemon/coordinator/job_name.h"
 
 namespace ember::daemon {
 namespace {
@@ -90,6 +91,7 @@ Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& p
 }
 
 Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParams& params) {
+  EMBER_RETURN_IF_ERROR(CheckJobName(job));
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end() && expired_.erase(job) != 0)

@@ -131,7 +131,7 @@ TEST_CASE("every kind of change round-trips through the journal") {
     JobParams b = Params(1000, 16, 3, 99);
     b.start_epoch = 3;
     b.start_position = 250;
-    const std::string b_name = std::string("b\0\xff name", 8);
+    const std::string b_name = "b\xff\xfe name \xc3\xbc";  // not UTF-8 throughout
     MustJoin(ledger, b_name, 2, b);
     ConsumeRest(ledger, b_name, 2, 3);
     // Job "gone" is forgotten; job "replaced" restarts from a checkpoint nobody is in.

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "daemon/coordinator/job_name.h"
+
 namespace ember::daemon {
 
 Wait::Wait(KvStore& kv, KvStore::WaiterId id, std::shared_ptr<bool> completed,
@@ -150,7 +152,7 @@ Result<OpenedStream> DaemonService::OpenStream(const StreamParams& params) {
 void DaemonService::CloseStream(uint64_t id) { deps_.streams->Close(id); }
 
 Result<std::unique_ptr<JobMembership>> DaemonService::JoinJob(const std::string& job) {
-  if (job.empty()) return InvalidArgument("job: must not be empty");
+  EMBER_RETURN_IF_ERROR(CheckJobName(job));
   return std::unique_ptr<JobMembership>(new JobMembership(*this, job));
 }
 

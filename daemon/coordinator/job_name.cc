@@ -1,0 +1,20 @@
+#include "daemon/coordinator/job_name.h"
+
+namespace ember::daemon {
+
+Status CheckJobName(const std::string& job) {
+  if (job.empty()) return InvalidArgument("job: must not be empty");
+  if (job.size() > kMaxJobNameBytes)
+    return InvalidArgument("job: a name of " + std::to_string(job.size()) +
+                           " bytes is longer than " + std::to_string(kMaxJobNameBytes) + " ('" +
+                           job.substr(0, 32) + "...')");
+  for (size_t i = 0; i < job.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(job[i]);
+    if (c < 0x20 || c == 0x7f)
+      return InvalidArgument("job: byte " + std::to_string(i) +
+                             " of the name is control character " + std::to_string(c));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ember::daemon
