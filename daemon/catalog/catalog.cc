@@ -221,6 +221,8 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
 Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec) {
   EMBER_RETURN_IF_ERROR(ValidateDatasetName(spec.name));
   const std::string context = Quoted(spec.name);
+  Status sizes = ValidateSpecSizes(spec);
+  if (!sizes.ok()) return sizes.WithContext(context);
   Status on_error_ok = ValidateOnError(spec.on_error);
   if (!on_error_ok.ok()) return on_error_ok.WithContext(context);
   {

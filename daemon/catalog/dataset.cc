@@ -1,5 +1,7 @@
 #include "daemon/catalog/dataset.h"
 
+#include <utility>
+
 namespace ember::daemon {
 
 namespace {
@@ -11,6 +13,11 @@ constexpr ring::DType kAllDTypes[] = {
 
 constexpr size_t kMaxNameLength = 64;
 
+// `text` for an error message: its first 32 bytes, and "..." when there is more.
+std::string Excerpt(const std::string& text) {
+  return text.size() <= 32 ? text : text.substr(0, 32) + "...";
+}
+
 }  // namespace
 
 uint64_t TensorSpec::SampleBytes() const {
@@ -21,14 +28,30 @@ uint64_t TensorSpec::SampleBytes() const {
 
 Status ValidateOnError(const std::string& on_error) {
   if (on_error == "fail" || on_error == "skip") return Status::Ok();
-  return InvalidArgument("on_error: '" + on_error + "' is not one of fail, skip");
+  return InvalidArgument("on_error: '" + Excerpt(on_error) + "' is not one of fail, skip");
+}
+
+Status ValidateSpecSizes(const DatasetSpec& spec) {
+  const std::pair<const char*, std::pair<const std::string*, size_t>> fields[] = {
+      {"format", {&spec.format, kMaxFormatBytes}},
+      {"path", {&spec.path, kMaxPathBytes}},
+      {"split", {&spec.split, kMaxSplitBytes}},
+      {"pipeline", {&spec.pipeline, kMaxPipelineBytes}},
+  };
+  for (const auto& [field, value] : fields) {
+    if (value.first->size() > value.second)
+      return InvalidArgument(std::string(field) + ": " + std::to_string(value.first->size()) +
+                             " bytes, at most " + std::to_string(value.second));
+  }
+  return Status::Ok();
 }
 
 Status ValidateDatasetName(const std::string& name) {
   if (name.empty()) return InvalidArgument("dataset name is empty");
   if (name.size() > kMaxNameLength) {
-    return InvalidArgument("dataset name '" + name + "' is " + std::to_string(name.size()) +
-                           " characters long (at most " + std::to_string(kMaxNameLength) + ")");
+    return InvalidArgument("dataset name '" + Excerpt(name) + "' is " +
+                           std::to_string(name.size()) + " characters long (at most " +
+                           std::to_string(kMaxNameLength) + ")");
   }
   if (name[0] == '.') {
     return InvalidArgument("dataset name '" + name + "' must not start with '.'");

@@ -3,6 +3,7 @@
 #ifndef EMBER_DAEMON_CATALOG_DATASET_H_
 #define EMBER_DAEMON_CATALOG_DATASET_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +28,17 @@ struct DatasetSpec {
 
 // kInvalidArgument naming the value unless it is "fail" or "skip".
 Status ValidateOnError(const std::string& on_error);
+
+// The most bytes each text field of a DatasetSpec may hold (what a client sends is
+// bounded, and so are the errors that quote it).
+inline constexpr size_t kMaxFormatBytes = 64;
+inline constexpr size_t kMaxPathBytes = 4096;
+inline constexpr size_t kMaxSplitBytes = 64;
+inline constexpr size_t kMaxPipelineBytes = 64 * 1024;
+
+// kInvalidArgument naming the first field over its limit ("pipeline: 70000 bytes, at most
+// 65536"); the name is ValidateDatasetName's.
+Status ValidateSpecSizes(const DatasetSpec& spec);
 
 struct TensorSpec {
   std::string name;  // "image", "label"
