@@ -271,9 +271,13 @@ Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank
     const bool rejoined = OnLoop([&] {
       auto it = ranks_.find({job, rank});
       if (shut_down_ || it == ranks_.end()) return;
-      // The old connection may look alive a little longer than the coordinator: start over.
-      peer_ = nullptr;
-      connection_.reset();
+      // The connection the rank joined on may look alive a little longer than the
+      // coordinator: start over, unless another of this node's ranks already did (a newer
+      // connection), which would cut that rank off again.
+      if (it->second.generation == connection_generation_) {
+        peer_ = nullptr;
+        connection_.reset();
+      }
       SendJoin(job, rank, it->second, /*again=*/true);
     });
     if (!rejoined) return Unavailable(context + ": this daemon is shutting down");
