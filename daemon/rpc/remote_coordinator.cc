@@ -32,6 +32,12 @@ BatchLease FromRpc(rpc::BatchLease::Reader r) {
   return lease;
 }
 
+// What a rank's proxy keeps of its batches, and reports when joining again: its last two
+// epochs (older ones were durable at the coordinator long ago).
+void KeepLastTwoEpochs(std::map<uint64_t, std::map<uint64_t, bool>>& held) {
+  while (held.size() > 2) held.erase(held.begin());
+}
+
 std::string RankName(const std::string& job, uint32_t rank) {
   return "job '" + job + "' rank " + std::to_string(rank);
 }
@@ -194,7 +200,7 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
     state = RankState{};
     state.params = params;
     for (const HeldBatch& h : held) state.held[h.epoch][h.batch] = h.consumed;
-    while (state.held.size() > 2) state.held.erase(state.held.begin());
+    KeepLastTwoEpochs(state.held);
     SendJoin(job, rank, state, /*again=*/!held.empty());
   });
   if (!sent) return Unavailable("coordinator " + address_ + ": this daemon is shutting down");
@@ -211,8 +217,7 @@ void RemoteCoordinator::SendJoin(const std::string& job, uint32_t rank, RankStat
   ToRpc(state.params, request.initParams());
   request.setNode(options_.node);
   if (again) {
-    // Only the last two epochs (all `held` keeps): older ones were durable at the
-    // coordinator long ago.
+    // What `held` keeps: the last two epochs (KeepLastTwoEpochs).
     size_t count = 0;
     for (const auto& [epoch, batches] : state.held) count += batches.size();
     auto held = request.initHeld(count);
@@ -403,7 +408,7 @@ void RemoteCoordinator::Answer(const std::string& job, Want& want, Result<BatchL
     if (it != ranks_.end()) {
       auto& held = it->second.held;
       held[lease->epoch].emplace(lease->batch, false);
-      while (held.size() > 2) held.erase(held.begin());
+      KeepLastTwoEpochs(held);
       ++it->second.leases;
       it->second.rejoining = false;
     }
