@@ -19,6 +19,16 @@
 
 namespace ember {
 
+Status NotRegularFile(const std::string& path, mode_t mode) {
+  const char* kind = S_ISDIR(mode)    ? " (a directory)"
+                     : S_ISFIFO(mode) ? " (a FIFO)"
+                     : S_ISCHR(mode)  ? " (a character device)"
+                     : S_ISBLK(mode)  ? " (a block device)"
+                     : S_ISSOCK(mode) ? " (a socket)"
+                                      : "";
+  return InvalidArgument(path + ": not a regular file" + kind);
+}
+
 SharedMemory::~SharedMemory() {
   if (data_ != nullptr && data_ != MAP_FAILED) munmap(data_, size_);
   if (fd_ >= 0) close(fd_);
@@ -83,15 +93,6 @@ Status OpenErrnoStatus(const std::string& what, int err) {
   return ErrnoStatus(what, err);
 }
 
-Status NotRegular(const std::string& path, mode_t mode) {
-  const char* kind = S_ISDIR(mode)    ? " (a directory)"
-                     : S_ISFIFO(mode) ? " (a FIFO)"
-                     : S_ISCHR(mode)  ? " (a character device)"
-                     : S_ISBLK(mode)  ? " (a block device)"
-                     : S_ISSOCK(mode) ? " (a socket)"
-                                      : "";
-  return InvalidArgument(path + ": not a regular file" + kind);
-}
 
 // Opens `path` (`flags`: O_RDONLY or O_WRONLY) and checks that it is a regular file;
 // *size is its size. Anything else is refused before it is opened (a device's open may
@@ -99,7 +100,7 @@ Status NotRegular(const std::string& path, mode_t mode) {
 // wait for), then checked again on the descriptor.
 Result<int> OpenRegularFile(const std::string& path, uint64_t* size, int flags = O_RDONLY) {
   struct stat st;
-  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotRegularFile(path, st.st_mode);
   int fd;
   do {
     fd = open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -110,7 +111,7 @@ Result<int> OpenRegularFile(const std::string& path, uint64_t* size, int flags =
   }
   FdCloser closer(fd);
   if (fstat(fd, &st) != 0) return ErrnoStatus(path + ": cannot stat", errno);
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  if (!S_ISREG(st.st_mode)) return NotRegularFile(path, st.st_mode);
   const int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
     return ErrnoStatus(path + ": fcntl", errno);
@@ -230,11 +231,23 @@ class PosixWritableFile : public WritableFile {
   int fd_;  // -1 once closed
 };
 
+Result<int> OpenDirectory(const std::string& dir) {
+  int fd;
+  do {
+    fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return OpenErrnoStatus(dir + ": opendir", errno);
+  return fd;
+}
+
 class PosixEnv final : public Env {
  public:
+  PosixEnv(FileOpener open_file, DirectoryOpener open_dir)
+      : open_file_(std::move(open_file)), open_dir_(std::move(open_dir)) {}
+
   Result<std::string> ReadFile(const std::string& path) override {
     uint64_t size = 0;
-    EMBER_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
+    EMBER_ASSIGN_OR_RETURN(const int fd, open_file_(path, &size));
     FdCloser closer(fd);
     std::string contents;
     size_t filled = 0;
@@ -306,8 +319,13 @@ class PosixEnv final : public Env {
   }
 
   Result<std::vector<std::string>> ListDir(const std::string& dir) override {
-    DIR* d = opendir(dir.c_str());
-    if (d == nullptr) return ErrnoStatus(dir + ": opendir", errno);
+    EMBER_ASSIGN_OR_RETURN(const int fd, open_dir_(dir));
+    DIR* d = fdopendir(fd);
+    if (d == nullptr) {
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(dir + ": opendir", err);
+    }
     std::vector<std::string> names;
     while (true) {
       errno = 0;
@@ -348,13 +366,13 @@ class PosixEnv final : public Env {
 
   Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override {
     uint64_t size = 0;
-    EMBER_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
+    EMBER_ASSIGN_OR_RETURN(const int fd, open_file_(path, &size));
     return std::unique_ptr<ReadableFile>(std::make_unique<PosixReadableFile>(path, size, fd));
   }
 
   Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override {
     uint64_t size = 0;
-    EMBER_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
+    EMBER_ASSIGN_OR_RETURN(const int fd, open_file_(path, &size));
     FdCloser closer(fd);  // the mapping outlives the descriptor
     if (size == 0) {
       return std::unique_ptr<MappedFile>(std::make_unique<PosixMappedFile>(path, nullptr, 0));
@@ -423,10 +441,21 @@ class PosixEnv final : public Env {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
   }
+
+ private:
+  const FileOpener open_file_;      // for reading
+  const DirectoryOpener open_dir_;  // for listing
 };
 
 }  // namespace
 
-std::unique_ptr<Env> NewPosixEnv() { return std::make_unique<PosixEnv>(); }
+std::unique_ptr<Env> NewPosixEnv() {
+  return NewPosixEnv([](const std::string& path, uint64_t* size) { return OpenRegularFile(path, size); },
+                     OpenDirectory);
+}
+
+std::unique_ptr<Env> NewPosixEnv(FileOpener open_file, DirectoryOpener open_dir) {
+  return std::make_unique<PosixEnv>(std::move(open_file), std::move(open_dir));
+}
 
 }  // namespace ember

@@ -16,8 +16,11 @@
 #ifndef EMBER_COMMON_ENV_H_
 #define EMBER_COMMON_ENV_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -234,6 +237,20 @@ class Env {
 
 // The real thing. Never returns null.
 std::unique_ptr<Env> NewPosixEnv();
+
+// kInvalidArgument "<path>: not a regular file (a FIFO)" for a file of `mode`.
+Status NotRegularFile(const std::string& path, mode_t mode);
+
+// Opens the regular file `path` for reading: a descriptor the caller owns, and the file's
+// size in *size. Errors as Env::OpenForRead.
+using FileOpener = std::function<Result<int>(const std::string& path, uint64_t* size)>;
+// Opens the directory `dir` for listing (O_RDONLY | O_DIRECTORY): a descriptor the caller
+// owns. Errors "<dir>: opendir: <reason>".
+using DirectoryOpener = std::function<Result<int>(const std::string& dir)>;
+
+// The real thing, opening what it reads (ReadFile, OpenForRead, MapReadOnly) with
+// `open_file` and what it lists with `open_dir` (see CallerEnv).
+std::unique_ptr<Env> NewPosixEnv(FileOpener open_file, DirectoryOpener open_dir);
 
 }  // namespace ember
 

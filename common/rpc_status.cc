@@ -9,7 +9,7 @@ constexpr StatusCode kAllCodes[] = {
     StatusCode::kInvalidArgument,   StatusCode::kNotFound,          StatusCode::kAlreadyExists,
     StatusCode::kFailedPrecondition, StatusCode::kResourceExhausted, StatusCode::kDeadlineExceeded,
     StatusCode::kUnavailable,       StatusCode::kDataLoss,          StatusCode::kCancelled,
-    StatusCode::kInternal,
+    StatusCode::kInternal,          StatusCode::kPermissionDenied,
 };
 
 }  // namespace

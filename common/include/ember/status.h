@@ -27,6 +27,7 @@ enum class StatusCode {
   kDataLoss,           // data is corrupt or truncated
   kCancelled,          // the operation was stopped (stream closed, shutdown)
   kInternal,           // a bug or an unexpected OS error
+  kPermissionDenied,   // the caller may not do this to that (another user's dataset, job)
 };
 
 // Returns a stable lower-case name for `code`, e.g. "invalid_argument".
@@ -64,6 +65,7 @@ inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
 // Converts an errno value once, where it happens: "<what>: <strerror(err)>".
 // ENOENT maps to kNotFound, EACCES/EPERM to kFailedPrecondition, ENOMEM/ENOSPC to

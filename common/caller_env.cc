@@ -1,0 +1,212 @@
+#include "common/caller_env.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace ember {
+
+bool Credentials::InGroup(gid_t g) const {
+  return g == gid || std::find(groups.begin(), groups.end(), g) != groups.end();
+}
+
+bool ModeAllows(const Credentials& creds, const struct stat& st, int want) {
+  if (creds.uid == 0) {
+    // Root reads and searches anything; it executes a file only if someone may.
+    return (want & X_OK) == 0 || S_ISDIR(st.st_mode) || (st.st_mode & 0111) != 0;
+  }
+  mode_t bits;
+  if (st.st_uid == creds.uid) {
+    bits = (st.st_mode >> 6) & 7;
+  } else if (creds.InGroup(st.st_gid)) {
+    bits = (st.st_mode >> 3) & 7;
+  } else {
+    bits = st.st_mode & 7;
+  }
+  mode_t need = 0;
+  if (want & R_OK) need |= 4;
+  if (want & W_OK) need |= 2;
+  if (want & X_OK) need |= 1;
+  return (bits & need) == need;
+}
+
+namespace {
+
+Status Denied(const std::string& path, const Credentials& creds, const std::string& what) {
+  return PermissionDenied(path + ": permission denied for uid " + std::to_string(creds.uid) +
+                          " (" + what + ")");
+}
+
+// `path` with every symlink resolved. kNotFound if it (or a directory on the way) does
+// not exist.
+Result<std::string> Resolve(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return NotFound(path + ": no such file or directory");
+    return ErrnoStatus(path + ": cannot resolve", err);
+  }
+  return std::string(resolved);
+}
+
+// Every directory that holds `real` (an absolute path without symlinks) must be
+// searchable by `creds`.
+Status CheckSearch(const std::string& path, const std::string& real, const Credentials& creds) {
+  for (size_t slash = 0; slash != std::string::npos && slash < real.size();
+       slash = real.find('/', slash + 1)) {
+    const std::string dir = slash == 0 ? "/" : real.substr(0, slash);
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0) return ErrnoStatus(path + ": stat " + dir, errno);
+    if (!ModeAllows(creds, st, X_OK)) return Denied(path, creds, "search " + dir);
+  }
+  return Status::Ok();
+}
+
+// Opens `real` without following any symlink (one swapped in since it was resolved).
+int OpenNoSymlinks(const std::string& real, int flags) {
+  struct open_how how {};
+  how.flags = static_cast<uint64_t>(flags);
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int fd;
+  do {
+    fd = static_cast<int>(syscall(SYS_openat2, AT_FDCWD, real.c_str(), &how, sizeof(how)));
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0 && errno == ENOSYS) {  // before Linux 5.6: only the last component is checked
+    do {
+      fd = open(real.c_str(), flags | O_NOFOLLOW);
+    } while (fd < 0 && errno == EINTR);
+  }
+  return fd;
+}
+
+Status OpenError(const std::string& path, const std::string& what, int err) {
+  if (err == ELOOP) return PermissionDenied(path + ": " + what + ": changed to a symlink while opened");
+  if (err == EMFILE || err == ENFILE) return ResourceExhausted(path + ": " + what + ": " + std::strerror(err));
+  return ErrnoStatus(path + ": " + what, err);
+}
+
+class CallerEnv final : public Env {
+ public:
+  CallerEnv(Env* base, Credentials creds)
+      : base_(base),
+        creds_(std::move(creds)),
+        reads_(NewPosixEnv(
+            [this](const std::string& path, uint64_t* size) { return OpenFile(path, size); },
+            [this](const std::string& dir) { return OpenDir(dir); })) {}
+
+  Result<std::string> ReadFile(const std::string& path) override { return reads_->ReadFile(path); }
+  Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override {
+    return reads_->OpenForRead(path);
+  }
+  Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override {
+    return reads_->MapReadOnly(path);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    return reads_->ListDir(dir);
+  }
+
+  bool FileExists(const std::string& path) override { return Searchable(path).ok(); }
+  bool IsDirectory(const std::string& path) override {
+    auto real = Searchable(path);
+    struct stat st;
+    return real.ok() && stat(real->c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  }
+
+  Status WriteFileAtomic(const std::string& path, const std::string& contents) override {
+    return base_->WriteFileAtomic(path, contents);
+  }
+  Status CreateDirs(const std::string& path) override { return base_->CreateDirs(path); }
+  Result<std::unique_ptr<SharedMemory>> CreateSharedMemory(const std::string& name,
+                                                           size_t size) override {
+    return base_->CreateSharedMemory(name, size);
+  }
+  Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) override {
+    return base_->CreateWritableFile(path);
+  }
+  Result<std::unique_ptr<WritableFile>> OpenWritableFile(const std::string& path) override {
+    return base_->OpenWritableFile(path);
+  }
+  Status Rename(const std::string& from, const std::string& to) override {
+    return base_->Rename(from, to);
+  }
+  Status RenameNoReplace(const std::string& from, const std::string& to) override {
+    return base_->RenameNoReplace(from, to);
+  }
+  Result<bool> Exchange(const std::string& a, const std::string& b) override {
+    return base_->Exchange(a, b);
+  }
+  Status RemoveAll(const std::string& path) override { return base_->RemoveAll(path); }
+  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+  uint64_t NowMicros() override { return base_->NowMicros(); }
+
+ private:
+  // The resolved path, once every directory on it is searchable.
+  Result<std::string> Searchable(const std::string& path) const {
+    EMBER_ASSIGN_OR_RETURN(std::string real, Resolve(path));
+    EMBER_RETURN_IF_ERROR(CheckSearch(path, real, creds_));
+    return real;
+  }
+
+  Result<int> OpenFile(const std::string& path, uint64_t* size) const {
+    EMBER_ASSIGN_OR_RETURN(const std::string real, Searchable(path));
+    struct stat st;
+    // Refused before open(): opening a FIFO or a device may block or act on it.
+    if (lstat(real.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotRegularFile(path, st.st_mode);
+    const int fd = OpenNoSymlinks(real, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return OpenError(path, "cannot open", errno);
+    Status checked = CheckOpened(path, fd, &st, R_OK, "read");
+    if (checked.ok() && !S_ISREG(st.st_mode)) checked = NotRegularFile(path, st.st_mode);
+    const int fl = fcntl(fd, F_GETFL);
+    if (checked.ok() && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
+      checked = ErrnoStatus(path + ": fcntl", errno);
+    if (!checked.ok()) {
+      close(fd);
+      return checked;
+    }
+    *size = static_cast<uint64_t>(st.st_size);
+    return fd;
+  }
+
+  Result<int> OpenDir(const std::string& dir) const {
+    EMBER_ASSIGN_OR_RETURN(const std::string real, Searchable(dir));
+    const int fd = OpenNoSymlinks(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return OpenError(dir, "opendir", errno);
+    struct stat st;
+    Status checked = CheckOpened(dir, fd, &st, R_OK | X_OK, "list");
+    if (!checked.ok()) {
+      close(fd);
+      return checked;
+    }
+    return fd;
+  }
+
+  // The opened file's own permission, on its descriptor (what was opened, whatever the
+  // path says now).
+  Status CheckOpened(const std::string& path, int fd, struct stat* st, int want,
+                     const char* what) const {
+    if (fstat(fd, st) != 0) return ErrnoStatus(path + ": cannot stat", errno);
+    if (!ModeAllows(creds_, *st, want)) return Denied(path, creds_, what);
+    return Status::Ok();
+  }
+
+  Env* const base_;
+  const Credentials creds_;
+  const std::unique_ptr<Env> reads_;  // opens through OpenFile / OpenDir
+};
+
+}  // namespace
+
+std::unique_ptr<Env> NewCallerEnv(Env* base, Credentials creds) {
+  return std::make_unique<CallerEnv>(base, std::move(creds));
+}
+
+}  // namespace ember
