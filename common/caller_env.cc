@@ -209,4 +209,9 @@ std::unique_ptr<Env> NewCallerEnv(Env* base, Credentials creds) {
   return std::make_unique<CallerEnv>(base, std::move(creds));
 }
 
+std::shared_ptr<Env> EnvReadingAs(Env* base, const std::optional<Credentials>& creds) {
+  if (!creds) return std::shared_ptr<Env>(base, [](Env*) {});
+  return NewCallerEnv(base, *creds);
+}
+
 }  // namespace ember

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ bool ModeAllows(const Credentials& creds, const struct stat& st, int want);
 
 // `base` must outlive the CallerEnv.
 std::unique_ptr<Env> NewCallerEnv(Env* base, Credentials creds);
+
+// The Env that reads as `creds` (a CallerEnv over `base`), or `base` itself (not owned)
+// where there are none: files are then read with the daemon's own rights.
+std::shared_ptr<Env> EnvReadingAs(Env* base, const std::optional<Credentials>& creds);
 
 }  // namespace ember
 

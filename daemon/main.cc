@@ -1,6 +1,7 @@
 // emberd: wiring only. Reads the config (a file, flags over it), opens the catalog, starts
 // the pools and serves Cap'n Proto RPC on the unix socket until SIGTERM / SIGINT.
 #include <signal.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -50,8 +51,12 @@ namespace {
 constexpr const char* kVersion = "0.1.0";
 constexpr unsigned kMaxFdsPerMessage = 4;
 
-// The peer of an accepted unix-socket connection (SO_PEERCRED), or unknown (-1) if the
-// kernel does not say.
+// The most supplementary groups of a peer read (SO_PEERGROUPS); a peer in more is
+// treated as in its primary group only.
+constexpr size_t kMaxPeerGroups = 1024;
+
+// The peer of an accepted unix-socket connection (SO_PEERCRED, SO_PEERGROUPS: as the
+// kernel recorded them at connect()), or unknown (-1) if the kernel does not say.
 PeerCredentials PeerOf(kj::AsyncIoStream& stream) {
   PeerCredentials peer;
   struct ucred cred {};
@@ -62,10 +67,27 @@ PeerCredentials PeerOf(kj::AsyncIoStream& stream) {
     return peer;
   }
   peer.pid = cred.pid;
-  peer.uid = cred.uid;
-  peer.gid = cred.gid;
-  spdlog::debug("connection from pid {} (uid {}, gid {})", peer.pid, peer.uid, peer.gid);
+  peer.creds.uid = cred.uid;
+  peer.creds.gid = cred.gid;
+  std::vector<gid_t> groups(kMaxPeerGroups);
+  uint groups_length = static_cast<uint>(groups.size() * sizeof(gid_t));
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
+                stream.getsockopt(SOL_SOCKET, SO_PEERGROUPS, groups.data(), &groups_length);
+              })) {
+    spdlog::warn("connection from pid {} (uid {}): supplementary groups unknown: {}", peer.pid,
+                 cred.uid, e->getDescription().cStr());
+    groups_length = 0;
+  }
+  groups.resize(groups_length / sizeof(gid_t));
+  peer.creds.groups = std::move(groups);
+  spdlog::debug("connection from pid {} (uid {}, gid {}, {} groups)", peer.pid, cred.uid,
+                cred.gid, peer.creds.groups.size());
   return peer;
+}
+
+std::shared_ptr<Session> NewSession(DaemonService& service, PeerCredentials peer) {
+  const Principal principal = service.Identify(peer.creds);
+  return std::make_shared<Session>(service, std::move(peer), principal);
 }
 
 // One client connection: its session, its RPC system and the DaemonServer it bootstraps.
@@ -75,8 +97,7 @@ struct Connection {
       : stream(kj::mv(s)),
         network(*stream, kMaxFdsPerMessage, capnp::rpc::twoparty::Side::SERVER),
         rpc(capnp::makeRpcServer(
-            network, kj::heap<DaemonServer>(service,
-                                            std::make_shared<Session>(service, PeerOf(*stream)),
+            network, kj::heap<DaemonServer>(service, NewSession(service, PeerOf(*stream)),
                                             timer, open_remote))) {}
   kj::Own<kj::AsyncCapabilityStream> stream;
   capnp::TwoPartyVatNetwork network;
@@ -247,7 +268,9 @@ int Serve(const CommandLine& cli) {
 
   auto catalog = Catalog::Open(
       env.get(), config->state_dir,
-      [&env, registry](const DatasetSpec& spec) { return ProbeDataset(*env, spec, registry); });
+      [&env, registry](const DatasetSpec& spec, const DatasetOwner& owner) {
+        return ProbeDatasetAs(env.get(), spec, owner.reads_as, registry);
+      });
   if (!catalog.ok()) {
     spdlog::error("{}", catalog.status().message());
     return 2;
@@ -294,10 +317,25 @@ int Serve(const CommandLine& cli) {
   StreamLimits limits;
   limits.shm_budget_bytes = config->shm_budget_bytes;
   limits.default_slots = config->default_slots;
+  limits.shm_user_bytes =
+      static_cast<uint64_t>(static_cast<double>(config->shm_budget_bytes) * config->shm_user_share);
+  limits.max_streams_per_user = config->max_streams_per_user;
   StreamManager streams(env.get(), catalog->get(), &ledger, &cache, &decode_pool, limits);
 
   auto io = kj::setupAsyncIo();
+  std::optional<gid_t> share_gid;
+  if (!config->share_group.empty()) {
+    const struct group* group = getgrnam(config->share_group.c_str());  // once, at start
+    if (group == nullptr) {
+      spdlog::error("{}: share_group: no group named '{}' on this host", config_path,
+                    config->share_group);
+      return 2;
+    }
+    share_gid = group->gr_gid;
+  }
+  const AccessPolicy access(geteuid(), share_gid);
   ServiceDeps deps;
+  deps.access = &access;
   deps.env = env.get();
   deps.catalog = catalog->get();
   deps.streams = &streams;
@@ -381,7 +419,7 @@ int Serve(const CommandLine& cli) {
     spdlog::info("emberd {} serving on {} (state {}, {} decode threads, shm budget {} bytes, "
                  "{} datasets)",
                  kVersion, config->socket_path, config->state_dir, decode_threads,
-                 config->shm_budget_bytes, service.ListDatasets().size());
+                 config->shm_budget_bytes, (*catalog)->List().size());
     sd_notify(0, ("READY=1\nSTATUS=serving on " + config->socket_path).c_str());
 
     auto accepting = AcceptLoop(*listener, service, io.provider->getTimer(), &open_remote_job, connections)

@@ -21,6 +21,7 @@ struct DatasetSpec {
   pipeline @4 :Text;    # YAML text of the decode/transform pipeline (tokens: its options);
                         # empty: the format's default
   onError @5 :Text;     # "fail" (default when empty) or "skip"
+  shared @6 :Bool;      # every user of the daemon may stream and inspect it (see Daemon)
 }
 
 struct TensorSpec {
@@ -35,6 +36,7 @@ struct DatasetInfo {
   tensors @2 :List(TensorSpec);
   files @3 :List(Text); # the files the dataset reads
   fingerprint @4 :UInt64;  # sample count, tensors and an index digest; 0: not known
+  ownerUid @5 :UInt32 = 0xffffffff;  # who registered it; 0xffffffff: not known
 }
 
 # What one rank reads (Daemon.openStream). The ring (slots x slot size, the slot size
@@ -163,6 +165,15 @@ struct DaemonStatus {
 #
 # What a connection holds (its streams, its jobs) is released when the client drops the
 # capability or the connection ends, also when the client process dies.
+#
+# Users: emberd knows a connection's user from the kernel (SO_PEERCRED, SO_PEERGROUPS).
+# Datasets and jobs belong to the user who registered or started them; other users
+# neither see them (listDatasets, status) nor remove, stream, join, read or write them:
+# permission_denied naming the dataset or job and its owner's uid. A shared dataset
+# (DatasetSpec.shared) may be streamed and inspected by all. root, emberd's own uid and
+# (config share_group) members of one group among themselves are exempt. addDataset reads
+# the files with the caller's rights: permission_denied naming the file the caller
+# could not read (symlinks resolved and checked the same way).
 interface Daemon {
   # Catalog. addDataset reads the dataset's files (on a separate thread: other calls are
   # not held up); already_exists if the name is taken. inspectDataset and removeDataset:

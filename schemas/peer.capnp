@@ -80,6 +80,11 @@ struct JobParams {
   startEpoch @6 :UInt64;
   startPosition @7 :UInt64;
   fingerprint @8 :UInt64;   # the dataset copy's on the calling node; 0: not checked
+  # Who runs the rank, as the calling node's daemon identified its trainer (the job's
+  # first rank makes it the owner; see daemon/access/principal.h).
+  ownerUid @9 :UInt32 = 0xffffffff;   # unknown
+  ownerTeam @10 :Bool;
+  ownerPrivileged @11 :Bool;
 }
 
 struct HeldBatch {

@@ -33,6 +33,23 @@ std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
     if (!info.spec.pipeline.empty())
       out << YAML::Key << "pipeline" << YAML::Value << YAML::Literal << info.spec.pipeline;
     out << YAML::Key << "on_error" << YAML::Value << info.spec.on_error;
+    if (info.spec.shared) out << YAML::Key << "shared" << YAML::Value << true;
+    const Principal& owner = info.owner.principal;
+    if (owner.known()) {
+      out << YAML::Key << "owner" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "uid" << YAML::Value << owner.uid;
+      if (owner.team) out << YAML::Key << "team" << YAML::Value << true;
+      if (owner.privileged) out << YAML::Key << "privileged" << YAML::Value << true;
+      out << YAML::EndMap;
+    }
+    if (const auto& as = info.owner.reads_as) {
+      out << YAML::Key << "reads_as" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "uid" << YAML::Value << as->uid;
+      out << YAML::Key << "gid" << YAML::Value << as->gid;
+      out << YAML::Key << "groups" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (gid_t g : as->groups) out << g;
+      out << YAML::EndSeq << YAML::EndMap;
+    }
     out << YAML::Key << "count" << YAML::Value << info.count;
     if (info.fingerprint != 0)
       out << YAML::Key << "fingerprint" << YAML::Value << FingerprintHex(info.fingerprint);
@@ -95,6 +112,23 @@ class Reader {
     return value;
   }
 
+  // A uid or gid: below 2^32 - 1 (the "unknown" id).
+  Result<uint32_t> Id(const YAML::Node& node, const std::string& what,
+                      const std::string& where) const {
+    EMBER_ASSIGN_OR_RETURN(uint64_t value, Unsigned(node, what, where));
+    if (value >= 0xffffffffu) return Corrupt(node, where, what + " is not a uid or gid: " + node.Scalar());
+    return static_cast<uint32_t>(value);
+  }
+
+  // An optional boolean key: false when absent.
+  Result<bool> Flag(const YAML::Node& map, const char* key, const std::string& where) const {
+    const YAML::Node node = map[key];
+    if (!node) return false;
+    if (!node.IsScalar() || (node.Scalar() != "true" && node.Scalar() != "false"))
+      return Corrupt(node, where, std::string("'") + key + "' is not true or false");
+    return node.Scalar() == "true";
+  }
+
   Result<YAML::Node> Sequence(const YAML::Node& map, const char* key,
                               const std::string& where) const {
     EMBER_ASSIGN_OR_RETURN(YAML::Node node, Field(map, key, where));
@@ -140,6 +174,31 @@ class Reader {
     }
     Status on_error_ok = ValidateOnError(info.spec.on_error);
     if (!on_error_ok.ok()) return Corrupt(node, where, on_error_ok.message());
+    // Optional: absent in catalogs written before owners were kept (the entry is then
+    // open to all, read with the daemon's rights).
+    EMBER_ASSIGN_OR_RETURN(info.spec.shared, Flag(node, "shared", where));
+    if (const YAML::Node owner = node["owner"]) {
+      if (!owner.IsMap()) return Corrupt(owner, where, "'owner' is not a map");
+      EMBER_ASSIGN_OR_RETURN(YAML::Node uid, Field(owner, "uid", where + ": owner"));
+      EMBER_ASSIGN_OR_RETURN(info.owner.principal.uid, Id(uid, "'owner: uid'", where));
+      EMBER_ASSIGN_OR_RETURN(info.owner.principal.team, Flag(owner, "team", where + ": owner"));
+      EMBER_ASSIGN_OR_RETURN(info.owner.principal.privileged,
+                             Flag(owner, "privileged", where + ": owner"));
+    }
+    if (const YAML::Node as = node["reads_as"]) {
+      if (!as.IsMap()) return Corrupt(as, where, "'reads_as' is not a map");
+      Credentials creds;
+      EMBER_ASSIGN_OR_RETURN(YAML::Node uid, Field(as, "uid", where + ": reads_as"));
+      EMBER_ASSIGN_OR_RETURN(creds.uid, Id(uid, "'reads_as: uid'", where));
+      EMBER_ASSIGN_OR_RETURN(YAML::Node gid, Field(as, "gid", where + ": reads_as"));
+      EMBER_ASSIGN_OR_RETURN(creds.gid, Id(gid, "'reads_as: gid'", where));
+      EMBER_ASSIGN_OR_RETURN(YAML::Node groups, Sequence(as, "groups", where + ": reads_as"));
+      for (const YAML::Node& g : groups) {
+        EMBER_ASSIGN_OR_RETURN(gid_t group, Id(g, "a 'reads_as' group", where));
+        creds.groups.push_back(group);
+      }
+      info.owner.reads_as = std::move(creds);
+    }
     EMBER_ASSIGN_OR_RETURN(YAML::Node count, Field(node, "count", where));
     EMBER_ASSIGN_OR_RETURN(info.count, Unsigned(count, "'count'", where));
     if (node["fingerprint"]) {  // optional: catalogs written before it lack it
@@ -218,7 +277,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
   return catalog;
 }
 
-Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec) {
+Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& owner) {
   EMBER_RETURN_IF_ERROR(ValidateDatasetName(spec.name));
   const std::string context = Quoted(spec.name);
   Status sizes = ValidateSpecSizes(spec);
@@ -230,12 +289,14 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec) {
     if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
   }
   // Probing reads data files and may take seconds: never under the lock.
-  Result<DatasetInfo> probed = prober_(spec);
+  Result<DatasetInfo> probed = prober_(spec, owner);
   if (!probed.ok()) return probed.status().WithContext(context);
   DatasetInfo info = std::move(probed).value();
   info.spec.name = spec.name;
   info.spec.pipeline = spec.pipeline;
   info.spec.on_error = spec.on_error;
+  info.spec.shared = spec.shared;
+  info.owner = owner;
 
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
@@ -263,10 +324,13 @@ Result<DatasetInfo> Catalog::Get(const std::string& name) const {
   return it->second;
 }
 
-Status Catalog::Remove(const std::string& name) {
+Status Catalog::Remove(const std::string& name,
+                       const std::function<Status(const DatasetInfo&)>& may_remove) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto node = entries_.extract(name);
-  if (node.empty()) return NotFound(Quoted(name) + " not found");
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return NotFound(Quoted(name) + " not found");
+  if (may_remove) EMBER_RETURN_IF_ERROR(may_remove(it->second));
+  auto node = entries_.extract(it);
   Status persisted = PersistLocked();
   if (!persisted.ok()) {
     entries_.insert(std::move(node));

@@ -23,24 +23,29 @@ namespace ember::daemon {
 
 class Catalog {
  public:
-  // Checks a spec's files and returns what they hold (ProbeDataset in production).
-  using Prober = std::function<Result<DatasetInfo>(const DatasetSpec&)>;
+  // Checks a spec's files, read as `owner.reads_as`, and returns what they hold
+  // (ProbeDataset in production).
+  using Prober = std::function<Result<DatasetInfo>(const DatasetSpec&, const DatasetOwner& owner)>;
 
   // Creates state_dir if needed and loads catalog.yaml if present. A corrupt catalog
   // file is an error naming the file (the daemon refuses to start rather than lose it).
   static Result<std::unique_ptr<Catalog>> Open(Env* env, const std::string& state_dir,
                                                Prober prober);
 
-  // Validates the name, probes the files (outside the lock), then persists.
-  // kAlreadyExists if the name is taken; the probe's error (with the dataset's name as
-  // context) if the files are bad. On any error the catalog is unchanged.
-  Result<DatasetInfo> Add(const DatasetSpec& spec);
+  // Validates the name, probes the files (outside the lock), then persists the entry as
+  // `owner`'s. kAlreadyExists if the name is taken (whoever owns it); the probe's error
+  // (with the dataset's name as context) if the files are bad or `owner` may not read
+  // them. On any error the catalog is unchanged.
+  Result<DatasetInfo> Add(const DatasetSpec& spec, const DatasetOwner& owner = {});
 
   std::vector<DatasetInfo> List() const;  // sorted by name
 
   // kNotFound naming the dataset.
   Result<DatasetInfo> Get(const std::string& name) const;
-  Status Remove(const std::string& name);
+  // Removes the dataset if `may_remove` (null: always) returns OK for it, checked under
+  // the lock; its error otherwise.
+  Status Remove(const std::string& name,
+                const std::function<Status(const DatasetInfo&)>& may_remove = nullptr);
 
  private:
   Catalog(Env* env, std::string path, Prober prober);

@@ -38,7 +38,7 @@ struct FakeProber {
 
   Catalog::Prober Get() const {
     auto counter = calls;
-    return [counter](const DatasetSpec& spec) -> Result<DatasetInfo> {
+    return [counter](const DatasetSpec& spec, const DatasetOwner&) -> Result<DatasetInfo> {
       ++*counter;
       if (spec.path == "/bad") return DataLoss("/bad/train-images-idx3-ubyte.gz: truncated");
       return InfoFor(spec);

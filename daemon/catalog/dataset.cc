@@ -90,4 +90,8 @@ Result<ring::DType> ParseDType(const std::string& name) {
   return InvalidArgument("unknown dtype '" + name + "' (known: " + known + ")");
 }
 
+bool MayRead(const Principal& caller, const DatasetInfo& info) {
+  return info.spec.shared || MayAccess(caller, info.owner.principal);
+}
+
 }  // namespace ember::daemon

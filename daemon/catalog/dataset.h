@@ -5,9 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/caller_env.h"
+#include "daemon/access/principal.h"
 #include "ember/ring_layout.h"
 #include "ember/status.h"
 
@@ -24,6 +27,14 @@ struct DatasetSpec {
   // What a corrupt sample does to a stream: "fail" ends it with the error; "skip" drops
   // the sample from its batch, logs it (file, reason) and counts it.
   std::string on_error = "fail";
+  // Every user of the daemon may read (stream, inspect) it; only its owner may remove it.
+  bool shared = false;
+};
+
+// Whose dataset it is, and whose rights its files are read with.
+struct DatasetOwner {
+  Principal principal;                  // unknown: registered before owners were kept
+  std::optional<Credentials> reads_as;  // none: the daemon's own (a privileged owner)
 };
 
 // kInvalidArgument naming the value unless it is "fail" or "skip".
@@ -54,7 +65,12 @@ struct DatasetInfo {
   std::vector<TensorSpec> tensors;
   std::vector<std::string> files;  // absolute paths the dataset reads
   uint64_t fingerprint = 0;        // fingerprint.h; 0: not known
+  DatasetOwner owner;
 };
+
+// Whether `caller` may stream and inspect the dataset (its owner, a shared dataset, see
+// MayAccess). Removing it takes MayAccess to its owner.
+bool MayRead(const Principal& caller, const DatasetInfo& info);
 
 // Checks a dataset name: 1-64 characters of [A-Za-z0-9_.-], not starting with '.'.
 Status ValidateDatasetName(const std::string& name);

@@ -1,5 +1,6 @@
 #include "daemon/config/config.h"
 
+#include <cstdlib>
 #include <string_view>
 
 #include "common/paths.h"
@@ -78,7 +79,9 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
   EMBER_RETURN_IF_ERROR(yaml.CheckKeys(root, "", {"socket", "state_dir", "decode_threads",
                                                   "shm_budget", "ring_slots", "log_level",
                                                   "plugins", "listen", "tls", "node",
-                                                  "reconnect_timeout", "job_fill_timeout"}));
+                                                  "reconnect_timeout", "job_fill_timeout",
+                                                  "shm_user_share", "max_streams_per_user",
+                                                  "share_group"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -108,6 +111,19 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.reconnect_timeout_s, yaml.Unsigned(value, Key(key), 1, 3600));
     } else if (key == "job_fill_timeout") {
       EMBER_ASSIGN_OR_RETURN(config.job_fill_timeout_s, yaml.Unsigned(value, Key(key), 1, 86400));
+    } else if (key == "shm_user_share") {
+      EMBER_ASSIGN_OR_RETURN(std::string text,
+                             yaml.String(value, Key(key), "a fraction such as 0.5"));
+      char* end = nullptr;
+      const double share = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(share > 0 && share <= 1))
+        return yaml.Error(value, Key(key) + " must be a fraction in (0, 1], got '" + text + "'");
+      config.shm_user_share = share;
+    } else if (key == "max_streams_per_user") {
+      EMBER_ASSIGN_OR_RETURN(config.max_streams_per_user,
+                             yaml.Unsigned(value, Key(key), 1, 65536));
+    } else if (key == "share_group") {
+      EMBER_ASSIGN_OR_RETURN(config.share_group, yaml.String(value, Key(key), "a group name"));
     } else if (key == "ring_slots") {
       EMBER_ASSIGN_OR_RETURN(config.default_slots,
                              yaml.Unsigned(value, Key(key), kMinSlots, kMaxSlots));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/access/principal.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -27,6 +28,9 @@ struct JobParams {
   uint64_t start_epoch = 0;     // epochs before it count as finished
   uint64_t start_position = 0;  // positions of start_epoch's order already consumed
   uint64_t fingerprint = 0;     // the dataset's (catalog/fingerprint.h); 0: not checked
+  // Who created the job (its first rank), or who joins it: a rank joins only a job its
+  // principal may access (MayAccess). Not compared as a param.
+  Principal owner;
 };
 
 struct BatchLease {

@@ -98,6 +98,9 @@ Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParam
     expired_order_.erase(std::find(expired_order_.begin(), expired_order_.end(), job));
   if (it != jobs_.end()) {
     JobState& state = it->second;
+    if (!MayAccess(params.owner, state.params.owner))
+      return PermissionDenied(RankName(job, rank) + ": the job belongs to " +
+                              Describe(state.params.owner));
     EMBER_RETURN_IF_ERROR(CheckSameJob(job, rank, state.params, params));
     Status same_start = CheckSameStart(job, rank, state.params, params);
     if (!same_start.ok()) {
@@ -339,6 +342,13 @@ Result<uint64_t> JobLedger::BatchesPerRank(const std::string& job) const {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return Missing(job);
   return it->second.batches_per_rank;
+}
+
+std::optional<Principal> JobLedger::OwnerOf(const std::string& job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second.params.owner;
 }
 
 std::vector<JobSummary> JobLedger::Summaries() const {

@@ -40,6 +40,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -158,6 +159,8 @@ class JobLedger final : public JobCoordinator {
   // resumed mid-epoch).
   Result<uint64_t> BatchesPerRank(const std::string& job) const override;
   std::vector<JobSummary> Summaries() const;
+  // The principal that created `job`, if the ledger has it.
+  std::optional<Principal> OwnerOf(const std::string& job) const;
 
   // Forgets every job that has not had each rank of its world join since it was created
   // (or replayed) for `timeout_micros`, counted from the first call that saw it unfilled

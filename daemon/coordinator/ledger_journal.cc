@@ -104,6 +104,8 @@ class Decoder {
     return Status::Ok();
   }
 
+  bool AtEnd() const { return pos_ == in_.size(); }
+
   // OK if every byte was read.
   Status Finish() const {
     if (pos_ == in_.size()) return Status::Ok();
@@ -140,6 +142,9 @@ void EncodeJob(uint64_t id, const std::string& job, const JobParams& p, std::str
   PutVarint(p.start_epoch, out);
   PutVarint(p.start_position, out);
   PutVarint(p.fingerprint, out);
+  // The owner, last: records written before owners were kept end before it.
+  PutVarint(p.owner.uid, out);
+  out->push_back(static_cast<char>((p.owner.team ? 1 : 0) | (p.owner.privileged ? 2 : 0)));
 }
 
 Status DecodeJob(Decoder& in, uint64_t* id, std::string* job, JobParams* p) {
@@ -156,7 +161,15 @@ Status DecodeJob(Decoder& in, uint64_t* id, std::string* job, JobParams* p) {
   p->shuffle = shuffle == 1;
   EMBER_RETURN_IF_ERROR(in.Varint("start_epoch", &p->start_epoch));
   EMBER_RETURN_IF_ERROR(in.Varint("start_position", &p->start_position));
-  return in.Varint("fingerprint", &p->fingerprint);
+  EMBER_RETURN_IF_ERROR(in.Varint("fingerprint", &p->fingerprint));
+  if (in.AtEnd()) return Status::Ok();  // no owner: open to all (principal.h)
+  EMBER_RETURN_IF_ERROR(in.Uint32("owner uid", &p->owner.uid));
+  uint8_t flags = 0;
+  EMBER_RETURN_IF_ERROR(in.Byte("owner flags", &flags));
+  if (flags > 3) return InvalidArgument("owner flags: " + std::to_string(flags) + " is over 3");
+  p->owner.team = (flags & 1) != 0;
+  p->owner.privileged = (flags & 2) != 0;
+  return Status::Ok();
 }
 
 // Appends records of `tag` (kFinished or kConsumed) to `out`: each `head` (the fields

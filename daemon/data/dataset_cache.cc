@@ -32,8 +32,9 @@ DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
 
   auto promise = std::make_shared<std::promise<R>>();
   entry.pending = promise->get_future().share();
-  boost::asio::post(pool_, [this, promise, spec = info.spec] {
-    auto loaded = LoadDataset(*env_, spec, plugins_);
+  boost::asio::post(pool_, [this, promise, spec = info.spec, reads_as = info.owner.reads_as] {
+    std::shared_ptr<Env> reader = EnvReadingAs(env_, reads_as);
+    auto loaded = LoadDataset(*reader, spec, plugins_);
     std::lock_guard<std::mutex> lock(mu_);
     Entry& e = entries_[Key(spec)];
     e.pending = SourceFuture();
@@ -41,7 +42,9 @@ DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
       promise->set_value(R(loaded.status().WithContext("loading dataset '" + spec.name + "'")));
       return;
     }
-    std::shared_ptr<const Source> source(std::move(loaded).value());
+    // The source reads through `reader` for as long as it lives.
+    std::shared_ptr<const Source> source(std::move(loaded).value().release(),
+                                         [reader](const Source* s) { delete s; });
     e.loaded = source;
     promise->set_value(R(std::move(source)));
   });

@@ -90,6 +90,18 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
   return info;
 }
 
+Result<DatasetInfo> ProbeDatasetAs(Env* base, const DatasetSpec& spec,
+                                   const std::optional<Credentials>& reads_as,
+                                   const PluginRegistry* plugins) {
+  std::shared_ptr<Env> env = EnvReadingAs(base, reads_as);
+  if (reads_as && FindBuiltin(spec.format) == nullptr && FindPlugin(plugins, spec.format)) {
+    Status readable = env->IsDirectory(spec.path) ? env->ListDir(spec.path).status()
+                                                  : env->OpenForRead(spec.path).status();
+    if (!readable.ok()) return readable;
+  }
+  return ProbeDataset(*env, spec, plugins);
+}
+
 Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,
                                             const PluginRegistry* plugins) {
   if (const Format* format = FindBuiltin(spec.format)) return format->load(env, spec, plugins);

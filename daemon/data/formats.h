@@ -4,8 +4,10 @@
 #define EMBER_DAEMON_DATA_FORMATS_H_
 
 #include <memory>
+#include <optional>
 
 #include "daemon/catalog/dataset.h"
+#include "common/caller_env.h"
 #include "common/env.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
@@ -24,6 +26,13 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
                                  const PluginRegistry* plugins = nullptr);
 Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,
                                             const PluginRegistry* plugins = nullptr);
+
+// ProbeDataset with the files read as `reads_as` (a CallerEnv over `base`; none: as the
+// daemon). A plugin format's path, which the plugin reads itself, must then be readable
+// by `reads_as` (a file it can open, or a directory it can list).
+Result<DatasetInfo> ProbeDatasetAs(Env* base, const DatasetSpec& spec,
+                                   const std::optional<Credentials>& reads_as,
+                                   const PluginRegistry* plugins = nullptr);
 
 }  // namespace ember::daemon
 

@@ -31,6 +31,7 @@ DatasetSpec FromRpc(rpc::DatasetSpec::Reader r) {
   spec.split = ToStd(r.getSplit());
   spec.pipeline = ToStd(r.getPipeline());
   if (r.hasOnError() && r.getOnError().size() > 0) spec.on_error = ToStd(r.getOnError());
+  spec.shared = r.getShared();
   return spec;
 }
 
@@ -42,6 +43,8 @@ void ToRpc(const DatasetInfo& info, rpc::DatasetInfo::Builder b) {
   spec.setSplit(info.spec.split);
   spec.setPipeline(info.spec.pipeline);
   spec.setOnError(info.spec.on_error);
+  spec.setShared(info.spec.shared);
+  b.setOwnerUid(info.owner.principal.uid);
   b.setCount(info.count);
   auto tensors = b.initTensors(info.tensors.size());
   for (size_t i = 0; i < info.tensors.size(); ++i) {
@@ -231,27 +234,27 @@ void ToRpc(const DaemonStatus& status, rpc::DaemonStatus::Builder s) {
 kj::Promise<void> DaemonServer::addDataset(AddDatasetContext context) {
   auto added = CompletionOf<Result<DatasetInfo>>(
       kj::newPromiseAndCrossThreadFulfiller<Result<DatasetInfo>>());
-  service_.AddDataset(FromRpc(context.getParams().getSpec()), kj::mv(added.done));
+  session_->AddDataset(FromRpc(context.getParams().getSpec()), kj::mv(added.done));
   return added.promise.then([context](Result<DatasetInfo> info) mutable {
     ToRpc(ValueOrThrow(std::move(info)), context.getResults().initInfo());
   });
 }
 
 kj::Promise<void> DaemonServer::listDatasets(ListDatasetsContext context) {
-  std::vector<DatasetInfo> all = service_.ListDatasets();
+  std::vector<DatasetInfo> all = session_->ListDatasets();
   ToRpcList(all, context.getResults().initDatasets(all.size()));
   return kj::READY_NOW;
 }
 
 kj::Promise<void> DaemonServer::inspectDataset(InspectDatasetContext context) {
-  ToRpc(ValueOrThrow(service_.InspectDataset(ToStd(context.getParams().getDataset()))),
+  ToRpc(ValueOrThrow(session_->InspectDataset(ToStd(context.getParams().getDataset()))),
         context.getResults().initInfo());
   return kj::READY_NOW;
 }
 
 kj::Promise<void> DaemonServer::removeDataset(RemoveDatasetContext context) {
   auto removed = CompletionOf<Status>(kj::newPromiseAndCrossThreadFulfiller<Status>());
-  service_.RemoveDataset(ToStd(context.getParams().getDataset()), kj::mv(removed.done));
+  session_->RemoveDataset(ToStd(context.getParams().getDataset()), kj::mv(removed.done));
   return removed.promise.then([](Status s) {
     if (!s.ok()) Throw(s);
   });
@@ -267,7 +270,7 @@ kj::Promise<void> DaemonServer::openStream(OpenStreamContext context) {
 }
 
 kj::Promise<void> DaemonServer::status(StatusContext context) {
-  ToRpc(service_.GetStatus(), context.getResults().initStatus());
+  ToRpc(session_->GetStatus(), context.getResults().initStatus());
   return kj::READY_NOW;
 }
 

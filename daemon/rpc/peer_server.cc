@@ -22,6 +22,9 @@ JobParams FromRpc(rpc::JobParams::Reader r) {
   p.start_epoch = r.getStartEpoch();
   p.start_position = r.getStartPosition();
   p.fingerprint = r.getFingerprint();
+  p.owner.uid = r.getOwnerUid();
+  p.owner.team = r.getOwnerTeam();
+  p.owner.privileged = r.getOwnerPrivileged();
   return p;
 }
 
@@ -129,7 +132,7 @@ kj::Promise<void> PeerServer::openJob(OpenJobContext context) {
   const auto p = context.getParams();
   if (service_ == nullptr || timer_ == nullptr)
     Throw(FailedPrecondition("node '" + node_ + "' coordinates no jobs"));
-  if (!session_) session_ = std::make_shared<Session>(*service_, PeerCredentials{});
+  if (!session_) session_ = std::make_shared<Session>(*service_, PeerCredentials{}, AccessPolicy::Peer());
   JobMembership* membership = ValueOrThrow(session_->JoinJob(p.getJob()));
   spdlog::info("job '{}': store opened for node '{}' ({})", std::string(p.getJob()),
                std::string(p.getNode()), peer_.address);

@@ -19,6 +19,9 @@ void ToRpc(const JobParams& p, rpc::JobParams::Builder b) {
   b.setStartEpoch(p.start_epoch);
   b.setStartPosition(p.start_position);
   b.setFingerprint(p.fingerprint);
+  b.setOwnerUid(p.owner.uid);
+  b.setOwnerTeam(p.owner.team);
+  b.setOwnerPrivileged(p.owner.privileged);
 }
 
 BatchLease FromRpc(rpc::BatchLease::Reader r) {

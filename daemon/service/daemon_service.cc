@@ -2,6 +2,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "daemon/coordinator/job_name.h"
@@ -25,9 +27,10 @@ void Wait::Expire() {
   on_timeout_();
 }
 
-JobMembership::JobMembership(DaemonService& service, std::string job)
+JobMembership::JobMembership(DaemonService& service, std::string job, const Principal& caller)
     : service_(service), job_(std::move(job)) {
-  ++service_.members_[job_];
+  const Principal owner = service_.JobOwner(job_).value_or(caller);
+  ++service_.members_.try_emplace(job_, DaemonService::Members{owner, 0}).first->second.count;
 }
 
 JobMembership::~JobMembership() { service_.Leave(job_); }
@@ -109,28 +112,55 @@ Result<std::shared_ptr<SharedMemory>> JobMembership::OpenSharedMemory(const std:
 DaemonService::DaemonService(ServiceDeps deps)
     : deps_(std::move(deps)), start_micros_(deps_.env->NowMicros()) {}
 
-void DaemonService::AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done) {
+Principal DaemonService::Identify(const Credentials& creds) const {
+  if (deps_.access != nullptr) return deps_.access->Identify(creds);
+  return AccessPolicy(0, std::nullopt).Identify(creds);
+}
+
+void DaemonService::AddDataset(DatasetSpec spec, DatasetOwner owner,
+                               std::function<void(Result<DatasetInfo>)> done) {
   Catalog* catalog = deps_.catalog;
-  boost::asio::post(*deps_.blocking, [catalog, spec = std::move(spec), done = std::move(done)] {
-    done(catalog->Add(spec));
+  boost::asio::post(*deps_.blocking, [catalog, spec = std::move(spec), owner = std::move(owner),
+                                      done = std::move(done)] {
+    done(catalog->Add(spec, owner));
   });
 }
 
-std::vector<DatasetInfo> DaemonService::ListDatasets() const { return deps_.catalog->List(); }
-
-Result<DatasetInfo> DaemonService::InspectDataset(const std::string& dataset) const {
-  return deps_.catalog->Get(dataset);
+std::vector<DatasetInfo> DaemonService::ListDatasets(const Principal& caller) const {
+  std::vector<DatasetInfo> all = deps_.catalog->List();
+  all.erase(std::remove_if(all.begin(), all.end(),
+                           [&](const DatasetInfo& info) { return !MayRead(caller, info); }),
+            all.end());
+  return all;
 }
 
-void DaemonService::RemoveDataset(std::string dataset, std::function<void(Status)> done) {
+Result<DatasetInfo> DaemonService::InspectDataset(const Principal& caller,
+                                                  const std::string& dataset) const {
+  EMBER_ASSIGN_OR_RETURN(DatasetInfo info, deps_.catalog->Get(dataset));
+  if (!MayRead(caller, info))
+    return PermissionDenied("dataset '" + dataset + "' belongs to " +
+                            Describe(info.owner.principal) + " and is not shared");
+  return info;
+}
+
+void DaemonService::RemoveDataset(const Principal& caller, std::string dataset,
+                                  std::function<void(Status)> done) {
   Catalog* catalog = deps_.catalog;
-  boost::asio::post(*deps_.blocking,
-                    [catalog, dataset = std::move(dataset), done = std::move(done)] {
-                      done(catalog->Remove(dataset));
-                    });
+  boost::asio::post(*deps_.blocking, [catalog, caller, dataset = std::move(dataset),
+                                      done = std::move(done)] {
+    done(catalog->Remove(dataset, [&](const DatasetInfo& info) {
+      if (MayAccess(caller, info.owner.principal)) return Status::Ok();
+      return PermissionDenied("dataset '" + dataset + "' belongs to " +
+                              Describe(info.owner.principal));
+    }));
+  });
 }
 
 Result<OpenedStream> DaemonService::OpenStream(const StreamParams& params) {
+  Status allowed = CheckJobAccess(params.owner, params.job);
+  if (!allowed.ok())
+    return allowed.WithContext("stream for job '" + params.job + "' rank " +
+                               std::to_string(params.rank));
   auto stream = deps_.streams->Open(params);
   if (!stream.ok()) {
     return stream.status().WithContext("stream for job '" + params.job + "' rank " +
@@ -151,39 +181,64 @@ Result<OpenedStream> DaemonService::OpenStream(const StreamParams& params) {
 
 void DaemonService::CloseStream(uint64_t id) { deps_.streams->Close(id); }
 
-Result<std::unique_ptr<JobMembership>> DaemonService::JoinJob(const std::string& job) {
+Result<std::unique_ptr<JobMembership>> DaemonService::JoinJob(const Principal& caller,
+                                                             const std::string& job) {
   EMBER_RETURN_IF_ERROR(CheckJobName(job));
-  return std::unique_ptr<JobMembership>(new JobMembership(*this, job));
+  EMBER_RETURN_IF_ERROR(CheckJobAccess(caller, job));
+  return std::unique_ptr<JobMembership>(new JobMembership(*this, job, caller));
+}
+
+std::optional<Principal> DaemonService::JobOwner(const std::string& job) const {
+  auto it = members_.find(job);
+  if (it != members_.end()) return it->second.owner;
+  return deps_.ledger->OwnerOf(job);
+}
+
+Status DaemonService::CheckJobAccess(const Principal& caller, const std::string& job) const {
+  auto it = members_.find(job);
+  const std::optional<Principal> members =
+      it == members_.end() ? std::nullopt : std::optional<Principal>(it->second.owner);
+  for (const std::optional<Principal>& owner : {members, deps_.ledger->OwnerOf(job)}) {
+    if (owner && !MayAccess(caller, *owner))
+      return PermissionDenied("job '" + job + "' belongs to " + Describe(*owner));
+  }
+  return Status::Ok();
 }
 
 int DaemonService::JobMembers(const std::string& job) const {
   auto it = members_.find(job);
-  return it == members_.end() ? 0 : it->second;
+  return it == members_.end() ? 0 : it->second.count;
 }
 
 void DaemonService::Leave(const std::string& job) {
   auto it = members_.find(job);
   if (it == members_.end()) return;
-  if (--it->second > 0) return;
+  if (--it->second.count > 0) return;
   members_.erase(it);
   deps_.kv->DropJob(job);
 }
 
-DaemonStatus DaemonService::GetStatus() const {
+DaemonStatus DaemonService::GetStatus(const Principal& caller) const {
   DaemonStatus status;
   status.version = deps_.version;
   status.pid = deps_.pid;
   status.uptime_seconds = (deps_.env->NowMicros() - start_micros_) / 1e6;
-  status.datasets = deps_.catalog->List();
-  status.jobs = deps_.ledger->Summaries();
+  status.datasets = ListDatasets(caller);
+  auto visible = [&caller](const auto& owner) { return MayAccess(caller, owner); };
+  for (JobSummary& job : deps_.ledger->Summaries())
+    if (visible(job.params.owner)) status.jobs.push_back(std::move(job));
   if (deps_.proxied_jobs) {
-    std::vector<JobSummary> proxied = deps_.proxied_jobs();
-    status.jobs.insert(status.jobs.end(), proxied.begin(), proxied.end());
+    for (JobSummary& job : deps_.proxied_jobs())
+      if (visible(job.params.owner)) status.jobs.push_back(std::move(job));
   }
-  status.streams = deps_.streams->Stats();
+  for (StreamStats& stream : deps_.streams->Stats())
+    if (visible(stream.params.owner)) status.streams.push_back(std::move(stream));
   status.shm_bytes_in_use = deps_.streams->shm_bytes_in_use();
   status.shm_bytes_budget = deps_.streams->shm_bytes_budget();
-  status.pending_segments = deps_.segments->Pending();
+  for (PendingSegment& segment : deps_.segments->Pending()) {
+    std::optional<Principal> owner = JobOwner(segment.job);
+    if (!owner || visible(*owner)) status.pending_segments.push_back(std::move(segment));
+  }
   return status;
 }
 

@@ -30,6 +30,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "common/env.h"
+#include "daemon/access/principal.h"
 #include "daemon/catalog/catalog.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
@@ -42,6 +43,7 @@ namespace ember::daemon {
 // The subsystems the service drives; none owned, all must outlive the service.
 struct ServiceDeps {
   Env* env = nullptr;  // the clock for uptime
+  const AccessPolicy* access = nullptr;  // null: root and the daemon's uid 0 are privileged
   Catalog* catalog = nullptr;
   StreamManager* streams = nullptr;
   JobLedger* ledger = nullptr;
@@ -141,7 +143,7 @@ class JobMembership {
 
  private:
   friend class DaemonService;
-  JobMembership(DaemonService& service, std::string job);
+  JobMembership(DaemonService& service, std::string job, const Principal& caller);
 
   // The Wait for a registered waiter (null if `id` is empty: the callback already ran),
   // expired at once when timeout_ms is 0.
@@ -159,33 +161,57 @@ class DaemonService {
   DaemonService(const DaemonService&) = delete;
   DaemonService& operator=(const DaemonService&) = delete;
 
-  // Datasets. Add probes the files and Remove rewrites the catalog on the blocking pool;
-  // `done` runs there with the result (see Catalog::Add / Remove for the errors).
-  void AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done);
-  std::vector<DatasetInfo> ListDatasets() const;
-  Result<DatasetInfo> InspectDataset(const std::string& dataset) const;
-  void RemoveDataset(std::string dataset, std::function<void(Status)> done);
+  // The principal of a client with `creds` (ServiceDeps::access).
+  Principal Identify(const Credentials& creds) const;
 
-  // Starts a stream (see StreamManager::Open; errors name the job and rank). It runs until
-  // CloseStream; Session does that for a connection.
+  // Datasets. Add probes the files (read as owner.reads_as) and Remove rewrites the
+  // catalog on the blocking pool; `done` runs there with the result (see Catalog::Add /
+  // Remove for the errors). A caller lists, inspects and streams the datasets it may read
+  // (MayRead) and removes those it may access (MayAccess to the owner):
+  // kPermissionDenied naming the dataset and its owner otherwise.
+  void AddDataset(DatasetSpec spec, DatasetOwner owner,
+                  std::function<void(Result<DatasetInfo>)> done);
+  std::vector<DatasetInfo> ListDatasets(const Principal& caller) const;
+  Result<DatasetInfo> InspectDataset(const Principal& caller, const std::string& dataset) const;
+  void RemoveDataset(const Principal& caller, std::string dataset,
+                     std::function<void(Status)> done);
+
+  // Starts a stream as params.owner (see StreamManager::Open; errors name the job and
+  // rank). It runs until CloseStream; Session does that for a connection.
+  // kPermissionDenied if the job belongs to a principal params.owner may not access.
   Result<OpenedStream> OpenStream(const StreamParams& params);
   void CloseStream(uint64_t id);  // no-op for unknown ids
 
-  // A new member of `job`. kInvalidArgument for an empty job.
-  Result<std::unique_ptr<JobMembership>> JoinJob(const std::string& job);
+  // A new member of `job`; the first member's principal owns the job's keys, barriers
+  // and segments until the last one leaves. kInvalidArgument for a bad job name;
+  // kPermissionDenied if the job (its members or its streams) belongs to a principal
+  // `caller` may not access.
+  Result<std::unique_ptr<JobMembership>> JoinJob(const Principal& caller, const std::string& job);
 
   // Members of `job` now (0 if none).
   int JobMembers(const std::string& job) const;
 
-  DaemonStatus GetStatus() const;
+  // What `caller` may see: its datasets (and shared ones), jobs, streams and pending
+  // segments; the totals (shared memory in use) are the daemon's.
+  DaemonStatus GetStatus(const Principal& caller) const;
 
  private:
   friend class JobMembership;
   void Leave(const std::string& job);
+  // kPermissionDenied unless `caller` may access the job's owner: its members' or its
+  // ledger entry's.
+  Status CheckJobAccess(const Principal& caller, const std::string& job) const;
+  // The owner of `job`: its members', else its ledger entry's; null if neither.
+  std::optional<Principal> JobOwner(const std::string& job) const;
+
+  struct Members {
+    Principal owner;  // the first member's
+    int count = 0;
+  };
 
   const ServiceDeps deps_;
   const uint64_t start_micros_;
-  std::map<std::string, int> members_;  // job -> live memberships
+  std::map<std::string, Members> members_;  // by job: its live memberships
 };
 
 }  // namespace ember::daemon

@@ -27,7 +27,7 @@ struct Outcome {
 };
 
 std::unique_ptr<JobMembership> Join(DaemonService& service, const std::string& job) {
-  auto membership = service.JoinJob(job);
+  auto membership = service.JoinJob(ServiceFixture::Root(), job);
   REQUIRE(membership.ok());
   return std::move(*membership);
 }
@@ -37,30 +37,30 @@ TEST_CASE("datasets are added and removed on the blocking pool") {
   DaemonService& service = f.service();
   const std::thread::id caller = std::this_thread::get_id();
   std::promise<std::thread::id> ran_on;
-  service.AddDataset(f.TokensSpec("toks"), [&](Result<DatasetInfo> info) {
+  service.AddDataset(f.TokensSpec("toks"), DatasetOwner{ServiceFixture::Root(), {}}, [&](Result<DatasetInfo> info) {
     REQUIRE(info.ok());
     ran_on.set_value(std::this_thread::get_id());
   });
   CHECK(ran_on.get_future().get() != caller);
 
-  Result<DatasetInfo> info = service.InspectDataset("toks");
+  Result<DatasetInfo> info = service.InspectDataset(ServiceFixture::Root(), "toks");
   REQUIRE(info.ok());
   CHECK(info->count == ServiceFixture::kTokensSamples);
   CHECK(info->spec.format == "tokens");
-  REQUIRE(service.ListDatasets().size() == 1);
-  CHECK(service.ListDatasets()[0].spec.name == "toks");
+  REQUIRE(service.ListDatasets(ServiceFixture::Root()).size() == 1);
+  CHECK(service.ListDatasets(ServiceFixture::Root())[0].spec.name == "toks");
 
   Result<DatasetInfo> again = f.AddDataset(f.TokensSpec("toks"));
   CHECK(again.status().code() == StatusCode::kAlreadyExists);
   DatasetSpec bad = f.TokensSpec("bad");
   bad.path += ".missing";
   CHECK_FALSE(f.AddDataset(bad).ok());
-  CHECK(service.ListDatasets().size() == 1);
+  CHECK(service.ListDatasets(ServiceFixture::Root()).size() == 1);
 
   REQUIRE(f.RemoveDataset("toks").ok());
-  CHECK(service.InspectDataset("toks").status().code() == StatusCode::kNotFound);
+  CHECK(service.InspectDataset(ServiceFixture::Root(), "toks").status().code() == StatusCode::kNotFound);
   CHECK(f.RemoveDataset("toks").code() == StatusCode::kNotFound);
-  CHECK(service.ListDatasets().empty());
+  CHECK(service.ListDatasets(ServiceFixture::Root()).empty());
 }
 
 TEST_CASE("KvGet returns a present key at once and waits for a missing one") {
@@ -159,7 +159,7 @@ TEST_CASE("a barrier arrival that times out no longer counts") {
 TEST_CASE("a job's keys live while it has members, then its name can be reused") {
   ServiceFixture f("membership");
   DaemonService& service = f.service();
-  CHECK(service.JoinJob("").status().code() == StatusCode::kInvalidArgument);
+  CHECK(service.JoinJob(ServiceFixture::Root(), "").status().code() == StatusCode::kInvalidArgument);
 
   auto first = Join(service, "job");
   auto second = Join(service, "job");
@@ -209,7 +209,7 @@ TEST_CASE("status gathers datasets, jobs, streams, memory and pending segments")
   auto job = Join(service, "train");
   REQUIRE(job->OpenSharedMemory("grads", 0, 2, 4096).ok());
 
-  DaemonStatus status = service.GetStatus();
+  DaemonStatus status = service.GetStatus(ServiceFixture::Root());
   CHECK(status.version == ServiceFixture::kVersion);
   CHECK(status.pid == ServiceFixture::kPid);
   CHECK(status.uptime_seconds >= 0);
@@ -228,7 +228,7 @@ TEST_CASE("status gathers datasets, jobs, streams, memory and pending segments")
   CHECK(status.pending_segments[0].missing_ranks == std::vector<uint32_t>{1});
 
   service.CloseStream(stream->id);
-  status = service.GetStatus();
+  status = service.GetStatus(ServiceFixture::Root());
   CHECK(status.streams.empty());
   CHECK(f.RingMemoryReleased());
 }

@@ -23,7 +23,9 @@ ServiceFixture::ServiceFixture(const std::string& name) : env_(NewPosixEnv()) {
                                                   tokens.size() * sizeof(uint16_t)));
   Env* env = env_.get();
   auto catalog = Catalog::Open(env, dir_ + "/state",
-                               [env](const DatasetSpec& spec) { return ProbeDataset(*env, spec); });
+                               [env](const DatasetSpec& spec, const DatasetOwner& owner) {
+                                 return ProbeDatasetAs(env, spec, owner.reads_as);
+                               });
   REQUIRE(catalog.ok());
   catalog_ = std::move(*catalog);
   segments_ = std::make_unique<SharedSegments>(env);
@@ -60,9 +62,15 @@ DatasetSpec ServiceFixture::TokensSpec(const std::string& dataset) const {
   return spec;
 }
 
-Result<DatasetInfo> ServiceFixture::AddDataset(const DatasetSpec& spec) {
+Principal ServiceFixture::Root() { return AccessPolicy(0, std::nullopt).Identify(Credentials{0, 0, {}}); }
+
+Principal ServiceFixture::User(uid_t uid) {
+  return AccessPolicy(0, std::nullopt).Identify(Credentials{uid, uid, {}});
+}
+
+Result<DatasetInfo> ServiceFixture::AddDataset(const DatasetSpec& spec, const DatasetOwner& owner) {
   std::promise<Result<DatasetInfo>> added;
-  service_->AddDataset(spec, [&added](Result<DatasetInfo> info) { added.set_value(std::move(info)); });
+  service_->AddDataset(spec, owner, [&added](Result<DatasetInfo> info) { added.set_value(std::move(info)); });
   return added.get_future().get();
 }
 
@@ -75,9 +83,9 @@ bool ServiceFixture::RingMemoryReleased() {
   return true;
 }
 
-Status ServiceFixture::RemoveDataset(const std::string& dataset) {
+Status ServiceFixture::RemoveDataset(const std::string& dataset, const Principal& caller) {
   std::promise<Status> removed;
-  service_->RemoveDataset(dataset, [&removed](Status s) { removed.set_value(std::move(s)); });
+  service_->RemoveDataset(caller, dataset, [&removed](Status s) { removed.set_value(std::move(s)); });
   return removed.get_future().get();
 }
 
@@ -90,6 +98,7 @@ StreamParams ServiceFixture::StreamOf(const std::string& job, const std::string&
   params.rank = rank;
   params.world_size = 2;
   params.epochs = 1;
+  params.owner = Root();
   return params;
 }
 

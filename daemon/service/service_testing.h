@@ -30,9 +30,13 @@ class ServiceFixture {
   // A tokens dataset called `dataset`: 64 uint16 tokens in windows of 4 (15 samples).
   DatasetSpec TokensSpec(const std::string& dataset) const;
 
+  // Principals: root, and users of uid 1001, 1002, ... (no share group).
+  static Principal Root();
+  static Principal User(uid_t uid);
+
   // DaemonService::AddDataset / RemoveDataset, waiting for their completion.
-  Result<DatasetInfo> AddDataset(const DatasetSpec& spec);
-  Status RemoveDataset(const std::string& dataset);
+  Result<DatasetInfo> AddDataset(const DatasetSpec& spec, const DatasetOwner& owner = {Root(), {}});
+  Status RemoveDataset(const std::string& dataset, const Principal& caller = Root());
 
   // Waits up to 5 s for the ring memory in use to fall to 0 (closed streams return theirs
   // once their producers have stopped); false if it did not.

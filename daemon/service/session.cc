@@ -4,16 +4,37 @@
 
 namespace ember::daemon {
 
-Session::Session(DaemonService& service, PeerCredentials peer)
-    : service_(service), peer_(peer) {}
+Session::Session(DaemonService& service, PeerCredentials peer, Principal principal)
+    : service_(service), peer_(std::move(peer)), principal_(principal) {}
 
 Session::~Session() {
   for (uint64_t id : streams_) service_.CloseStream(id);
   memberships_.clear();
 }
 
+void Session::AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done) {
+  DatasetOwner owner;
+  owner.principal = principal_;
+  if (!principal_.privileged) owner.reads_as = peer_.creds;
+  service_.AddDataset(std::move(spec), std::move(owner), std::move(done));
+}
+
+std::vector<DatasetInfo> Session::ListDatasets() const { return service_.ListDatasets(principal_); }
+
+Result<DatasetInfo> Session::InspectDataset(const std::string& dataset) const {
+  return service_.InspectDataset(principal_, dataset);
+}
+
+void Session::RemoveDataset(std::string dataset, std::function<void(Status)> done) {
+  service_.RemoveDataset(principal_, std::move(dataset), std::move(done));
+}
+
+DaemonStatus Session::GetStatus() const { return service_.GetStatus(principal_); }
+
 Result<OpenedStream> Session::OpenStream(const StreamParams& params) {
-  EMBER_ASSIGN_OR_RETURN(OpenedStream opened, service_.OpenStream(params));
+  StreamParams own = params;
+  own.owner = principal_;
+  EMBER_ASSIGN_OR_RETURN(OpenedStream opened, service_.OpenStream(own));
   streams_.insert(opened.id);
   return opened;
 }
@@ -23,7 +44,8 @@ void Session::CloseStream(uint64_t id) {
 }
 
 Result<JobMembership*> Session::JoinJob(const std::string& job) {
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<JobMembership> membership, service_.JoinJob(job));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<JobMembership> membership,
+                         service_.JoinJob(principal_, job));
   JobMembership* raw = membership.get();
   memberships_.emplace(raw, std::move(membership));
   return raw;

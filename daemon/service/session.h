@@ -20,22 +20,26 @@
 
 namespace ember::daemon {
 
-// The peer process of a unix-socket connection, as the kernel reported it when it
-// connected (SO_PEERCRED). -1 where unknown.
-struct PeerCredentials {
-  pid_t pid = -1;
-  uid_t uid = static_cast<uid_t>(-1);
-  gid_t gid = static_cast<gid_t>(-1);
-};
-
 class Session {
  public:
-  Session(DaemonService& service, PeerCredentials peer);
+  // `peer`: the process at the other end, as the kernel reported it when it connected;
+  // `principal`: who it is to the access rules (AccessPolicy::Identify of its
+  // credentials, or AccessPolicy::Peer for another node's daemon).
+  Session(DaemonService& service, PeerCredentials peer, Principal principal);
   ~Session();  // closes the session's streams, then ends its memberships
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   const PeerCredentials& peer() const { return peer_; }
+  const Principal& principal() const { return principal_; }
+
+  // The service's dataset calls, as this session's principal (files read with the
+  // peer's credentials unless it is privileged).
+  void AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done);
+  std::vector<DatasetInfo> ListDatasets() const;
+  Result<DatasetInfo> InspectDataset(const std::string& dataset) const;
+  void RemoveDataset(std::string dataset, std::function<void(Status)> done);
+  DaemonStatus GetStatus() const;
 
   // A stream owned by this session until CloseStream or the session's end (see
   // DaemonService::OpenStream for the errors).
@@ -55,6 +59,7 @@ class Session {
  private:
   DaemonService& service_;
   const PeerCredentials peer_;
+  const Principal principal_;
   std::set<uint64_t> streams_;
   std::map<JobMembership*, std::unique_ptr<JobMembership>> memberships_;
 };

@@ -56,6 +56,7 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
   job_params.start_epoch = params.start_epoch;
   job_params.start_position = params.start_position;
   job_params.fingerprint = info.fingerprint;
+  job_params.owner = params.owner;
   std::vector<HeldBatch> held;
   if (params.rejoin)
     for (uint64_t b = 0; b < params.rejoin_received; ++b)

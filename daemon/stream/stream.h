@@ -54,6 +54,10 @@ struct StreamParams {
   bool rejoin = false;
   uint64_t rejoin_epoch = 0;
   uint64_t rejoin_received = 0;
+  // Who opens the stream (the connection's principal, not the client's say): it must
+  // be allowed to read the dataset and join the job, and its ring counts against its
+  // share of the budget.
+  Principal owner;
 };
 
 struct StreamStats {

@@ -67,10 +67,11 @@ void StreamManager::Reap() {
     lock.unlock();
     for (std::shared_ptr<Stream>& stream : done) {
       const uint64_t id = stream->id(), bytes = stream->ring_bytes();
+      const Principal owner = stream->params().owner;
       stream.reset();  // joins the finished producer and unmaps the ring
       {
         std::lock_guard<std::mutex> relock(mu_);
-        reserved_bytes_ -= bytes;
+        UnreserveLocked(owner, bytes);
       }
       spdlog::info("stream {} closed", id);
     }
@@ -104,6 +105,9 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                            std::to_string(limits_.max_slots));
   auto info = catalog_->Get(params.dataset);
   if (!info.ok()) return info.status();
+  if (!MayRead(params.owner, *info))
+    return PermissionDenied("dataset '" + params.dataset + "' belongs to " +
+                            Describe(info->owner.principal) + " and is not shared");
   if (params.expect_fingerprint != 0 && info->fingerprint != 0 &&
       params.expect_fingerprint != info->fingerprint)
     return FailedPrecondition("fingerprint: dataset '" + params.dataset + "' has " +
@@ -120,13 +124,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (reserved_bytes_ + ring_bytes > limits_.shm_budget_bytes)
-      return ResourceExhausted("a ring of " + std::to_string(ring_bytes) + " bytes (" +
-                               std::to_string(params.slots) + " slots of batch " +
-                               std::to_string(params.batch_size) + ") does not fit: " +
-                               std::to_string(reserved_bytes_) + " of the shm_budget of " +
-                               std::to_string(limits_.shm_budget_bytes) + " bytes in use");
-    reserved_bytes_ += ring_bytes;
+    EMBER_RETURN_IF_ERROR(ReserveLocked(params, ring_bytes));
     id = next_id_++;
   }
   JobCoordinator* coordinator = ledger_;
@@ -137,7 +135,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                        "coordinator: this daemon cannot reach other daemons"));
     if (!resolved.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      reserved_bytes_ -= ring_bytes;
+      UnreserveLocked(params.owner, ring_bytes);
       return resolved.status().WithContext("coordinator '" + params.coordinator + "'");
     }
     coordinator = *resolved;
@@ -146,7 +144,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
       Stream::Start(id, *env_, *coordinator, *info, load_source_(*info), decode_pool_, params);
   std::lock_guard<std::mutex> lock(mu_);
   if (!stream.ok()) {
-    reserved_bytes_ -= ring_bytes;
+    UnreserveLocked(params.owner, ring_bytes);
     return stream.status();
   }
   std::shared_ptr<Stream> shared(std::move(stream).value());
@@ -155,6 +153,41 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                id, params.job, params.rank, params.world_size, params.dataset, params.batch_size,
                params.slots, shared->ring_bytes());
   return shared;
+}
+
+Status StreamManager::ReserveLocked(const StreamParams& params, uint64_t bytes) {
+  const std::string ring = "a ring of " + std::to_string(bytes) + " bytes (" +
+                           std::to_string(params.slots) + " slots of batch " +
+                           std::to_string(params.batch_size) + ")";
+  if (reserved_bytes_ + bytes > limits_.shm_budget_bytes)
+    return ResourceExhausted(ring + " does not fit: " + std::to_string(reserved_bytes_) +
+                             " of the shm_budget of " + std::to_string(limits_.shm_budget_bytes) +
+                             " bytes in use");
+  const Principal& owner = params.owner;
+  if (!owner.privileged) {
+    UserUse& use = users_[owner.uid];
+    if (use.streams >= limits_.max_streams_per_user)
+      return ResourceExhausted("uid " + std::to_string(owner.uid) + " has " +
+                               std::to_string(use.streams) + " streams, the most one user may open");
+    if (use.bytes + bytes > limits_.shm_user_bytes)
+      return ResourceExhausted(ring + " does not fit in the share of uid " +
+                               std::to_string(owner.uid) + ": " + std::to_string(use.bytes) +
+                               " of its " + std::to_string(limits_.shm_user_bytes) +
+                               " bytes (shm_user_share) in use");
+    use.bytes += bytes;
+    ++use.streams;
+  }
+  reserved_bytes_ += bytes;
+  return Status::Ok();
+}
+
+void StreamManager::UnreserveLocked(const Principal& owner, uint64_t bytes) {
+  reserved_bytes_ -= bytes;
+  if (owner.privileged) return;
+  auto it = users_.find(owner.uid);
+  if (it == users_.end()) return;
+  it->second.bytes -= bytes;
+  if (--it->second.streams == 0) users_.erase(it);
 }
 
 void StreamManager::Close(uint64_t id) {

@@ -28,6 +28,10 @@ namespace ember::daemon {
 
 struct StreamLimits {
   uint64_t shm_budget_bytes = 4ull << 30;
+  // What the rings of one uid may hold (config shm_user_share), and how many streams one
+  // uid may have open. Privileged principals count only against the whole budget.
+  uint64_t shm_user_bytes = 2ull << 30;
+  uint32_t max_streams_per_user = 256;
   uint32_t default_slots = 8;
   uint32_t max_slots = 1024;
   uint32_t max_batch_size = 1 << 20;
@@ -74,6 +78,11 @@ class StreamManager {
   uint64_t shm_bytes_budget() const { return limits_.shm_budget_bytes; }
 
  private:
+  // Reserves a ring of `bytes` for `owner` (kResourceExhausted with the numbers past the
+  // budget, the owner's share or its stream count); Unreserve gives it back.
+  Status ReserveLocked(const StreamParams& params, uint64_t bytes);
+  void UnreserveLocked(const Principal& owner, uint64_t bytes);
+
   // The reaper thread: destroys closed streams as their producers finish, returning
   // their bytes to the budget; exits once shutting down with none left.
   void Reap();
@@ -88,6 +97,11 @@ class StreamManager {
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;                                  // guarded by mu_
   uint64_t reserved_bytes_ = 0;                           // guarded by mu_
+  struct UserUse {
+    uint64_t bytes = 0;
+    uint32_t streams = 0;  // open or closing
+  };
+  std::map<uid_t, UserUse> users_;  // by the streams' owners' uid; guarded by mu_
   std::map<uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by mu_
   std::vector<std::shared_ptr<Stream>> closing_;  // stopped, not yet reaped; guarded by mu_
   bool shutting_down_ = false;                    // guarded by mu_

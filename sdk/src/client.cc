@@ -36,6 +36,8 @@ DatasetInfo FromRpc(rpc::DatasetInfo::Reader r) {
   info.spec.split = ToStd(r.getSpec().getSplit());
   info.spec.pipeline = ToStd(r.getSpec().getPipeline());
   info.spec.on_error = ToStd(r.getSpec().getOnError());
+  info.spec.shared = r.getSpec().getShared();
+  info.owner_uid = r.getOwnerUid();
   info.count = r.getCount();
   for (auto t : r.getTensors()) {
     TensorInfo tensor;
@@ -236,6 +238,7 @@ Result<DatasetInfo> Client::AddDataset(const DatasetSpec& spec) {
     b.setSplit(spec.split);
     b.setPipeline(spec.pipeline);
     b.setOnError(spec.on_error);
+    b.setShared(spec.shared);
     return Catch(req.send().then([](auto r) { return FromRpc(r.getInfo()); }));
   });
 }

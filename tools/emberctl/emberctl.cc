@@ -39,6 +39,8 @@ void PrintDataset(const ember::DatasetInfo& d, bool verbose) {
   std::printf("%-24s %-6s %-6s %10" PRIu64 " samples  %s\n", d.spec.name.c_str(),
               d.spec.format.c_str(), d.spec.split.c_str(), d.count, d.spec.path.c_str());
   if (!verbose) return;
+  if (d.owner_uid != 0xffffffffu)
+    std::printf("  owner  uid %u%s\n", d.owner_uid, d.spec.shared ? " (shared with all users)" : "");
   for (const auto& t : d.tensors)
     std::printf("  tensor %-8s %-8s %s per sample\n", t.name.c_str(), t.dtype.c_str(),
                 Shape(t.shape).c_str());
@@ -147,6 +149,8 @@ int main(int argc, char** argv) {
   add_cmd->add_option("--on-error", spec.on_error, "a corrupt sample fails the stream or is skipped")
       ->check(CLI::IsMember({"fail", "skip"}))
       ->capture_default_str();
+  add_cmd->add_flag("--shared", spec.shared,
+                    "every user of the daemon may stream it (default: only you and root)");
   auto* ls_cmd = dataset_cmd->add_subcommand("ls", "list registered datasets");
   std::string name;
   auto* inspect_cmd = dataset_cmd->add_subcommand("inspect", "count, shapes and dtypes");

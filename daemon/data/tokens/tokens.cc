@@ -126,7 +126,6 @@ Result<TokensFile> OpenTokens(Env& env, const DatasetSpec& spec) {
   if (env.IsDirectory(path)) {
     return InvalidArgument(path + ": is a directory (a tokens dataset is one file)");
   }
-  if (!env.FileExists(path)) return NotFound(path + ": no such file");
   EMBER_ASSIGN_OR_RETURN(tokens.file, env.MapReadOnly(path));
 
   const uint64_t size = tokens.file->size();

@@ -39,6 +39,9 @@ struct DatasetSpec {
   std::string split = "train";
   std::string pipeline;           // YAML text of a decode/transform pipeline; empty: default
   std::string on_error = "fail";  // corrupt sample: "fail" the stream or "skip" it
+  // Every user of the daemon may stream it; otherwise only its owner (the registering
+  // uid; the daemon reads its files with that user's rights) and root.
+  bool shared = false;
 };
 
 struct TensorInfo {
@@ -53,6 +56,7 @@ struct DatasetInfo {
   std::vector<TensorInfo> tensors;
   std::vector<std::string> files;
   uint64_t fingerprint = 0;  // sample count, tensors and an index digest; 0: not known
+  uint32_t owner_uid = 0xffffffff;  // who registered it; 0xffffffff: not known
 };
 
 // What a rank reads: a (job, rank) stream of batches of `dataset`.

@@ -1,0 +1,303 @@
+// Users on a shared node (issue 13): what one uid registers or runs, another cannot see,
+// remove, stream, join, read or write, and one uid cannot take the memory every other
+// needs. emberd runs as root (as CI does); the clients run as real other uids, in forked
+// children (tests/support/as_user.h).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/temp_dir_testing.h"
+#include "tests/support/as_user.h"
+#include "tests/support/test_env.h"
+
+namespace ember::testing {
+namespace {
+
+const User kAlice{2001, 2001, {2001}};
+const User kBob{2002, 2002, {2002}};
+const User kRoot{0, 0, {0}};
+constexpr gid_t kUsersGroup = 100;  // Debian's "users"
+
+// A private emberd whose socket every uid may connect to (what the unit's group does).
+class SharedDaemon {
+ public:
+  explicit SharedDaemon(std::vector<std::string> config_yaml = {}) : daemon_(MakeDaemon(config_yaml)) {
+    daemon_->Start();
+    chmod(daemon_->dir().c_str(), 0755);
+    chmod(daemon_->socket().c_str(), 0777);
+  }
+  Daemon& operator*() { return *daemon_; }
+  Daemon* operator->() { return daemon_.get(); }
+
+ private:
+  static std::unique_ptr<Daemon> MakeDaemon(const std::vector<std::string>& yaml) {
+    if (yaml.empty()) return std::make_unique<Daemon>();
+    TempDir* dir = new TempDir();  // leaked on purpose: removed by the OS's /tmp cleanup
+    chmod(dir->path().c_str(), 0755);
+    return std::make_unique<Daemon>(dir->path(), WriteDaemonConfig(dir->path(), yaml[0]));
+  }
+  std::unique_ptr<Daemon> daemon_;
+};
+
+std::unique_ptr<Client> ConnectTo(const std::string& socket) {
+  ClientOptions options;
+  options.socket_path = socket;
+  options.call_timeout = std::chrono::seconds(30);
+  auto client = Client::Connect(options);
+  if (!client.ok()) throw std::runtime_error(client.status().ToString());
+  return std::move(client).value();
+}
+
+std::string Code(const Status& s) { return s.ok() ? "ok" : s.ToString(); }
+template <typename T>
+std::string Code(const Result<T>& r) {
+  return Code(r.ok() ? Status::Ok() : r.status());
+}
+
+// A directory of `owner`'s (mode 0700) holding a tokens file (64 uint16 tokens, mode 0600).
+class UserData {
+ public:
+  explicit UserData(const User& owner, size_t num_tokens = 64) {
+    chmod(dir_.path().c_str(), 0700);
+    std::vector<uint16_t> tokens(num_tokens);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i);
+    WriteTestFile(tokens_path(), std::string(reinterpret_cast<const char*>(tokens.data()),
+                                             tokens.size() * sizeof(uint16_t)));
+    chmod(tokens_path().c_str(), 0600);
+    REQUIRE(chown(tokens_path().c_str(), owner.uid, owner.gid) == 0);
+    REQUIRE(chown(dir_.path().c_str(), owner.uid, owner.gid) == 0);
+  }
+  std::string dir() const { return dir_.path(); }
+  std::string tokens_path() const { return dir_.path() + "/tokens.bin"; }
+
+ private:
+  TempDir dir_;
+};
+
+DatasetSpec TokensSpec(const std::string& name, const std::string& path, bool shared = false,
+                       int seq_len = 4) {
+  DatasetSpec spec;
+  spec.name = name;
+  spec.format = "tokens";
+  spec.path = path;
+  spec.pipeline = "tokens: {seq_len: " + std::to_string(seq_len) + "}";
+  spec.shared = shared;
+  return spec;
+}
+
+// `rank` of 2 of `job`, until the reader is destroyed.
+StreamOptions Rank(const std::string& job, const std::string& dataset, uint32_t rank,
+                   uint32_t batch = 2) {
+  StreamOptions o = ReaderOptions(job, batch, 0, dataset);
+  o.rank = rank;
+  o.world_size = 2;
+  return o;
+}
+
+#define SKIP_UNLESS_ROOT()                                              \
+  if (!CanSwitchUsers()) {                                              \
+    WARN("skipped: switching to other uids needs root (CI runs as root)"); \
+    return;                                                             \
+  }
+
+TEST_CASE("a user cannot register a file it could not read, through a symlink neither") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  UserData roots(kRoot);  // a mode-600 file only root may read
+  UserData bobs(kBob);
+  const std::string link = bobs.dir() + "/corpus.bin";
+  REQUIRE(symlink(roots.tokens_path().c_str(), link.c_str()) == 0);
+  lchown(link.c_str(), kBob.uid, kBob.gid);
+
+  const std::string direct = RunAs(kBob, [&] {
+    return Code(ConnectTo(socket)->AddDataset(TokensSpec("stolen", roots.tokens_path())));
+  });
+  INFO(direct);
+  CHECK(direct.rfind("permission_denied: dataset 'stolen': ", 0) == 0);
+  CHECK(direct.find(roots.tokens_path() + ": permission denied for uid 2002 (search " + roots.dir() + ")") != std::string::npos);
+
+  const std::string linked = RunAs(kBob, [&] {
+    return Code(ConnectTo(socket)->AddDataset(TokensSpec("stolen", link)));
+  });
+  INFO(linked);
+  CHECK(linked.rfind("permission_denied: ", 0) == 0);
+  CHECK(linked.find(link + ": permission denied for uid 2002 (search " + roots.dir() + ")") != std::string::npos);
+
+  // Bob's own file registers; root registers its own too.
+  CHECK(RunAs(kBob, [&] { return Code(ConnectTo(socket)->AddDataset(TokensSpec("mine", bobs.tokens_path()))); }) == "ok");
+  CHECK(RunAs(kRoot, [&] { return Code(ConnectTo(socket)->AddDataset(TokensSpec("roots", roots.tokens_path()))); }) == "ok");
+  INFO(daemon->log());
+  CHECK(RunAs(kBob, [&] {
+          auto all = ConnectTo(socket)->ListDatasets();
+          std::string names;
+          for (const auto& d : *all) names += d.spec.name + ",";
+          return names;
+        }) == "mine,");
+}
+
+TEST_CASE("another user's dataset is not listed, inspected, removed or streamed") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  UserData alices(kAlice);
+  REQUIRE(RunAs(kAlice, [&] {
+            auto c = ConnectTo(socket);
+            std::string r = Code(c->AddDataset(TokensSpec("alices", alices.tokens_path())));
+            return r + " " + Code(c->AddDataset(TokensSpec("open", alices.tokens_path(), true)));
+          }) == "ok ok");
+
+  const std::string seen = RunAs(kBob, [&] {
+    auto c = ConnectTo(socket);
+    std::string out;
+    auto listed = c->ListDatasets();
+    if (!listed.ok()) return listed.status().ToString();
+    for (const auto& d : *listed) out += d.spec.name + ",";
+    out += " inspect=" + Code(c->InspectDataset("alices"));
+    out += " rm=" + Code(c->RemoveDataset("alices"));
+    out += " stream=" + Code(c->OpenStream(Rank("bobs-job", "alices", 0)));
+    out += " shared=" + Code(c->OpenStream(Rank("bobs-job2", "open", 0)));
+    out += " rm-shared=" + Code(c->RemoveDataset("open"));
+    return out;
+  });
+  CHECK(seen ==
+        "open, inspect=permission_denied: dataset 'alices' belongs to uid 2001 and is not shared"
+        " rm=permission_denied: dataset 'alices' belongs to uid 2001"
+        " stream=permission_denied: stream for job 'bobs-job' rank 0: dataset 'alices' belongs to"
+        " uid 2001 and is not shared shared=ok rm-shared=permission_denied: dataset 'open' belongs"
+        " to uid 2001");
+  CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->InspectDataset("alices")); }) == "ok");
+}
+
+
+// Alice runs rank 0 of 2 of job "train" (a stream, a rendezvous key, a pending
+// shared-memory segment) and waits at a checkpoint while Bob tries her job.
+std::unique_ptr<AsUser> StartAlicesJob(const std::string& socket, const std::string& dataset) {
+  auto alice = std::make_unique<AsUser>(kAlice, [socket, dataset](const AsUser::Checkpoint& checkpoint) {
+    auto c = ConnectTo(socket);
+    auto reader = c->OpenStream(Rank("train", dataset, 0));
+    if (!reader.ok()) return "stream: " + reader.status().ToString();
+    Status set = c->KvSet("train", "gloo/addr", "10.0.0.1:1234");
+    if (!set.ok()) return "kv: " + set.ToString();
+    auto segment = c->OpenSharedMemory("train", "grads", 0, 2, 4096);
+    if (!segment.ok()) return "segment: " + segment.status().ToString();
+    checkpoint("running");
+    auto value = c->KvGet("train", "gloo/addr", std::chrono::milliseconds(0));
+    close(*segment);
+    return value.ok() ? *value : value.status().ToString();
+  });
+  REQUIRE(alice->Next() == "running");
+  return alice;
+}
+
+TEST_CASE("another user's job is not joined, its keys and segments neither read nor written") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  UserData alices(kAlice);
+  REQUIRE(RunAs(kAlice, [&] {
+            return Code(ConnectTo(socket)->AddDataset(TokensSpec("shared", alices.tokens_path(), true)));
+          }) == "ok");
+  auto alice = StartAlicesJob(socket, "shared");
+
+  const std::string tried = RunAs(kBob, [&] {
+    auto c = ConnectTo(socket);
+    std::string out = "stream=" + Code(c->OpenStream(Rank("train", "shared", 1)));
+    out += "\nget=" + Code(c->KvGet("train", "gloo/addr", std::chrono::milliseconds(0)));
+    out += "\nset=" + Code(c->KvSet("train", "gloo/addr", "6.6.6.6:1"));
+    out += "\nsegment=" + Code(c->OpenSharedMemory("train", "grads", 1, 2, 4096));
+    auto status = c->GetStatus();
+    out += "\nseen=" + std::to_string(status->jobs.size()) + " jobs, " +
+           std::to_string(status->streams.size()) + " streams, " +
+           std::to_string(status->pending_segments.size()) + " segments";
+    return out;
+  });
+  CHECK(tried ==
+        "stream=permission_denied: stream for job 'train' rank 1: job 'train' belongs to uid 2001\n"
+        "get=permission_denied: job 'train' belongs to uid 2001\n"
+        "set=permission_denied: job 'train' belongs to uid 2001\n"
+        "segment=permission_denied: job 'train' belongs to uid 2001\n"
+        "seen=0 jobs, 0 streams, 0 segments");
+
+  // Root sees everything; Alice's key is untouched.
+  CHECK(RunAs(kRoot, [&] {
+          auto status = ConnectTo(socket)->GetStatus();
+          return std::to_string(status->jobs.size()) + " " + std::to_string(status->streams.size()) +
+                 " " + std::to_string(status->pending_segments.size());
+        }) == "1 1 1");
+  alice->Continue();
+  CHECK(alice->Next() == "10.0.0.1:1234");
+}
+
+TEST_CASE("members of the share group join each other's jobs") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon({"share_group: users\n"});
+  const std::string socket = daemon->socket();
+  const User alice{kAlice.uid, kAlice.gid, {kAlice.gid, kUsersGroup}};
+  const User bob{kBob.uid, kBob.gid, {kBob.gid, kUsersGroup}};
+  UserData alices(alice);
+  REQUIRE(RunAs(alice, [&] {
+            return Code(ConnectTo(socket)->AddDataset(TokensSpec("team", alices.tokens_path())));
+          }) == "ok");
+  AsUser rank0(alice, [&](const AsUser::Checkpoint& checkpoint) {
+    auto c = ConnectTo(socket);
+    auto reader = c->OpenStream(Rank("train", "team", 0));
+    if (!reader.ok()) return reader.status().ToString();
+    checkpoint("running");
+    return std::string("done");
+  });
+  REQUIRE(rank0.Next() == "running");
+  CHECK(RunAs(bob, [&] {
+          auto c = ConnectTo(socket);
+          return Code(c->OpenStream(Rank("train", "team", 1))) + " " +
+                 Code(c->KvSet("train", "k", "v"));
+        }) == "ok ok");
+  // Not a member: refused.
+  CHECK(RunAs(kBob, [&] { return Code(ConnectTo(socket)->KvGet("train", "k", std::chrono::milliseconds(0))); })
+            .rfind("permission_denied", 0) == 0);
+  rank0.Continue();
+}
+
+TEST_CASE("one user's rings hold at most its share of the budget") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;  // shm_budget 256 MiB; shm_user_share 0.5 by default
+  const std::string socket = daemon->socket();
+  UserData alices(kAlice, 4 << 20);
+  REQUIRE(RunAs(kAlice, [&] {
+            return Code(ConnectTo(socket)->AddDataset(TokensSpec("open", alices.tokens_path(), true, 1024)));
+          }) == "ok");
+  // Rings of 4 slots x batch 1024 windows of 1024 tokens: tens of MiB each.
+  AsUser hog(kAlice, [&](const AsUser::Checkpoint& checkpoint) {
+    auto c = ConnectTo(socket);
+    std::vector<std::unique_ptr<StreamReader>> readers;
+    std::string refused;
+    for (int i = 0; i < 8 && refused.empty(); ++i) {
+      StreamOptions o = Rank("hog" + std::to_string(i), "open", 0, 1024);
+      o.world_size = 1;
+      auto reader = c->OpenStream(o);
+      if (reader.ok()) readers.push_back(std::move(reader).value());
+      else refused = reader.status().ToString();
+    }
+    checkpoint(std::to_string(readers.size()) + " streams; " + refused);
+    return std::string("done");
+  });
+  const std::string hogged = hog.Next();
+  INFO(hogged);
+  CHECK(hogged.find("resource_exhausted: ") != std::string::npos);
+  CHECK(hogged.find("does not fit in the share of uid 2001") != std::string::npos);
+  // Bob still gets a ring while Alice holds hers.
+  CHECK(RunAs(kBob, [&] {
+          StreamOptions o = Rank("bobs", "open", 0, 1024);
+          o.world_size = 1;
+          return Code(ConnectTo(socket)->OpenStream(o));
+        }) == "ok");
+  hog.Continue();
+}
+
+}  // namespace
+}  // namespace ember::testing
