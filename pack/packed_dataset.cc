@@ -110,6 +110,10 @@ Status PackedDataset::OpenShard(Env& env, const std::string& dir,
                       " is not an aligned offset past the previous record's end " +
                       std::to_string(records_end));
     }
+    if (e.offset > header.index_offset) {
+      return DataLoss(where + "record offset " + std::to_string(e.offset) +
+                      " is past the index at byte " + std::to_string(header.index_offset));
+    }
     if (e.size > header.index_offset - e.offset) {
       return DataLoss(where + "record at byte " + std::to_string(e.offset) + " of " +
                       std::to_string(e.size) + " bytes runs past the index at byte " +

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fault_env.h"
+#include "common/mem_env.h"
 #include "common/temp_dir_testing.h"
 #include "pack/format.h"
 #include "pack/pack_testing.h"
@@ -215,6 +216,53 @@ TEST_CASE("Corruption is detected and named") {
     REQUIRE_FALSE(d.ok());
     CHECK(d.status().code() == StatusCode::kDataLoss);
   }
+}
+
+// A one-shard pack in `env` at /p whose only index entry is `entry` (path table "a").
+void PutOneEntryPack(MemEnv& env, const IndexEntry& entry) {
+  std::string index(kIndexEntryBytes, '\0');
+  EncodeIndexEntry(entry, reinterpret_cast<uint8_t*>(index.data()));
+  index += "a";
+  ShardHeader header;
+  header.record_count = 1;
+  header.index_offset = kShardHeaderBytes + 8;
+  header.index_bytes = index.size();
+  header.record_alignment = kMinRecordAlignment;
+  header.index_crc = Crc32(index.data(), index.size());
+  std::string shard(header.index_offset, '\0');
+  EncodeShardHeader(header, reinterpret_cast<uint8_t*>(shard.data()));
+  shard += index;
+  Manifest manifest;
+  manifest.source_format = "test";
+  manifest.record_count = 1;
+  manifest.shards.push_back({ShardFileName(0), 1, shard.size(), Crc32(shard.data(), 64)});
+  env.AddFile("/p/manifest", EncodeManifest(manifest));
+  env.AddFile("/p/" + ShardFileName(0), shard);
+}
+
+// Found by //pack:packed_dataset_fuzz (pack/testdata/fuzz/packed_dataset_fuzz/
+// crash-record-offset-past-index): such an entry passed the size check, which
+// underflowed.
+TEST_CASE("An index entry whose record starts past the index fails Open, naming it") {
+  MemEnv env;
+  IndexEntry entry;
+  entry.offset = uint64_t{1} << 40;
+  entry.size = 8;
+  entry.path_bytes = 1;
+  PutOneEntryPack(env, entry);
+  auto d = PackedDataset::Open(env, "/p");
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.status().code() == StatusCode::kDataLoss);
+  CHECK(d.status().message() ==
+        "/p/shard-00000.emb: index entry 0 (at byte 72): record offset 1099511627776 is past "
+        "the index at byte 72");
+
+  entry.offset = kShardHeaderBytes;  // the same entry, in place, opens
+  MemEnv good;
+  PutOneEntryPack(good, entry);
+  auto ok = PackedDataset::Open(good, "/p");
+  REQUIRE(ok.ok());
+  CHECK((*ok)->Get(0).path == "a");
 }
 
 TEST_CASE("Verify rejects an id out of range") {
