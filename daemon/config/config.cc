@@ -78,7 +78,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
   EMBER_RETURN_IF_ERROR(yaml.CheckKeys(root, "", {"socket", "state_dir", "decode_threads",
                                                   "shm_budget", "ring_slots", "log_level",
                                                   "plugins", "listen", "tls", "node",
-                                                  "reconnect_timeout", "job_fill_timeout"}));
+                                                  "reconnect_timeout", "job_fill_timeout",
+                                                  "drain_timeout"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -108,6 +109,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.reconnect_timeout_s, yaml.Unsigned(value, Key(key), 1, 3600));
     } else if (key == "job_fill_timeout") {
       EMBER_ASSIGN_OR_RETURN(config.job_fill_timeout_s, yaml.Unsigned(value, Key(key), 1, 86400));
+    } else if (key == "drain_timeout") {
+      EMBER_ASSIGN_OR_RETURN(config.drain_timeout_s, yaml.Unsigned(value, Key(key), 0, 300));
     } else if (key == "ring_slots") {
       EMBER_ASSIGN_OR_RETURN(config.default_slots,
                              yaml.Unsigned(value, Key(key), kMinSlots, kMaxSlots));

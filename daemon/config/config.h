@@ -46,6 +46,9 @@ struct DaemonConfig {
   // key: job_fill_timeout; seconds (1..86400) a job may wait for every rank of its world
   // to join (after it is created, or replayed at startup) before it expires.
   uint32_t job_fill_timeout_s = 600;
+  // key: drain_timeout; seconds (0..300) emberd waits at SIGTERM for the batches being
+  // written to finish before it closes its streams (keep it below TimeoutStopSec=).
+  uint32_t drain_timeout_s = 10;
 };
 
 // Parses YAML text; `source` names it in errors, with the place (common/strict_yaml.h):
