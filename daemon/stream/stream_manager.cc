@@ -31,6 +31,8 @@ StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger,
       load_source_(std::move(load_source)),
       decode_pool_(decode_pool),
       limits_(limits),
+      shm_budget_bytes_(limits.shm_budget_bytes),
+      default_slots_(limits.default_slots),
       reaper_([this] { Reap(); }) {}
 
 StreamManager::~StreamManager() {
@@ -98,7 +100,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                            " is outside the stream's epochs " +
                            std::to_string(params.start_epoch) + ".." +
                            (params.epochs == 0 ? std::string("") : std::to_string(params.epochs - 1)));
-  if (params.slots == 0) params.slots = limits_.default_slots;
+  if (params.slots == 0) params.slots = default_slots_.load();
   if (params.slots < 2 || params.slots > limits_.max_slots)
     return InvalidArgument("slots: " + std::to_string(params.slots) + " is out of range 2.." +
                            std::to_string(limits_.max_slots));
@@ -120,12 +122,14 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (reserved_bytes_ + ring_bytes > limits_.shm_budget_bytes)
+    if (draining_) return Unavailable("emberd is shutting down: no new streams");
+    const uint64_t budget = shm_budget_bytes_.load();
+    if (reserved_bytes_ + ring_bytes > budget)
       return ResourceExhausted("a ring of " + std::to_string(ring_bytes) + " bytes (" +
                                std::to_string(params.slots) + " slots of batch " +
                                std::to_string(params.batch_size) + ") does not fit: " +
                                std::to_string(reserved_bytes_) + " of the shm_budget of " +
-                               std::to_string(limits_.shm_budget_bytes) + " bytes in use");
+                               std::to_string(budget) + " bytes in use");
     reserved_bytes_ += ring_bytes;
     id = next_id_++;
   }
@@ -150,11 +154,30 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
     return stream.status();
   }
   std::shared_ptr<Stream> shared(std::move(stream).value());
+  if (draining_) shared->Drain();  // opened while BeginDrain ran
   streams_[id] = shared;
   spdlog::info("stream {} opened: job '{}' rank {}/{} dataset '{}' batch {} slots {} ({} bytes)",
                id, params.job, params.rank, params.world_size, params.dataset, params.batch_size,
                params.slots, shared->ring_bytes());
   return shared;
+}
+
+void StreamManager::SetBudget(uint64_t shm_budget_bytes, uint32_t default_slots) {
+  shm_budget_bytes_.store(shm_budget_bytes);
+  default_slots_.store(default_slots);
+}
+
+void StreamManager::BeginDrain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_ = true;
+  for (auto& [id, stream] : streams_) stream->Drain();
+}
+
+size_t StreamManager::BatchesInFlight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t filling = 0;
+  for (const auto& [id, stream] : streams_) filling += stream->filling() ? 1 : 0;
+  return filling;
 }
 
 void StreamManager::Close(uint64_t id) {

@@ -8,6 +8,7 @@
 #ifndef EMBER_DAEMON_STREAM_STREAM_MANAGER_H_
 #define EMBER_DAEMON_STREAM_STREAM_MANAGER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -71,7 +72,18 @@ class StreamManager {
   std::vector<StreamStats> Stats() const;
   // Ring bytes reserved by open streams and by closed ones whose producers still run.
   uint64_t shm_bytes_in_use() const;
-  uint64_t shm_bytes_budget() const { return limits_.shm_budget_bytes; }
+  uint64_t shm_bytes_budget() const { return shm_budget_bytes_.load(); }
+
+  // Live config changes (SIGHUP): the budget and default depth for streams opened from
+  // now on. A budget below what is in use closes nothing; new streams wait for room.
+  void SetBudget(uint64_t shm_budget_bytes, uint32_t default_slots);
+
+  // Shutting down (SIGTERM): from now on Open fails kUnavailable "emberd is shutting
+  // down: no new streams", and every stream's producer finishes the batch it is writing
+  // (which the trainer may still read) and starts no other. Idempotent; returns at once.
+  void BeginDrain();
+  // Streams whose producer is writing a batch now; 0 once drained after BeginDrain.
+  size_t BatchesInFlight() const;
 
  private:
   // The reaper thread: destroys closed streams as their producers finish, returning
@@ -84,13 +96,16 @@ class StreamManager {
   CoordinatorResolver resolve_;
   const SourceLoader load_source_;
   DecodePool* decode_pool_;
-  const StreamLimits limits_;
+  const StreamLimits limits_;  // its shm_budget_bytes and default_slots: the two below
+  std::atomic<uint64_t> shm_budget_bytes_;
+  std::atomic<uint32_t> default_slots_;
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;                                  // guarded by mu_
   uint64_t reserved_bytes_ = 0;                           // guarded by mu_
   std::map<uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by mu_
   std::vector<std::shared_ptr<Stream>> closing_;  // stopped, not yet reaped; guarded by mu_
   bool shutting_down_ = false;                    // guarded by mu_
+  bool draining_ = false;                         // guarded by mu_
   std::condition_variable closing_cv_;            // closing_ or shutting_down_ changed
   std::thread reaper_;
 };
