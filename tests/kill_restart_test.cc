@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 
 #include "tests/support/test_env.h"
 
@@ -90,48 +91,44 @@ void Report(const char* what, int cycles, const Footprint& first, const Footprin
   CHECK(last.rss_kib - first.rss_kib < 1024);
 }
 
-TEST_CASE("trainers killed while streaming leave emberd as it was") {
+// Runs `cycle(daemon, i)` Cycles() times on a daemon serving dataset "syn", measuring it
+// at rest halfway (the first half warms up what stays: the dataset's source, allocator
+// arenas of the decode threads) and at the end, and checks the second half did not grow.
+void RunCycles(const char* what, const std::function<void(Daemon&, int)>& cycle) {
   Daemon daemon;
   StartWithSyntheticDataset(daemon, 4000).reset();
   const int baseline_memfds = CountMemfds(daemon.pid());
   const int cycles = Cycles();
   Footprint first;
   for (int i = 0; i < cycles; ++i) {
-    KillTrainer(StartTrainer(daemon, "t" + std::to_string(i)));
-    WaitReleased(daemon, baseline_memfds);
-    // The first half warms up what stays (the dataset's source, allocator arenas of the
-    // decode threads): the second half must not grow.
-    if (i == cycles / 2 - 1) first = Measure(daemon);
-  }
-  Footprint last = Measure(daemon);
-  Report("trainer kills", cycles, first, last);
-  daemon.Stop();
-}
-
-TEST_CASE("emberd killed under a streaming trainer starts again leaving nothing behind") {
-  Daemon daemon;
-  StartWithSyntheticDataset(daemon, 4000).reset();
-  const int baseline_memfds = CountMemfds(daemon.pid());
-  const int cycles = Cycles();
-  Footprint first;
-  for (int i = 0; i < cycles; ++i) {
-    pid_t trainer = StartTrainer(daemon, "d" + std::to_string(i));
-    daemon.Kill();
-    daemon.Start();  // the stale socket is removed, the journal replayed
-    KillTrainer(trainer);
-    // A stream on the new daemon, so each cycle exercises the restarted one too.
-    KillTrainer(StartTrainer(daemon, "d" + std::to_string(i) + "-after"));
+    cycle(daemon, i);
     WaitReleased(daemon, baseline_memfds);
     if (i == cycles / 2 - 1) first = Measure(daemon);
   }
-  Footprint last = Measure(daemon);
-  Report("emberd kills", cycles, first, last);
+  Report(what, cycles, first, Measure(daemon));
   auto client = daemon.Connect();
   auto datasets = client->ListDatasets();
   REQUIRE(datasets.ok());
   CHECK(datasets->size() == 1);
   client.reset();
   daemon.Stop();
+}
+
+TEST_CASE("trainers killed while streaming leave emberd as it was") {
+  RunCycles("trainer kills", [](Daemon& daemon, int i) {
+    KillTrainer(StartTrainer(daemon, "t" + std::to_string(i)));
+  });
+}
+
+TEST_CASE("emberd killed under a streaming trainer starts again leaving nothing behind") {
+  RunCycles("emberd kills", [](Daemon& daemon, int i) {
+    pid_t trainer = StartTrainer(daemon, "d" + std::to_string(i));
+    daemon.Kill();
+    daemon.Start();  // the stale socket is removed, the journal replayed
+    KillTrainer(trainer);
+    // A stream on the new daemon, so each cycle exercises the restarted one too.
+    KillTrainer(StartTrainer(daemon, "d" + std::to_string(i) + "-after"));
+  });
 }
 
 }  // namespace
