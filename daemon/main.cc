@@ -1,5 +1,7 @@
 // emberd: wiring only. Reads the config (a file, flags over it), opens the catalog, starts
-// the pools and serves Cap'n Proto RPC on the unix socket until SIGTERM / SIGINT.
+// the pools and serves Cap'n Proto RPC on the unix socket until SIGTERM / SIGINT, which
+// drain first (daemon/lifecycle/drain.h); SIGHUP reloads the live keys of the config
+// (daemon/config/config_reload.h).
 #include <signal.h>
 #include <grp.h>
 #include <sys/socket.h>
@@ -27,6 +29,7 @@
 
 #include "daemon/catalog/catalog.h"
 #include "daemon/config/config.h"
+#include "daemon/config/config_reload.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
 #include "daemon/coordinator/ledger_journal.h"
@@ -35,6 +38,8 @@
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
+#include "daemon/lifecycle/drain.h"
+#include "daemon/lifecycle/watchdog.h"
 #include "daemon/peer/host_port.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/peer/peer_tls.h"
@@ -233,12 +238,34 @@ Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContex
   return listener;
 }
 
+// SIGHUP: reads the config file again (flags still over it) and applies what may change
+// live to `running` and the daemon; logs what changed and each refused key. A config that
+// does not load is logged and changes nothing.
+void Reload(Env& env, const CommandLine& cli, DaemonConfig* running, StreamManager& streams) {
+  if (cli.config_path.empty()) {
+    spdlog::info("reload: no config file (--config) to read again; nothing changed");
+    return;
+  }
+  Result<DaemonConfig> loaded = ResolveConfig(env, cli);
+  if (!loaded.ok()) {
+    spdlog::error("reload: {}; kept the running config", loaded.status().message());
+    return;
+  }
+  ConfigReload reload = DiffConfigs(*running, *loaded, cli.config_path);
+  for (const std::string& refused : reload.refused) spdlog::warn("reload: {}", refused);
+  *running = reload.config;
+  spdlog::set_level(spdlog::level::from_str(running->log_level));
+  streams.SetBudget(running->shm_budget_bytes, running->default_slots);
+  spdlog::info("{}", DescribeChanges(reload));
+}
+
 int Serve(const CommandLine& cli) {
   const std::string config_path = cli.config_path.empty() ? "emberd" : cli.config_path;
   // Before any thread starts: the signals must stay blocked in every thread but the
   // event loop's.
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
+  kj::UnixEventPort::captureSignal(SIGHUP);
   std::unique_ptr<Env> env = NewPosixEnv();
   auto config = ResolveConfig(*env, cli);
   if (!config.ok()) {
@@ -317,8 +344,7 @@ int Serve(const CommandLine& cli) {
   StreamLimits limits;
   limits.shm_budget_bytes = config->shm_budget_bytes;
   limits.default_slots = config->default_slots;
-  limits.shm_user_bytes =
-      static_cast<uint64_t>(static_cast<double>(config->shm_budget_bytes) * config->shm_user_share);
+  limits.shm_user_share = config->shm_user_share;
   limits.max_streams_per_user = config->max_streams_per_user;
   StreamManager streams(env.get(), catalog->get(), &ledger, &cache, &decode_pool, limits);
 
@@ -421,6 +447,24 @@ int Serve(const CommandLine& cli) {
                  kVersion, config->socket_path, config->state_dir, decode_threads,
                  config->shm_budget_bytes, (*catalog)->List().size());
     sd_notify(0, ("READY=1\nSTATUS=serving on " + config->socket_path).c_str());
+    kj::Timer& timer = io.provider->getTimer();
+    const kj::Duration watchdog_interval = WatchdogPingInterval();
+    kj::Promise<void> watchdog = kj::NEVER_DONE;
+    if (watchdog_interval > 0 * kj::SECONDS) {
+      spdlog::info("watchdog: pinging systemd every {} ms", watchdog_interval / kj::MILLISECONDS);
+      watchdog = PingWatchdog(timer, watchdog_interval).eagerlyEvaluate(nullptr);
+    }
+    std::function<kj::Promise<void>()> reload_on_hangup = [&]() -> kj::Promise<void> {
+      return io.unixEventPort.onSignal(SIGHUP).then([&](siginfo_t) {
+        sd_notify(0, "RELOADING=1");
+        Reload(*env, cli, &*config, streams);
+        sd_notify(0, "READY=1");
+        return reload_on_hangup();
+      });
+    };
+    auto reloading = reload_on_hangup().eagerlyEvaluate([](kj::Exception&& e) {
+      spdlog::error("reloading on SIGHUP stopped: {}", e.getDescription().cStr());
+    });
 
     auto accepting = AcceptLoop(*listener, service, io.provider->getTimer(), &open_remote_job, connections)
                          .eagerlyEvaluate([&](kj::Exception&& e) {
@@ -428,9 +472,9 @@ int Serve(const CommandLine& cli) {
                            exit_code = 1;
                          });
     // Jobs that never fill expire (JobLedger::ExpireUnfilled), checked every second.
-    const uint64_t fill_timeout_micros = uint64_t{config->job_fill_timeout_s} * 1000000;
     std::function<kj::Promise<void>()> expire_jobs = [&]() -> kj::Promise<void> {
       return io.provider->getTimer().afterDelay(1 * kj::SECONDS).then([&] {
+        const uint64_t fill_timeout_micros = uint64_t{config->job_fill_timeout_s} * 1000000;
         for (const std::string& expired :
              ledger.ExpireUnfilled(env->NowMicros(), fill_timeout_micros))
           spdlog::warn("{}", expired);
@@ -443,13 +487,29 @@ int Serve(const CommandLine& cli) {
     auto sigterm = io.unixEventPort.onSignal(SIGTERM).then([](siginfo_t) { return SIGTERM; });
     auto sigint = io.unixEventPort.onSignal(SIGINT).then([](siginfo_t) { return SIGINT; });
     int sig = sigterm.exclusiveJoin(kj::mv(sigint)).wait(io.waitScope);
-    spdlog::info("signal {} received, shutting down", sig);
+    spdlog::info("signal {} received, shutting down: no new connections or streams, "
+                 "draining for up to {} s",
+                 sig, config->drain_timeout_s);
     sd_notify(0, "STOPPING=1");
+    accepting = kj::READY_NOW;
+    listener = nullptr;
+    const size_t undrained =
+        DrainStreams(timer, streams, config->drain_timeout_s * kj::SECONDS).wait(io.waitScope);
+    if (undrained == 0) {
+      spdlog::info("drained: no batch in flight");
+    } else {
+      spdlog::warn("drain_timeout ({} s) passed with {} batches still being written; closing "
+                   "their streams",
+                   config->drain_timeout_s, undrained);
+    }
     for (auto& [address, remote] : remotes) remote->Shutdown();
   }  // drops the listener and every connection: their streams close and free their rings
   // Let file work in flight (a dataset being probed) finish while the event loop it
   // would report to still exists; its caller is gone, so the result is dropped.
   blocking.join();
+  // The streams closed above committed what their trainers consumed: make it durable.
+  Status synced = ledger_journal->journal->journal().Sync();
+  if (!synced.ok()) spdlog::error("flushing the job journal: {}", synced.message());
   unlink(config->socket_path.c_str());
   if (!config->listen.empty()) unlink((config->state_dir + "/peer.port").c_str());
   spdlog::info("emberd stopped");

@@ -2,12 +2,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
 
 #include "daemon/catalog/fingerprint.h"  // FingerprintHex
 
 #include "common/strict_yaml.h"
+#include "pack/format.h"  // Crc32
 
 namespace ember::daemon {
 
@@ -15,12 +18,19 @@ namespace {
 
 constexpr int kCatalogVersion = 1;
 constexpr const char* kCatalogFile = "catalog.yaml";
+constexpr const char* kPreviousSuffix = ".prev";
+// The first line of a checksummed catalog; one without it was written before checksums.
+constexpr const char* kHeader =
+    "emberd dataset catalog; rewritten by the daemon on every change; CRC-32 on the last line";
+// The last line: "# crc32: " and 8 hex digits, the CRC-32 of every byte before it.
+constexpr const char* kTrailerPrefix = "# crc32: ";
+constexpr size_t kTrailerSize = 9 + 8 + 1;
 
 std::string Quoted(const std::string& name) { return "dataset '" + name + "'"; }
 
 std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
   YAML::Emitter out;
-  out << YAML::Comment("emberd dataset catalog; rewritten by the daemon on every change");
+  out << YAML::Comment(kHeader);
   out << YAML::BeginMap;
   out << YAML::Key << "version" << YAML::Value << kCatalogVersion;
   out << YAML::Key << "datasets" << YAML::Value << YAML::BeginSeq;
@@ -249,9 +259,61 @@ class Reader {
   const StrictYaml yaml_;
 };
 
+// `yaml` with the checksum line after it.
+std::string Seal(const std::string& yaml) {
+  char trailer[kTrailerSize + 1];
+  std::snprintf(trailer, sizeof(trailer), "%s%08" PRIx32 "\n", kTrailerPrefix,
+                pack::Crc32(yaml.data(), yaml.size()));
+  return yaml + trailer;
+}
+
+// The YAML of a catalog file's text, its checksum verified: kDataLoss naming `file` when
+// the checksum line is missing from a checksummed catalog (truncated) or does not match
+// (damaged). A catalog written before checksums (no header line) is taken as it is.
+Result<std::string> Unseal(const std::string& text, const std::string& file) {
+  const std::string header = std::string("# ") + kHeader + "\n";
+  const bool sealed = text.compare(0, header.size(), header) == 0;
+  if (text.size() >= kTrailerSize && text.back() == '\n' &&
+      text.compare(text.size() - kTrailerSize, 9, kTrailerPrefix) == 0) {
+    const std::string yaml = text.substr(0, text.size() - kTrailerSize);
+    const std::string hex = text.substr(text.size() - kTrailerSize + 9, 8);
+    char* end = nullptr;
+    const uint32_t stored = static_cast<uint32_t>(std::strtoul(hex.c_str(), &end, 16));
+    const uint32_t actual = pack::Crc32(yaml.data(), yaml.size());
+    if (end != hex.c_str() + hex.size() || stored != actual) {
+      char detail[96];
+      std::snprintf(detail, sizeof(detail), "stored %s, content has %08" PRIx32, hex.c_str(),
+                    actual);
+      return DataLoss(file + ": damaged: checksum mismatch (" + detail + ")");
+    }
+    return yaml;
+  }
+  if (sealed) {
+    return DataLoss(file + ": truncated: its last line, the checksum, is missing (" +
+                    std::to_string(text.size()) + " bytes)");
+  }
+  return text;
+}
+
 Result<std::map<std::string, DatasetInfo>> ParseCatalog(const std::string& text,
                                                         const std::string& file) {
-  return Reader(file).Parse(text);
+  EMBER_ASSIGN_OR_RETURN(std::string yaml, Unseal(text, file));
+  return Reader(file).Parse(yaml);
+}
+
+// What to do about the damaged catalog `path`, for the error that refuses it: restore the
+// previous good copy, if there is one and it is intact.
+std::string RestoreHint(Env* env, const std::string& path) {
+  const std::string previous = path + kPreviousSuffix;
+  if (!env->FileExists(previous))
+    return "; there is no previous copy (" + previous +
+           "): move the file away to start with an empty catalog";
+  Result<std::string> text = env->ReadFile(previous);
+  Status previous_ok = text.ok() ? ParseCatalog(*text, previous).status() : text.status();
+  if (!previous_ok.ok())
+    return "; the previous copy is damaged too (" + previous_ok.message() + ")";
+  return "; the previous good copy (before the last change) is " + previous +
+         ": stop emberd, cp " + previous + " " + path + ", start it again";
 }
 
 }  // namespace
@@ -272,7 +334,12 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
   std::unique_ptr<Catalog> catalog(new Catalog(env, path, std::move(prober)));
   if (env->FileExists(path)) {
     EMBER_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
-    EMBER_ASSIGN_OR_RETURN(catalog->entries_, ParseCatalog(text, path));
+    Result<std::map<std::string, DatasetInfo>> entries = ParseCatalog(text, path);
+    if (!entries.ok())
+      return Status(entries.status().code(),
+                    entries.status().message() + RestoreHint(env, path));
+    catalog->entries_ = std::move(entries).value();
+    catalog->persisted_ = std::move(text);
   }
   return catalog;
 }
@@ -339,6 +406,15 @@ Status Catalog::Remove(const std::string& name,
   return Status::Ok();
 }
 
-Status Catalog::PersistLocked() { return env_->WriteFileAtomic(path_, Serialize(entries_)); }
+Status Catalog::PersistLocked() {
+  if (persisted_) {
+    EMBER_RETURN_IF_ERROR(env_->WriteFileAtomic(path_ + kPreviousSuffix, *persisted_)
+                              .WithContext("keeping the previous catalog"));
+  }
+  std::string text = Seal(Serialize(entries_));
+  EMBER_RETURN_IF_ERROR(env_->WriteFileAtomic(path_, text));
+  persisted_ = std::move(text);
+  return Status::Ok();
+}
 
 }  // namespace ember::daemon

@@ -4,6 +4,11 @@
 // Persistence: <state_dir>/catalog.yaml, rewritten whole with Env::WriteFileAtomic on
 // every change (a crash leaves the old or the new catalog, never a torn one). An entry
 // stores the spec and the probed info, so opening the catalog does not re-read data.
+// The file starts with a header comment and ends with "# crc32: XXXXXXXX", the CRC-32 of
+// everything before that line, so a file truncated or damaged afterwards (a disk, a
+// hand edit) is refused, not half read. A catalog from before checksums (no header) is
+// read as it is and gets one on its next change. Before each change the catalog as it
+// was is kept as <state_dir>/catalog.yaml.prev, the previous good copy.
 // Thread-safety: all methods are safe to call concurrently.
 #ifndef EMBER_DAEMON_CATALOG_CATALOG_H_
 #define EMBER_DAEMON_CATALOG_CATALOG_H_
@@ -12,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +34,10 @@ class Catalog {
   using Prober = std::function<Result<DatasetInfo>(const DatasetSpec&, const DatasetOwner& owner)>;
 
   // Creates state_dir if needed and loads catalog.yaml if present. A corrupt catalog
-  // file is an error naming the file (the daemon refuses to start rather than lose it).
+  // file is an error naming the file (the daemon refuses to start rather than lose it):
+  // kDataLoss "<file>: damaged: checksum mismatch (...)", "<file>: truncated: ...", or a
+  // YAML error with line and column; the message ends saying whether catalog.yaml.prev
+  // is intact and how to restore it.
   static Result<std::unique_ptr<Catalog>> Open(Env* env, const std::string& state_dir,
                                                Prober prober);
 
@@ -56,6 +65,9 @@ class Catalog {
   const Prober prober_;
   mutable std::mutex mu_;
   std::map<std::string, DatasetInfo> entries_;  // guarded by mu_
+  // The file's text as last read or written, kept as catalog.yaml.prev on the next
+  // change; guarded by mu_.
+  std::optional<std::string> persisted_;
 };
 
 }  // namespace ember::daemon

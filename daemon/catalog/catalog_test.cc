@@ -333,6 +333,94 @@ TEST_CASE("a corrupt catalog.yaml is an error naming the file") {
   }
 }
 
+TEST_CASE("a truncated or damaged catalog.yaml is refused, naming it and the previous copy") {
+  auto env = NewPosixEnv();
+  std::string dir = FreshTestDir("checksum");
+  const std::string file = dir + "/catalog.yaml";
+  const std::string previous = file + ".prev";
+  FakeProber prober;
+  {
+    auto catalog = MustOpen(env.get(), dir, prober);
+    REQUIRE(catalog->Add(Spec("a")).ok());
+    CHECK_FALSE(env->FileExists(previous));  // nothing before the first change
+    REQUIRE(catalog->Add(Spec("b")).ok());
+  }
+  const std::string good = *env->ReadFile(file);
+  CHECK_THAT(good, Catch::StartsWith("# emberd dataset catalog"));
+  CHECK_THAT(good, Catch::Matches("[^]*\n# crc32: [0-9a-f]{8}\n"));
+  // The previous good copy is the catalog before the last change: only "a".
+  {
+    REQUIRE(env->CreateDirs(dir + "/only-prev").ok());
+    REQUIRE(env->WriteFileAtomic(dir + "/only-prev/catalog.yaml", *env->ReadFile(previous)).ok());
+    auto before = MustOpen(env.get(), dir + "/only-prev", prober);
+    CHECK(before->List().size() == 1);
+  }
+
+  // Every truncation, at any byte, is refused (a torn tail must not read as fewer datasets).
+  for (size_t size = 0; size < good.size(); ++size) {
+    INFO("truncated to " << size << " bytes");
+    REQUIRE(env->WriteFileAtomic(file, good.substr(0, size)).ok());
+    auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+    REQUIRE_FALSE(catalog.ok());
+    CHECK(catalog.status().code() == StatusCode::kDataLoss);
+    CHECK_THAT(catalog.status().message(), Catch::StartsWith(file + ": "));
+    CHECK_THAT(catalog.status().message(),
+               Catch::Contains("the previous good copy (before the last change) is " + previous +
+                               ": stop emberd, cp " + previous + " " + file));
+  }
+  // A changed byte anywhere is refused as damaged (or, in the checksum line, truncated).
+  for (size_t at = 0; at < good.size(); at += 7) {
+    std::string damaged = good;
+    damaged[at] = damaged[at] == 'x' ? 'y' : 'x';
+    INFO("byte " << at);
+    REQUIRE(env->WriteFileAtomic(file, damaged).ok());
+    auto catalog = Catalog::Open(env.get(), dir, prober.Get());
+    REQUIRE_FALSE(catalog.ok());
+    CHECK(catalog.status().code() == StatusCode::kDataLoss);
+    CHECK_THAT(catalog.status().message(), Catch::StartsWith(file + ": "));
+  }
+  std::string flipped = good;
+  flipped[good.find("count: 60000")] = 'C';
+  REQUIRE(env->WriteFileAtomic(file, flipped).ok());
+  auto damaged = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE_FALSE(damaged.ok());
+  CHECK_THAT(damaged.status().message(), Catch::Contains(file + ": damaged: checksum mismatch"));
+
+  // Restoring the previous copy as the message says brings the catalog back.
+  REQUIRE(env->WriteFileAtomic(file, *env->ReadFile(previous)).ok());
+  CHECK(MustOpen(env.get(), dir, prober)->List().size() == 1);
+
+  // With the previous copy damaged too, the message says so.
+  REQUIRE(env->WriteFileAtomic(previous, good.substr(0, good.size() / 2)).ok());
+  REQUIRE(env->WriteFileAtomic(file, flipped).ok());
+  auto both = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE_FALSE(both.ok());
+  CHECK_THAT(both.status().message(),
+             Catch::Contains("the previous copy is damaged too (" + previous + ": truncated"));
+  REQUIRE(env->RemoveAll(previous).ok());
+  auto none = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.status().message(), Catch::Contains("there is no previous copy"));
+}
+
+TEST_CASE("a catalog written before checksums opens and gets one on its next change") {
+  auto env = NewPosixEnv();
+  std::string dir = FreshTestDir("legacy");
+  const std::string file = dir + "/catalog.yaml";
+  const std::string legacy =
+      "# emberd dataset catalog; rewritten by the daemon on every change\nversion: 1\n"
+      "datasets:\n  - name: a\n    format: idx\n    path: /d\n    split: train\n"
+      "    count: 3\n    tensors: []\n    files: [/d/x]\n";
+  REQUIRE(env->WriteFileAtomic(file, legacy).ok());
+  FakeProber prober;
+  auto catalog = MustOpen(env.get(), dir, prober);
+  CHECK(catalog->Get("a").ok());
+  REQUIRE(catalog->Add(Spec("b")).ok());
+  CHECK(*env->ReadFile(file + ".prev") == legacy);
+  CHECK_THAT(*env->ReadFile(file), Catch::Contains("# crc32: "));
+  CHECK(MustOpen(env.get(), dir, prober)->List().size() == 2);
+}
+
 TEST_CASE("concurrent adds and reads keep every entry") {
   auto env = NewPosixEnv();
   std::string dir = FreshTestDir("concurrent");

@@ -81,7 +81,7 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "plugins", "listen", "tls", "node",
                                                   "reconnect_timeout", "job_fill_timeout",
                                                   "shm_user_share", "max_streams_per_user",
-                                                  "share_group"}));
+                                                  "share_group", "drain_timeout"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -124,6 +124,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                              yaml.Unsigned(value, Key(key), 1, 65536));
     } else if (key == "share_group") {
       EMBER_ASSIGN_OR_RETURN(config.share_group, yaml.String(value, Key(key), "a group name"));
+    } else if (key == "drain_timeout") {
+      EMBER_ASSIGN_OR_RETURN(config.drain_timeout_s, yaml.Unsigned(value, Key(key), 0, 300));
     } else if (key == "ring_slots") {
       EMBER_ASSIGN_OR_RETURN(config.default_slots,
                              yaml.Unsigned(value, Key(key), kMinSlots, kMaxSlots));

@@ -54,6 +54,9 @@ struct DaemonConfig {
   // key: share_group; a group name: its members reach each other's datasets and jobs
   // (daemon/access/principal.h). Empty: every user reaches only its own.
   std::string share_group;
+  // key: drain_timeout; seconds (0..300) emberd waits at SIGTERM for the batches being
+  // written to finish before it closes its streams (keep it below TimeoutStopSec=).
+  uint32_t drain_timeout_s = 10;
 };
 
 // Parses YAML text; `source` names it in errors, with the place (common/strict_yaml.h):

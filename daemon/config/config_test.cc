@@ -31,6 +31,7 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.node_name.empty());
   CHECK(c.reconnect_timeout_s == 60);
   CHECK(c.job_fill_timeout_s == 600);
+  CHECK(c.drain_timeout_s == 10);
 }
 
 TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names every key") {
@@ -46,7 +47,7 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
   std::string text = *env->ReadFile(path);
   for (const char* key :
        {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level",
-        "plugins", "reconnect_timeout", "job_fill_timeout"}) {
+        "plugins", "reconnect_timeout", "job_fill_timeout", "drain_timeout"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
@@ -75,7 +76,8 @@ TEST_CASE("every key is read") {
       "ring_slots: 32\n"
       "log_level: debug\n"
       "reconnect_timeout: 5\n"
-      "job_fill_timeout: 30\n",
+      "job_fill_timeout: 30\n"
+      "drain_timeout: 0\n",
       "all.yaml");
   INFO(config.status().ToString());
   REQUIRE(config.ok());
@@ -89,6 +91,8 @@ TEST_CASE("every key is read") {
   CHECK_THAT(ErrorOf("reconnect_timeout: 0\n"), Catch::Contains("1..3600"));
   CHECK(config->job_fill_timeout_s == 30);
   CHECK_THAT(ErrorOf("job_fill_timeout: 0\n"), Catch::Contains("1..86400"));
+  CHECK(config->drain_timeout_s == 0);
+  CHECK_THAT(ErrorOf("drain_timeout: 301\n"), Catch::Contains("0..300"));
 }
 
 TEST_CASE("keys left out keep their defaults") {

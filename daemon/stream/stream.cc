@@ -124,6 +124,7 @@ void Stream::Stop() {
 
 void Stream::Run() {
   Status status = Produce();
+  filling_.store(false);  // also when the batch in progress failed
   LogSkipsHeldBack(skip_log_.TakeHeldBack());
   ring::SlotHeader* slot = stop_.load() ? nullptr : ring_->Acquire(stop_);
   if (slot != nullptr && CommitConsumed(ring_->IndexOf(slot)).ok()) {
@@ -156,6 +157,12 @@ Status Stream::Produce() {
     for (bool epoch_done = false; !epoch_done;) {
       ring::SlotHeader* slot = ring_->Acquire(stop_);
       if (slot == nullptr) return Cancelled("stream closed");
+      filling_.store(true);
+      if (drain_.load()) {
+        filling_.store(false);
+        while (!stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return Cancelled("stream closed");
+      }
       EMBER_RETURN_IF_ERROR(CommitConsumed(ring_->IndexOf(slot)));
       BatchLease lease;
       if (ahead) {
@@ -174,7 +181,9 @@ Status Stream::Produce() {
       }
       EMBER_RETURN_IF_ERROR(Fill(slot, lease, *source));
       const uint64_t samples = lease.sample_ids.size();
-      EMBER_RETURN_IF_ERROR(Publish(slot, std::move(lease)));
+      Status published = Publish(slot, std::move(lease));
+      filling_.store(false);
+      EMBER_RETURN_IF_ERROR(published);
 
       std::lock_guard<std::mutex> lock(rate_mu_);
       const uint64_t now = env_.NowMicros();
@@ -189,6 +198,8 @@ Status Stream::Produce() {
   }
   return Status::Ok();
 }
+
+void Stream::Drain() { drain_.store(true); }
 
 Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Source& source) {
   uint8_t* base = ring_->SlotBase(slot);

@@ -108,6 +108,12 @@ class Stream {
   // it neither leases nor publishes another batch. Idempotent.
   void Stop();
 
+  // The daemon is shutting down: the producer finishes the batch it is writing, publishes
+  // it, and then writes no other, waiting for Stop(). Returns at once; idempotent.
+  void Drain();
+  // True while the producer writes a batch into a slot (from taking the slot to
+  // publishing it); false for good once drained.
+  bool filling() const { return filling_.load(); }
   // True once the producer thread has returned (destroying the Stream then waits for
   // nothing).
   bool producer_done() const { return producer_done_.load(std::memory_order_acquire); }
@@ -160,6 +166,10 @@ class Stream {
   void LogSkipsHeldBack(uint64_t held_back) const;
 
   std::atomic<bool> producer_done_{false};
+  // Drain(): seq_cst with filling_, so that a batch is either seen as in flight by the
+  // drainer or never started.
+  std::atomic<bool> drain_{false};
+  std::atomic<bool> filling_{false};
 
   // Orders the producer's ledger calls and publishing against Stop(): once Stop() has
   // left the job, no batch is leased, committed or published by this stream.

@@ -31,6 +31,8 @@ StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger,
       load_source_(std::move(load_source)),
       decode_pool_(decode_pool),
       limits_(limits),
+      shm_budget_bytes_(limits.shm_budget_bytes),
+      default_slots_(limits.default_slots),
       reaper_([this] { Reap(); }) {}
 
 StreamManager::~StreamManager() {
@@ -99,7 +101,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                            " is outside the stream's epochs " +
                            std::to_string(params.start_epoch) + ".." +
                            (params.epochs == 0 ? std::string("") : std::to_string(params.epochs - 1)));
-  if (params.slots == 0) params.slots = limits_.default_slots;
+  if (params.slots == 0) params.slots = default_slots_.load();
   if (params.slots < 2 || params.slots > limits_.max_slots)
     return InvalidArgument("slots: " + std::to_string(params.slots) + " is out of range 2.." +
                            std::to_string(limits_.max_slots));
@@ -124,6 +126,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (draining_) return Unavailable("emberd is shutting down: no new streams");
     EMBER_RETURN_IF_ERROR(ReserveLocked(params, ring_bytes));
     id = next_id_++;
   }
@@ -148,6 +151,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
     return stream.status();
   }
   std::shared_ptr<Stream> shared(std::move(stream).value());
+  if (draining_) shared->Drain();  // opened while BeginDrain ran
   streams_[id] = shared;
   spdlog::info("stream {} opened: job '{}' rank {}/{} dataset '{}' batch {} slots {} ({} bytes)",
                id, params.job, params.rank, params.world_size, params.dataset, params.batch_size,
@@ -159,20 +163,21 @@ Status StreamManager::ReserveLocked(const StreamParams& params, uint64_t bytes) 
   const std::string ring = "a ring of " + std::to_string(bytes) + " bytes (" +
                            std::to_string(params.slots) + " slots of batch " +
                            std::to_string(params.batch_size) + ")";
-  if (reserved_bytes_ + bytes > limits_.shm_budget_bytes)
+  const uint64_t budget = shm_budget_bytes_.load();
+  if (reserved_bytes_ + bytes > budget)
     return ResourceExhausted(ring + " does not fit: " + std::to_string(reserved_bytes_) +
-                             " of the shm_budget of " + std::to_string(limits_.shm_budget_bytes) +
-                             " bytes in use");
+                             " of the shm_budget of " + std::to_string(budget) + " bytes in use");
+  const uint64_t share = static_cast<uint64_t>(static_cast<double>(budget) * limits_.shm_user_share);
   const Principal& owner = params.owner;
   if (!owner.privileged) {
     UserUse& use = users_[owner.uid];
     if (use.streams >= limits_.max_streams_per_user)
       return ResourceExhausted("uid " + std::to_string(owner.uid) + " has " +
                                std::to_string(use.streams) + " streams, the most one user may open");
-    if (use.bytes + bytes > limits_.shm_user_bytes)
+    if (use.bytes + bytes > share)
       return ResourceExhausted(ring + " does not fit in the share of uid " +
                                std::to_string(owner.uid) + ": " + std::to_string(use.bytes) +
-                               " of its " + std::to_string(limits_.shm_user_bytes) +
+                               " of its " + std::to_string(share) +
                                " bytes (shm_user_share) in use");
     use.bytes += bytes;
     ++use.streams;
@@ -188,6 +193,24 @@ void StreamManager::UnreserveLocked(const Principal& owner, uint64_t bytes) {
   if (it == users_.end()) return;
   it->second.bytes -= bytes;
   if (--it->second.streams == 0) users_.erase(it);
+}
+
+void StreamManager::SetBudget(uint64_t shm_budget_bytes, uint32_t default_slots) {
+  shm_budget_bytes_.store(shm_budget_bytes);
+  default_slots_.store(default_slots);
+}
+
+void StreamManager::BeginDrain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_ = true;
+  for (auto& [id, stream] : streams_) stream->Drain();
+}
+
+size_t StreamManager::BatchesInFlight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t filling = 0;
+  for (const auto& [id, stream] : streams_) filling += stream->filling() ? 1 : 0;
+  return filling;
 }
 
 void StreamManager::Close(uint64_t id) {

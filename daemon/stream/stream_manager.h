@@ -8,6 +8,7 @@
 #ifndef EMBER_DAEMON_STREAM_STREAM_MANAGER_H_
 #define EMBER_DAEMON_STREAM_STREAM_MANAGER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,9 +29,10 @@ namespace ember::daemon {
 
 struct StreamLimits {
   uint64_t shm_budget_bytes = 4ull << 30;
-  // What the rings of one uid may hold (config shm_user_share), and how many streams one
-  // uid may have open. Privileged principals count only against the whole budget.
-  uint64_t shm_user_bytes = 2ull << 30;
+  // The fraction of the budget the rings of one uid may hold (config shm_user_share), and
+  // how many streams one uid may have open. Privileged principals count only against the
+  // whole budget.
+  double shm_user_share = 0.5;
   uint32_t max_streams_per_user = 256;
   uint32_t default_slots = 8;
   uint32_t max_slots = 1024;
@@ -75,7 +77,18 @@ class StreamManager {
   std::vector<StreamStats> Stats() const;
   // Ring bytes reserved by open streams and by closed ones whose producers still run.
   uint64_t shm_bytes_in_use() const;
-  uint64_t shm_bytes_budget() const { return limits_.shm_budget_bytes; }
+  uint64_t shm_bytes_budget() const { return shm_budget_bytes_.load(); }
+
+  // Live config changes (SIGHUP): the budget and default depth for streams opened from
+  // now on. A budget below what is in use closes nothing; new streams wait for room.
+  void SetBudget(uint64_t shm_budget_bytes, uint32_t default_slots);
+
+  // Shutting down (SIGTERM): from now on Open fails kUnavailable "emberd is shutting
+  // down: no new streams", and every stream's producer finishes the batch it is writing
+  // (which the trainer may still read) and starts no other. Idempotent; returns at once.
+  void BeginDrain();
+  // Streams whose producer is writing a batch now; 0 once drained after BeginDrain.
+  size_t BatchesInFlight() const;
 
  private:
   // Reserves a ring of `bytes` for `owner` (kResourceExhausted with the numbers past the
@@ -93,7 +106,9 @@ class StreamManager {
   CoordinatorResolver resolve_;
   const SourceLoader load_source_;
   DecodePool* decode_pool_;
-  const StreamLimits limits_;
+  const StreamLimits limits_;  // its shm_budget_bytes and default_slots: the two below
+  std::atomic<uint64_t> shm_budget_bytes_;
+  std::atomic<uint32_t> default_slots_;
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;                                  // guarded by mu_
   uint64_t reserved_bytes_ = 0;                           // guarded by mu_
@@ -105,6 +120,7 @@ class StreamManager {
   std::map<uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by mu_
   std::vector<std::shared_ptr<Stream>> closing_;  // stopped, not yet reaped; guarded by mu_
   bool shutting_down_ = false;                    // guarded by mu_
+  bool draining_ = false;                         // guarded by mu_
   std::condition_variable closing_cv_;            // closing_ or shutting_down_ changed
   std::thread reaper_;
 };

@@ -42,16 +42,21 @@ struct Harness {
         [source = source](const DatasetInfo&) { return Ready(source); }, &pool, StreamLimits{});
   }
 
-  // Opens rank `rank` of job "j" and returns the stream's id.
-  uint64_t Open(uint32_t rank = 0) {
+  // Rank `rank` of job "j" (2 ranks, batch 8), `slots` deep (0: the default).
+  static StreamParams Params(uint32_t rank, uint32_t slots = 2) {
     StreamParams params;
     params.job = "j";
     params.dataset = "fake";
     params.batch_size = 8;
     params.world_size = 2;
     params.rank = rank;
-    params.slots = 2;
-    auto stream = streams->Open(params);
+    params.slots = slots;
+    return params;
+  }
+
+  // Opens rank `rank` of job "j" and returns the stream's id.
+  uint64_t Open(uint32_t rank = 0) {
+    auto stream = streams->Open(Params(rank));
     REQUIRE(stream.ok());
     return (*stream)->id();
   }
@@ -111,6 +116,53 @@ TEST_CASE("closing an unknown stream is a no-op") {
   const uint64_t id = h.Open();
   h.streams->Close(id + 1);
   CHECK(h.streams->Stats().size() == 1);
+}
+
+TEST_CASE("draining refuses new streams and lets the batch being written finish") {
+  Harness h("drain");
+  h.source->Block(kBlockLimit);
+  const uint64_t id = h.Open(0);
+  REQUIRE(h.source->WaitUntilBlocked(milliseconds(5000)));
+  CHECK(h.streams->BatchesInFlight() == 1);
+
+  h.streams->BeginDrain();
+  const StreamParams params = Harness::Params(1, 0);
+  auto refused = h.streams->Open(params);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kUnavailable);
+  CHECK(refused.status().message() == "emberd is shutting down: no new streams");
+  // The batch in progress is not cut off by the drain...
+  std::this_thread::sleep_for(milliseconds(100));
+  CHECK(h.streams->BatchesInFlight() == 1);
+  // ...it finishes and is published, and no other is started.
+  h.source->Unblock();
+  const auto deadline = Clock::now() + milliseconds(5000);
+  while (h.streams->BatchesInFlight() != 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(5));
+  CHECK(h.streams->BatchesInFlight() == 0);
+  std::this_thread::sleep_for(milliseconds(100));
+  const std::vector<StreamStats> stats = h.streams->Stats();
+  REQUIRE(stats.size() == 1);
+  CHECK(stats[0].batches_published == 1);  // two slots: one more would have fit
+  h.streams->Close(id);
+}
+
+TEST_CASE("SetBudget applies to streams opened from then on") {
+  Harness h("budget");
+  const uint64_t id = h.Open(0);
+  const uint64_t ring_bytes = h.streams->shm_bytes_in_use();
+  h.streams->SetBudget(ring_bytes + ring_bytes / 2, 2);
+  CHECK(h.streams->shm_bytes_budget() == ring_bytes + ring_bytes / 2);
+  const StreamParams params = Harness::Params(1, 0);
+  auto over = h.streams->Open(params);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.status().code() == StatusCode::kResourceExhausted);
+  h.streams->SetBudget(4 * ring_bytes, 2);
+  auto fits = h.streams->Open(params);
+  REQUIRE(fits.ok());
+  CHECK((*fits)->slot_count() == 2);  // the new default depth
+  h.streams->Close(id);
+  h.streams->Close((*fits)->id());
 }
 
 }  // namespace

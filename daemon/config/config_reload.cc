@@ -1,0 +1,100 @@
+#include "daemon/config/config_reload.h"
+
+#include <functional>
+
+namespace ember::daemon {
+
+namespace {
+
+std::string Joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& part : parts) out += (out.empty() ? "" : " ") + part;
+  return "[" + out + "]";
+}
+
+std::string TlsText(const DaemonConfig& config) {
+  switch (config.tls) {
+    case PeerTlsMode::kUnset:
+      return "(unset)";
+    case PeerTlsMode::kOff:
+      return "off";
+    case PeerTlsMode::kOn:
+      break;
+  }
+  return "{cert: " + config.tls_files.cert_path + ", key: " + config.tls_files.key_path +
+         ", ca: " + config.tls_files.ca_path + "}";
+}
+
+std::string OrNone(const std::string& text) { return text.empty() ? "(none)" : text; }
+
+}  // namespace
+
+std::string ByteSizeText(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes == 0 || bytes % 1024 != 0) return std::to_string(bytes) + " bytes";
+  int unit = -1;
+  while (unit + 1 < 4 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return std::to_string(bytes) + " " + kUnits[unit];
+}
+
+ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded,
+                         const std::string& source) {
+  ConfigReload reload;
+  reload.config = running;
+  // A live key: takes the loaded value.
+  auto live = [&](const char* key, std::string before, std::string after,
+                  const std::function<void(DaemonConfig&)>& take) {
+    if (before == after) return;
+    take(reload.config);
+    reload.changes.push_back(std::string(key) + " " + before + " -> " + after);
+  };
+  // A key that needs a restart: keeps the running value.
+  auto restart = [&](const char* key, const std::string& before, const std::string& after) {
+    if (before == after) return;
+    reload.refused.push_back(std::string(key) + ": changed in " + source + " to " + after +
+                             ", needs a restart; kept " + before);
+  };
+  live("log_level", running.log_level, loaded.log_level,
+       [&](DaemonConfig& c) { c.log_level = loaded.log_level; });
+  live("shm_budget", ByteSizeText(running.shm_budget_bytes),
+       ByteSizeText(loaded.shm_budget_bytes),
+       [&](DaemonConfig& c) { c.shm_budget_bytes = loaded.shm_budget_bytes; });
+  live("ring_slots", std::to_string(running.default_slots), std::to_string(loaded.default_slots),
+       [&](DaemonConfig& c) { c.default_slots = loaded.default_slots; });
+  live("job_fill_timeout", std::to_string(running.job_fill_timeout_s) + " s",
+       std::to_string(loaded.job_fill_timeout_s) + " s",
+       [&](DaemonConfig& c) { c.job_fill_timeout_s = loaded.job_fill_timeout_s; });
+  live("drain_timeout", std::to_string(running.drain_timeout_s) + " s",
+       std::to_string(loaded.drain_timeout_s) + " s",
+       [&](DaemonConfig& c) { c.drain_timeout_s = loaded.drain_timeout_s; });
+
+  restart("socket", running.socket_path, loaded.socket_path);
+  restart("state_dir", running.state_dir, loaded.state_dir);
+  restart("decode_threads", std::to_string(running.decode_threads),
+          std::to_string(loaded.decode_threads));
+  restart("plugins", Joined(running.plugin_paths), Joined(loaded.plugin_paths));
+  restart("listen", OrNone(running.listen), OrNone(loaded.listen));
+  restart("tls", TlsText(running), TlsText(loaded));
+  restart("node", OrNone(running.node_name), OrNone(loaded.node_name));
+  restart("reconnect_timeout", std::to_string(running.reconnect_timeout_s) + " s",
+          std::to_string(loaded.reconnect_timeout_s) + " s");
+  restart("shm_user_share", std::to_string(running.shm_user_share),
+          std::to_string(loaded.shm_user_share));
+  restart("max_streams_per_user", std::to_string(running.max_streams_per_user),
+          std::to_string(loaded.max_streams_per_user));
+  restart("share_group", OrNone(running.share_group), OrNone(loaded.share_group));
+  return reload;
+}
+
+std::string DescribeChanges(const ConfigReload& reload) {
+  if (reload.changes.empty()) return "reload: nothing changed";
+  std::string out = "reload: ";
+  for (size_t i = 0; i < reload.changes.size(); ++i)
+    out += (i == 0 ? "" : ", ") + reload.changes[i];
+  return out;
+}
+
+}  // namespace ember::daemon
