@@ -90,20 +90,26 @@ PeerCredentials PeerOf(kj::AsyncIoStream& stream) {
   return peer;
 }
 
+// The session of a new connection; null if its uid has all the connections it may.
 std::shared_ptr<Session> NewSession(DaemonService& service, PeerCredentials peer) {
   const Principal principal = service.Identify(peer.creds);
-  return std::make_shared<Session>(service, std::move(peer), principal);
+  auto session = std::make_shared<Session>(service, std::move(peer), principal);
+  Status admitted = session->Admit();
+  if (!admitted.ok()) {
+    spdlog::warn("connection from pid {} refused: {}", session->peer().pid, admitted.message());
+    return nullptr;
+  }
+  return session;
 }
 
 // One client connection: its session, its RPC system and the DaemonServer it bootstraps.
 struct Connection {
   Connection(DaemonService& service, kj::Timer& timer, const RemoteJobOpener* open_remote,
-             kj::Own<kj::AsyncCapabilityStream> s)
+             kj::Own<kj::AsyncCapabilityStream> s, std::shared_ptr<Session> session)
       : stream(kj::mv(s)),
         network(*stream, kMaxFdsPerMessage, capnp::rpc::twoparty::Side::SERVER),
         rpc(capnp::makeRpcServer(
-            network, kj::heap<DaemonServer>(service, NewSession(service, PeerOf(*stream)),
-                                            timer, open_remote))) {}
+            network, kj::heap<DaemonServer>(service, std::move(session), timer, open_remote))) {}
   kj::Own<kj::AsyncCapabilityStream> stream;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
@@ -127,8 +133,11 @@ kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, DaemonService& se
   return kj::evalNow([&] { return listener.accept(); })
       .then(
           [&, open_remote](kj::Own<kj::AsyncIoStream>&& io) -> kj::Promise<void> {
-            auto connection = kj::heap<Connection>(service, timer, open_remote,
-                                                   io.downcast<kj::AsyncCapabilityStream>());
+            auto stream = io.downcast<kj::AsyncCapabilityStream>();
+            std::shared_ptr<Session> session = NewSession(service, PeerOf(*stream));
+            if (!session) return kj::READY_NOW;  // dropping the stream closes it
+            auto connection = kj::heap<Connection>(service, timer, open_remote, kj::mv(stream),
+                                                   std::move(session));
             auto disconnected = connection->network.onDisconnect();
             connections.add(disconnected.attach(kj::mv(connection)));
             return kj::READY_NOW;
@@ -344,8 +353,8 @@ int Serve(const CommandLine& cli) {
   StreamLimits limits;
   limits.shm_budget_bytes = config->shm_budget_bytes;
   limits.default_slots = config->default_slots;
-  limits.shm_user_share = config->shm_user_share;
-  limits.max_streams_per_user = config->max_streams_per_user;
+  limits.shm_user_share = config->user_limits.shm_share;
+  limits.max_streams_per_user = config->user_limits.streams;
   StreamManager streams(env.get(), catalog->get(), &ledger, &cache, &decode_pool, limits);
 
   auto io = kj::setupAsyncIo();
@@ -362,6 +371,7 @@ int Serve(const CommandLine& cli) {
   const AccessPolicy access(geteuid(), share_gid);
   ServiceDeps deps;
   deps.access = &access;
+  deps.user_limits = config->user_limits;
   deps.env = env.get();
   deps.catalog = catalog->get();
   deps.streams = &streams;

@@ -299,5 +299,29 @@ TEST_CASE("one user's rings hold at most its share of the budget") {
   hog.Continue();
 }
 
+TEST_CASE("one user's connections are bounded; others still connect") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon({"user_limits: {connections: 2}\n"});
+  const std::string socket = daemon->socket();
+  AsUser bob(kBob, [&](const AsUser::Checkpoint& checkpoint) {
+    auto c1 = ConnectTo(socket);
+    auto c2 = ConnectTo(socket);
+    std::string out = Code(c1->GetStatus()) + " " + Code(c2->GetStatus());
+    ClientOptions options;
+    options.socket_path = socket;
+    options.call_timeout = std::chrono::seconds(10);
+    auto c3 = Client::Connect(options);
+    out += " third=" + (c3.ok() ? Code((*c3)->GetStatus()) : c3.status().ToString());
+    checkpoint(out);
+    return std::string("done");
+  });
+  const std::string seen = bob.Next();
+  CHECK(seen.rfind("ok ok third=unavailable: ", 0) == 0);
+  CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->GetStatus()); }) == "ok");
+  bob.Continue();
+  CHECK(daemon->log().find("uid 2002 has 2 connections, the most one user may open") !=
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace ember::testing

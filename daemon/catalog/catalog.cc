@@ -344,7 +344,8 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
   return catalog;
 }
 
-Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& owner) {
+Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& owner,
+                                 size_t max_owned) {
   EMBER_RETURN_IF_ERROR(ValidateDatasetName(spec.name));
   const std::string context = Quoted(spec.name);
   Status sizes = ValidateSpecSizes(spec);
@@ -367,6 +368,15 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
 
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
+  if (!owner.principal.privileged) {
+    size_t owned = 0;
+    for (const auto& [name, entry] : entries_)
+      owned += entry.owner.principal.known() && entry.owner.principal.uid == owner.principal.uid;
+    if (owned >= max_owned)
+      return ResourceExhausted(context + ": uid " + std::to_string(owner.principal.uid) +
+                               " already has " + std::to_string(owned) +
+                               " datasets, the most one user may register (user_limits.datasets)");
+  }
   entries_.emplace(spec.name, info);
   Status persisted = PersistLocked();
   if (!persisted.ok()) {

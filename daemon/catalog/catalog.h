@@ -13,6 +13,7 @@
 #ifndef EMBER_DAEMON_CATALOG_CATALOG_H_
 #define EMBER_DAEMON_CATALOG_CATALOG_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,7 +46,9 @@ class Catalog {
   // `owner`'s. kAlreadyExists if the name is taken (whoever owns it); the probe's error
   // (with the dataset's name as context) if the files are bad or `owner` may not read
   // them. On any error the catalog is unchanged.
-  Result<DatasetInfo> Add(const DatasetSpec& spec, const DatasetOwner& owner = {});
+  // kResourceExhausted if a non-privileged owner already has `max_owned` datasets.
+  Result<DatasetInfo> Add(const DatasetSpec& spec, const DatasetOwner& owner = {},
+                          size_t max_owned = SIZE_MAX);
 
   std::vector<DatasetInfo> List() const;  // sorted by name
 

@@ -69,6 +69,35 @@ Status ParseTls(const StrictYaml& yaml, const YAML::Node& value, const FileConte
   return Status::Ok();
 }
 
+Result<UserLimits> ParseUserLimits(const StrictYaml& yaml, const YAML::Node& map) {
+  UserLimits limits;
+  if (!map.IsMap()) return yaml.Error(map, Key("user_limits") + " must be a map, got " + DescribeYaml(map));
+  EMBER_RETURN_IF_ERROR(yaml.CheckKeys(map, Key("user_limits"),
+                                       {"shm_share", "streams", "datasets", "jobs", "connections",
+                                        "pending_segments"}));
+  for (const auto& entry : map) {
+    const std::string key = entry.first.Scalar();
+    const YAML::Node& value = entry.second;
+    const std::string name = Key("user_limits." + key);
+    if (key == "shm_share") {
+      EMBER_ASSIGN_OR_RETURN(std::string text, yaml.String(value, name, "a fraction such as 0.5"));
+      char* end = nullptr;
+      const double share = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(share > 0 && share <= 1))
+        return yaml.Error(value, name + " must be a fraction in (0, 1], got '" + text + "'");
+      limits.shm_share = share;
+      continue;
+    }
+    uint32_t* field = key == "streams"       ? &limits.streams
+                      : key == "datasets"    ? &limits.datasets
+                      : key == "jobs"        ? &limits.jobs
+                      : key == "connections" ? &limits.connections
+                                             : &limits.pending_segments;
+    EMBER_ASSIGN_OR_RETURN(*field, yaml.Unsigned(value, name, 1, 65536));
+  }
+  return limits;
+}
+
 Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                const FileContext* file) {
   DaemonConfig config;
@@ -80,8 +109,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "shm_budget", "ring_slots", "log_level",
                                                   "plugins", "listen", "tls", "node",
                                                   "reconnect_timeout", "job_fill_timeout",
-                                                  "shm_user_share", "max_streams_per_user",
-                                                  "share_group", "drain_timeout"}));
+                                                  "user_limits", "share_group",
+                                                  "drain_timeout"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -111,17 +140,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.reconnect_timeout_s, yaml.Unsigned(value, Key(key), 1, 3600));
     } else if (key == "job_fill_timeout") {
       EMBER_ASSIGN_OR_RETURN(config.job_fill_timeout_s, yaml.Unsigned(value, Key(key), 1, 86400));
-    } else if (key == "shm_user_share") {
-      EMBER_ASSIGN_OR_RETURN(std::string text,
-                             yaml.String(value, Key(key), "a fraction such as 0.5"));
-      char* end = nullptr;
-      const double share = std::strtod(text.c_str(), &end);
-      if (text.empty() || end != text.c_str() + text.size() || !(share > 0 && share <= 1))
-        return yaml.Error(value, Key(key) + " must be a fraction in (0, 1], got '" + text + "'");
-      config.shm_user_share = share;
-    } else if (key == "max_streams_per_user") {
-      EMBER_ASSIGN_OR_RETURN(config.max_streams_per_user,
-                             yaml.Unsigned(value, Key(key), 1, 65536));
+    } else if (key == "user_limits") {
+      EMBER_ASSIGN_OR_RETURN(config.user_limits, ParseUserLimits(yaml, value));
     } else if (key == "share_group") {
       EMBER_ASSIGN_OR_RETURN(config.share_group, yaml.String(value, Key(key), "a group name"));
     } else if (key == "drain_timeout") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "daemon/access/user_limits.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -46,11 +47,10 @@ struct DaemonConfig {
   // key: job_fill_timeout; seconds (1..86400) a job may wait for every rank of its world
   // to join (after it is created, or replayed at startup) before it expires.
   uint32_t job_fill_timeout_s = 600;
-  // key: shm_user_share; the fraction (0 < f <= 1) of shm_budget the rings of one uid may
-  // hold, so one user cannot take the memory every other user's streams need.
-  double shm_user_share = 0.5;
-  // key: max_streams_per_user; 1..65536 streams one uid may have open.
-  uint32_t max_streams_per_user = 256;
+  // key: user_limits; a map of what one uid may hold: shm_share (the fraction 0 < f <= 1
+  // of shm_budget for its rings), streams, datasets, jobs, connections,
+  // pending_segments (each 1..65536).
+  UserLimits user_limits;
   // key: share_group; a group name: its members reach each other's datasets and jobs
   // (daemon/access/principal.h). Empty: every user reaches only its own.
   std::string share_group;

@@ -40,6 +40,13 @@ std::string ByteSizeText(uint64_t bytes) {
   return std::to_string(bytes) + " " + kUnits[unit];
 }
 
+std::string UserLimitsText(const UserLimits& l) {
+  return "{shm_share: " + std::to_string(l.shm_share) + ", streams: " + std::to_string(l.streams) +
+         ", datasets: " + std::to_string(l.datasets) + ", jobs: " + std::to_string(l.jobs) +
+         ", connections: " + std::to_string(l.connections) +
+         ", pending_segments: " + std::to_string(l.pending_segments) + "}";
+}
+
 ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded,
                          const std::string& source) {
   ConfigReload reload;
@@ -81,10 +88,8 @@ ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded
   restart("node", OrNone(running.node_name), OrNone(loaded.node_name));
   restart("reconnect_timeout", std::to_string(running.reconnect_timeout_s) + " s",
           std::to_string(loaded.reconnect_timeout_s) + " s");
-  restart("shm_user_share", std::to_string(running.shm_user_share),
-          std::to_string(loaded.shm_user_share));
-  restart("max_streams_per_user", std::to_string(running.max_streams_per_user),
-          std::to_string(loaded.max_streams_per_user));
+  restart("user_limits", UserLimitsText(running.user_limits),
+          UserLimitsText(loaded.user_limits));
   restart("share_group", OrNone(running.share_group), OrNone(loaded.share_group));
   return reload;
 }

@@ -310,5 +310,24 @@ TEST_CASE("LoadConfig resolves tls paths against the file's directory and checks
              Catch::Contains("key 'tls.cert': " + dir + "/certs: "));
 }
 
+TEST_CASE("user_limits: each key read, unknown and out-of-range ones named") {
+  auto config = ParseConfig(
+      "user_limits: {shm_share: 0.25, streams: 3, datasets: 4, jobs: 5, connections: 6, "
+      "pending_segments: 7}\n",
+      "test.yaml");
+  REQUIRE(config.ok());
+  CHECK(config->user_limits.shm_share == 0.25);
+  CHECK(config->user_limits.streams == 3);
+  CHECK(config->user_limits.datasets == 4);
+  CHECK(config->user_limits.jobs == 5);
+  CHECK(config->user_limits.connections == 6);
+  CHECK(config->user_limits.pending_segments == 7);
+  CHECK(ParseConfig("", "test.yaml")->user_limits.shm_share == 0.5);
+  CHECK_THAT(ErrorOf("user_limits: {shm_share: 1.5}\n"),
+             Catch::Contains("key 'user_limits.shm_share' must be a fraction in (0, 1], got '1.5'"));
+  CHECK_THAT(ErrorOf("user_limits: {streams: 0}\n"), Catch::Contains("user_limits.streams"));
+  CHECK_THAT(ErrorOf("user_limits: {files: 3}\n"), Catch::Contains("files"));
+  CHECK_THAT(ErrorOf("user_limits: 3\n"), Catch::Contains("must be a map"));
+}
 }  // namespace
 }  // namespace ember::daemon

@@ -21,7 +21,7 @@ SharedSegments::SharedSegments(Env* env, SharedSegmentLimits limits)
 Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& job,
                                                            const std::string& name,
                                                            uint32_t rank, uint32_t world_size,
-                                                           uint64_t bytes) {
+                                                           uint64_t bytes, const Principal& owner) {
   if (job.empty()) return InvalidArgument("shared memory '" + name + "': job must not be empty");
   if (name.empty()) {
     return InvalidArgument("job '" + job + "': shared memory name must not be empty");
@@ -61,6 +61,14 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
       return ResourceExhausted(where + ": " + std::to_string(pending_.size()) +
                                " segments are already waiting for their ranks (the most allowed)");
     }
+    if (world_size > 1 && !owner.privileged) {
+      size_t owned = 0;
+      for (const auto& [k, entry] : pending_) owned += entry.owner.uid == owner.uid;
+      if (owned >= limits_.max_pending_per_owner)
+        return ResourceExhausted(where + ": " + std::to_string(owned) + " segments of " +
+                                 Describe(owner) +
+                                 "'s jobs are already waiting for their ranks (user_limits.pending_segments)");
+    }
     std::string memfd_name = "ember-shm-" + job + "-" + name;
     if (memfd_name.size() > kMaxMemfdName) memfd_name.resize(kMaxMemfdName);
     auto created = env_->CreateSharedMemory(memfd_name, static_cast<size_t>(bytes));
@@ -71,6 +79,7 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
     p.has.assign(world_size, false);
     p.bytes = bytes;
     p.created_micros = now;
+    p.owner = owner;
     it = pending_.emplace(key, std::move(p)).first;
   }
   Entry& p = it->second;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "daemon/access/principal.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -46,6 +47,7 @@ struct SharedSegmentLimits {
   uint64_t max_bytes = uint64_t{1} << 30;     // 1 GiB per segment
   uint64_t ttl_micros = 10ull * 60 * 1000000;  // a pending segment lives 10 minutes
   size_t max_pending = 1024;                   // pending segments at once
+  size_t max_pending_per_owner = 64;           // of them, for jobs of one non-privileged uid
 };
 
 class SharedSegments {
@@ -65,8 +67,11 @@ class SharedSegments {
   // world_size, bytes 0 or above max_bytes, or world_size / bytes that differ from the
   // first call's (the message names both). kResourceExhausted if max_pending segments
   // are already pending. Errors from Env::CreateSharedMemory with the job and name in front.
+  // `owner`: the job's; a new segment of a non-privileged owner with
+  // max_pending_per_owner pending is kResourceExhausted too.
   Result<std::shared_ptr<SharedMemory>> Open(const std::string& job, const std::string& name,
-                                             uint32_t rank, uint32_t world_size, uint64_t bytes);
+                                             uint32_t rank, uint32_t world_size, uint64_t bytes,
+                                             const Principal& owner = {});
 
   // Segments waiting for more ranks (expired ones included until the next Open).
   size_t NumPending() const;
@@ -81,6 +86,7 @@ class SharedSegments {
     uint64_t bytes = 0;
     std::vector<bool> has;  // [rank]: that rank got it
     uint64_t created_micros = 0;
+    Principal owner;
   };
 
   // True if `entry` was created the TTL or more before `now_micros`.

@@ -300,5 +300,31 @@ TEST_CASE("concurrent ranks all get the same segment") {
   CHECK(segments.NumPending() == 0);
 }
 
+TEST_CASE("one uid's jobs have at most max_pending_per_owner segments pending") {
+  TestEnv env;
+  SharedSegmentLimits limits;
+  limits.max_pending_per_owner = 2;
+  SharedSegments segments(&env, limits);
+  Principal alice;
+  alice.uid = 1001;
+  Principal bob;
+  bob.uid = 1002;
+  Principal root;
+  root.uid = 0;
+  root.privileged = true;
+  REQUIRE(segments.Open("a1", "s", 0, 2, 64, alice).ok());
+  REQUIRE(segments.Open("a2", "s", 0, 2, 64, alice).ok());
+  auto third = segments.Open("a3", "s", 0, 2, 64, alice);
+  REQUIRE(third.status().code() == StatusCode::kResourceExhausted);
+  CHECK(third.status().message().find("2 segments of uid 1001's jobs are already waiting") !=
+        std::string::npos);
+  CHECK(segments.Open("b1", "s", 0, 2, 64, bob).ok());
+  CHECK(segments.Open("r1", "s", 0, 2, 64, root).ok());
+  CHECK(segments.Open("r2", "s", 0, 2, 64, root).ok());
+  CHECK(segments.Open("r3", "s", 0, 2, 64, root).ok());
+  // A rank joining a pending segment is not a new one; once complete, it frees a place.
+  REQUIRE(segments.Open("a1", "s", 1, 2, 64, alice).ok());
+  CHECK(segments.Open("a3", "s", 0, 2, 64, alice).ok());
+}
 }  // namespace
 }  // namespace ember::daemon

@@ -106,11 +106,29 @@ Result<std::shared_ptr<SharedMemory>> JobMembership::OpenSharedMemory(const std:
                                                                       uint32_t rank,
                                                                       uint32_t world_size,
                                                                       uint64_t bytes) {
-  return service_.deps_.segments->Open(job_, segment, rank, world_size, bytes);
+  return service_.deps_.segments->Open(job_, segment, rank, world_size, bytes,
+                                       service_.members_.at(job_).owner);
 }
 
 DaemonService::DaemonService(ServiceDeps deps)
     : deps_(std::move(deps)), start_micros_(deps_.env->NowMicros()) {}
+
+Status DaemonService::AdmitConnection(const Principal& caller) {
+  if (caller.privileged) return Status::Ok();
+  uint32_t& open = connections_[caller.uid];
+  if (open >= deps_.user_limits.connections)
+    return ResourceExhausted("uid " + std::to_string(caller.uid) + " has " +
+                             std::to_string(open) +
+                             " connections, the most one user may open (user_limits.connections)");
+  ++open;
+  return Status::Ok();
+}
+
+void DaemonService::ReleaseConnection(const Principal& caller) {
+  if (caller.privileged) return;
+  auto it = connections_.find(caller.uid);
+  if (it != connections_.end() && --it->second == 0) connections_.erase(it);
+}
 
 Principal DaemonService::Identify(const Credentials& creds) const {
   if (deps_.access != nullptr) return deps_.access->Identify(creds);
@@ -120,9 +138,10 @@ Principal DaemonService::Identify(const Credentials& creds) const {
 void DaemonService::AddDataset(DatasetSpec spec, DatasetOwner owner,
                                std::function<void(Result<DatasetInfo>)> done) {
   Catalog* catalog = deps_.catalog;
+  const size_t max_owned = deps_.user_limits.datasets;
   boost::asio::post(*deps_.blocking, [catalog, spec = std::move(spec), owner = std::move(owner),
-                                      done = std::move(done)] {
-    done(catalog->Add(spec, owner));
+                                      max_owned, done = std::move(done)] {
+    done(catalog->Add(spec, owner, max_owned));
   });
 }
 
@@ -185,6 +204,14 @@ Result<std::unique_ptr<JobMembership>> DaemonService::JoinJob(const Principal& c
                                                              const std::string& job) {
   EMBER_RETURN_IF_ERROR(CheckJobName(job));
   EMBER_RETURN_IF_ERROR(CheckJobAccess(caller, job));
+  if (!caller.privileged && members_.count(job) == 0) {
+    uint32_t owned = 0;
+    for (const auto& [name, members] : members_) owned += members.owner.uid == caller.uid;
+    if (owned >= deps_.user_limits.jobs)
+      return ResourceExhausted("job '" + job + "': uid " + std::to_string(caller.uid) +
+                               " is already in " + std::to_string(owned) +
+                               " jobs, the most one user may join (user_limits.jobs)");
+  }
   return std::unique_ptr<JobMembership>(new JobMembership(*this, job, caller));
 }
 

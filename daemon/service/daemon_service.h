@@ -31,6 +31,7 @@
 
 #include "common/env.h"
 #include "daemon/access/principal.h"
+#include "daemon/access/user_limits.h"
 #include "daemon/catalog/catalog.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
@@ -44,6 +45,7 @@ namespace ember::daemon {
 struct ServiceDeps {
   Env* env = nullptr;  // the clock for uptime
   const AccessPolicy* access = nullptr;  // null: root and the daemon's uid 0 are privileged
+  UserLimits user_limits;                // datasets, jobs and connections per uid
   Catalog* catalog = nullptr;
   StreamManager* streams = nullptr;
   JobLedger* ledger = nullptr;
@@ -164,6 +166,11 @@ class DaemonService {
   // The principal of a client with `creds` (ServiceDeps::access).
   Principal Identify(const Credentials& creds) const;
 
+  // A connection of `caller` begins (Admit) or ends (Release). kResourceExhausted once a
+  // non-privileged uid has user_limits.connections connections.
+  Status AdmitConnection(const Principal& caller);
+  void ReleaseConnection(const Principal& caller);
+
   // Datasets. Add probes the files (read as owner.reads_as) and Remove rewrites the
   // catalog on the blocking pool; `done` runs there with the result (see Catalog::Add /
   // Remove for the errors). A caller lists, inspects and streams the datasets it may read
@@ -212,6 +219,7 @@ class DaemonService {
   const ServiceDeps deps_;
   const uint64_t start_micros_;
   std::map<std::string, Members> members_;  // by job: its live memberships
+  std::map<uid_t, uint32_t> connections_;   // of non-privileged uids
 };
 
 }  // namespace ember::daemon

@@ -241,5 +241,44 @@ TEST_CASE("stream errors name the job and rank") {
   CHECK(missing.status().message().find("stream for job 'train' rank 0") == 0);
 }
 
+TEST_CASE("one uid holds at most user_limits jobs, connections and datasets") {
+  UserLimits limits;
+  limits.jobs = 2;
+  limits.connections = 1;
+  limits.datasets = 1;
+  ServiceFixture f("user_limits", limits);
+  DaemonService& service = f.service();
+  const Principal alice = ServiceFixture::User(1001);
+  auto j1 = service.JoinJob(alice, "j1");
+  auto j1_again = service.JoinJob(alice, "j1");  // the same job again: not another one
+  auto j2 = service.JoinJob(alice, "j2");
+  REQUIRE((j1.ok() && j1_again.ok() && j2.ok()));
+  auto j3 = service.JoinJob(alice, "j3");
+  REQUIRE(j3.status().code() == StatusCode::kResourceExhausted);
+  CHECK(j3.status().message() ==
+        "job 'j3': uid 1001 is already in 2 jobs, the most one user may join (user_limits.jobs)");
+  auto bobs = service.JoinJob(ServiceFixture::User(1002), "j3");
+  CHECK(bobs.ok());
+  CHECK(service.JoinJob(ServiceFixture::Root(), "j4").ok());
+  j2->reset();
+  CHECK(service.JoinJob(alice, "j3").status().code() == StatusCode::kPermissionDenied);  // bob's
+  CHECK(service.JoinJob(alice, "j5").ok());
+
+  CHECK(service.AdmitConnection(alice).ok());
+  CHECK(service.AdmitConnection(alice).code() == StatusCode::kResourceExhausted);
+  CHECK(service.AdmitConnection(ServiceFixture::Root()).ok());
+  service.ReleaseConnection(alice);
+  CHECK(service.AdmitConnection(alice).ok());
+
+  DatasetOwner owner{alice, {}};
+  CHECK(f.AddDataset(f.TokensSpec("a1"), owner).ok());
+  auto second = f.AddDataset(f.TokensSpec("a2"), owner);
+  REQUIRE(second.status().code() == StatusCode::kResourceExhausted);
+  CHECK(second.status().message() ==
+        "dataset 'a2': uid 1001 already has 1 datasets, the most one user may register "
+        "(user_limits.datasets)");
+  CHECK(f.AddDataset(f.TokensSpec("r1")).ok());  // root's
+}
+
 }  // namespace
 }  // namespace ember::daemon

@@ -14,7 +14,8 @@
 
 namespace ember::daemon {
 
-ServiceFixture::ServiceFixture(const std::string& name) : env_(NewPosixEnv()) {
+ServiceFixture::ServiceFixture(const std::string& name, UserLimits user_limits)
+    : env_(NewPosixEnv()) {
   dir_ = FreshTestDir("service/" + name);
   REQUIRE(env_->CreateDirs(dir_ + "/state").ok());
   std::vector<uint16_t> tokens(64);
@@ -35,6 +36,7 @@ ServiceFixture::ServiceFixture(const std::string& name) : env_(NewPosixEnv()) {
                                              decode_pool_.get(), StreamLimits{});
   ServiceDeps deps;
   deps.env = env;
+  deps.user_limits = user_limits;
   deps.catalog = catalog_.get();
   deps.streams = streams_.get();
   deps.ledger = &ledger_;

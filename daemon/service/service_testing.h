@@ -21,7 +21,7 @@ class ServiceFixture {
   static constexpr uint64_t kTokensSamples = 15;  // the dataset of TokensSpec
 
   // State in $TEST_TMPDIR/<name> (emptied first).
-  explicit ServiceFixture(const std::string& name);
+  explicit ServiceFixture(const std::string& name, UserLimits user_limits = {});
   ~ServiceFixture();
 
   DaemonService& service() { return *service_; }

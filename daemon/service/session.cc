@@ -10,6 +10,14 @@ Session::Session(DaemonService& service, PeerCredentials peer, Principal princip
 Session::~Session() {
   for (uint64_t id : streams_) service_.CloseStream(id);
   memberships_.clear();
+  if (admitted_) service_.ReleaseConnection(principal_);
+}
+
+Status Session::Admit() {
+  if (admitted_) return Status::Ok();
+  EMBER_RETURN_IF_ERROR(service_.AdmitConnection(principal_));
+  admitted_ = true;
+  return Status::Ok();
 }
 
 void Session::AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done) {

@@ -30,6 +30,10 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
+  // Counts this session against its uid's connections (user_limits.connections);
+  // kResourceExhausted past them. Released with the session.
+  Status Admit();
+
   const PeerCredentials& peer() const { return peer_; }
   const Principal& principal() const { return principal_; }
 
@@ -60,6 +64,7 @@ class Session {
   DaemonService& service_;
   const PeerCredentials peer_;
   const Principal principal_;
+  bool admitted_ = false;
   std::set<uint64_t> streams_;
   std::map<JobMembership*, std::unique_ptr<JobMembership>> memberships_;
 };
