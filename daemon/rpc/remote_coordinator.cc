@@ -98,6 +98,7 @@ std::vector<JobSummary> RemoteCoordinator::Summaries() const {
         in_a_row = in_a_row && consumed && batch == progress.consumed;
         if (in_a_row) ++progress.consumed;
         if (!consumed) ++progress.leased;
+        if (!consumed) ++s.leases_in_flight;
       }
     }
     s.batches_leased += state.leases;
