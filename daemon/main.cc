@@ -34,6 +34,8 @@
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
+#include "daemon/metrics/metrics_server.h"
+#include "daemon/metrics/prometheus_text.h"
 #include "daemon/peer/host_port.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/peer/peer_tls.h"
@@ -212,6 +214,22 @@ Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContex
   return listener;
 }
 
+// The HTTP endpoint for Prometheus (key `metrics_listen`) rendering the service's status on
+// each scrape. Logs where it listens and writes the bound port to <state_dir>/metrics.port.
+Result<std::unique_ptr<MetricsServer>> ServeMetrics(Env& env, kj::AsyncIoContext& io,
+                                                    const DaemonConfig& config,
+                                                    DaemonService& service) {
+  EMBER_ASSIGN_OR_RETURN(
+      std::unique_ptr<MetricsServer> server,
+      MetricsServer::Start(io, config.metrics_listen,
+                           [&service] { return RenderPrometheusText(service.GetStatus()); }));
+  EMBER_RETURN_IF_ERROR(env.WriteFileAtomic(config.state_dir + "/metrics.port",
+                                            std::to_string(server->port()) + "\n"));
+  spdlog::info("serving metrics on {} (port {}) at /metrics", config.metrics_listen,
+               server->port());
+  return server;
+}
+
 int Serve(const CommandLine& cli) {
   const std::string config_path = cli.config_path.empty() ? "emberd" : cli.config_path;
   // Before any thread starts: the signals must stay blocked in every thread but the
@@ -331,6 +349,15 @@ int Serve(const CommandLine& cli) {
       }
       peers = std::move(listening).value();
     }
+    std::unique_ptr<MetricsServer> metrics;
+    if (!config->metrics_listen.empty()) {
+      auto serving = ServeMetrics(*env, io, *config, service);
+      if (!serving.ok()) {
+        spdlog::error("{}", serving.status().message());
+        return 2;
+      }
+      metrics = std::move(serving).value();
+    }
     const std::string node = NodeName(*config);
     const uint16_t peer_port = peers ? peers->port() : 0;
     // The proxy to the daemon at HOST:PORT `address`; null when that is this daemon.
@@ -414,6 +441,7 @@ int Serve(const CommandLine& cli) {
   blocking.join();
   unlink(config->socket_path.c_str());
   if (!config->listen.empty()) unlink((config->state_dir + "/peer.port").c_str());
+  if (!config->metrics_listen.empty()) unlink((config->state_dir + "/metrics.port").c_str());
   spdlog::info("emberd stopped");
   return exit_code;
 }

@@ -78,7 +78,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
   EMBER_RETURN_IF_ERROR(yaml.CheckKeys(root, "", {"socket", "state_dir", "decode_threads",
                                                   "shm_budget", "ring_slots", "log_level",
                                                   "plugins", "listen", "tls", "node",
-                                                  "reconnect_timeout", "job_fill_timeout"}));
+                                                  "reconnect_timeout", "job_fill_timeout",
+                                                  "metrics_listen"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -133,6 +134,10 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       Result<HostPort> address = ParseHostPort(config.listen);
       if (!address.ok()) return yaml.Error(value, Key(key) + ": " + address.status().message());
       listen_node = value;
+    } else if (key == "metrics_listen") {
+      EMBER_ASSIGN_OR_RETURN(config.metrics_listen, yaml.String(value, Key(key), "HOST:PORT"));
+      Result<HostPort> address = ParseHostPort(config.metrics_listen);
+      if (!address.ok()) return yaml.Error(value, Key(key) + ": " + address.status().message());
     } else if (key == "tls") {
       EMBER_RETURN_IF_ERROR(ParseTls(yaml, value, file, &config));
     } else if (key == "node") {

@@ -184,6 +184,8 @@ DaemonStatus DaemonService::GetStatus() const {
   status.shm_bytes_in_use = deps_.streams->shm_bytes_in_use();
   status.shm_bytes_budget = deps_.streams->shm_bytes_budget();
   status.pending_segments = deps_.segments->Pending();
+  Result<ProcessStats> process = ReadProcessStats(*deps_.env);
+  if (process.ok()) status.process = *process;
   return status;
 }
 
