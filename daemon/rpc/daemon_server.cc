@@ -195,6 +195,10 @@ void ToRpc(const StreamStats& st, rpc::StreamStatus::Builder b) {
   b.setRingFill(st.ring_fill);
   b.setSlotCount(st.slot_count);
   b.setSamplesSkipped(st.samples_skipped);
+  b.setSamplesPublished(st.samples_published);
+  b.setBytesPublished(st.bytes_published);
+  b.setDecodeErrors(st.decode_errors);
+  b.setDataStallSeconds(st.data_stall_seconds);
 }
 
 void ToRpc(const PendingSegment& segment, rpc::PendingSegment::Builder b) {
@@ -224,6 +228,10 @@ void ToRpc(const DaemonStatus& status, rpc::DaemonStatus::Builder s) {
   s.setShmBytesInUse(status.shm_bytes_in_use);
   s.setShmBytesBudget(status.shm_bytes_budget);
   ToRpcList(status.pending_segments, s.initPendingSegments(status.pending_segments.size()));
+  if (status.process) {
+    s.setOpenFds(status.process->open_fds);
+    s.setResidentBytes(status.process->resident_bytes);
+  }
 }
 
 }  // namespace

@@ -312,10 +312,16 @@ Result<DaemonStatus> Client::GetStatus() {
         stream.ring_fill = x.getRingFill();
         stream.slot_count = x.getSlotCount();
         stream.samples_skipped = x.getSamplesSkipped();
+        stream.samples_published = x.getSamplesPublished();
+        stream.bytes_published = x.getBytesPublished();
+        stream.decode_errors = x.getDecodeErrors();
+        stream.data_stall_seconds = x.getDataStallSeconds();
         out.streams.push_back(std::move(stream));
       }
       out.shm_bytes_in_use = st.getShmBytesInUse();
       out.shm_bytes_budget = st.getShmBytesBudget();
+      out.open_fds = st.getOpenFds();
+      out.resident_bytes = st.getResidentBytes();
       for (auto x : st.getPendingSegments()) {
         PendingSegmentStatus segment;
         segment.job = ToStd(x.getJob());
