@@ -126,6 +126,7 @@ struct JobStatus {
   # Empty: this daemon coordinates the job. Else the HOST:PORT of the daemon that does,
   # and `ranks` lists only this node's ranks (their progress as this daemon saw it).
   coordinator @9 :Text;
+  leasesInFlight @10 :UInt64;   # batches leased and not yet consumed, every rank and epoch
 }
 
 # Where one rank of a job stands.

@@ -151,6 +151,7 @@ TEST_CASE("emberctl top --once shows the streams and the daemon's line") {
   CHECK(top.out.find("MiB; 1 streams, 1 jobs (every ") != std::string::npos);
   CHECK(top.out.find("STREAM JOB") != std::string::npos);
   CHECK(top.out.find("top-job") != std::string::npos);
+  CHECK(top.out.find("\nJOB                  WORLD JOINED LEASED SLOWEST") != std::string::npos);
   CHECK(top.out.find(" syn ") != std::string::npos);
   CHECK(top.out.find("\x1b[") == std::string::npos);  // no terminal control for --once
   reader->reset();

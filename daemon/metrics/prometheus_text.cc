@@ -1,5 +1,6 @@
 #include "daemon/metrics/prometheus_text.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>

@@ -170,6 +170,7 @@ void ToRpc(const JobSummary& job, rpc::JobStatus::Builder b) {
   b.setBatchSize(job.params.batch_size);
   b.setBatchesPerRank(job.batches_per_rank);
   b.setCoordinator(job.coordinator);
+  b.setLeasesInFlight(job.leases_in_flight);
   auto ranks = b.initRanks(job.ranks.size());
   for (size_t i = 0; i < job.ranks.size(); ++i) {
     const RankProgress& p = job.ranks[i];

@@ -286,6 +286,7 @@ Result<DaemonStatus> Client::GetStatus() {
         job.batch_size = j.getBatchSize();
         job.batches_per_rank = j.getBatchesPerRank();
         job.coordinator = ToStd(j.getCoordinator());
+        job.leases_in_flight = j.getLeasesInFlight();
         for (auto p : j.getRanks()) {
           RankProgress progress;
           progress.rank = p.getRank();

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "tools/emberctl/jobs_command.h"
+
 namespace ember::emberctl {
 namespace {
 
@@ -33,6 +35,19 @@ std::string Rate(const std::optional<double>& value, const char* format) {
 
 // Counter growth, 0 where it went down (a stream id is never reused, but be safe).
 double Growth(double before, double now) { return now > before ? now - before : 0; }
+
+// Batches the slowest joined rank is behind the fastest one (0 with none joined).
+uint64_t BehindBatches(const JobStatus& job) {
+  const RankProgress* slowest = SlowestRank(job);
+  if (slowest == nullptr) return 0;
+  const auto position = [&job](const RankProgress& r) {
+    return r.epoch * job.batches_per_rank + r.consumed;
+  };
+  uint64_t fastest = position(*slowest);
+  for (const RankProgress& r : job.ranks)
+    if (r.joined) fastest = std::max(fastest, position(r));
+  return fastest - position(*slowest);
+}
 
 }  // namespace
 
@@ -68,11 +83,13 @@ std::string RenderTop(const DaemonStatus& before, const DaemonStatus& now, doubl
                 now.resident_bytes / kMiB, now.shm_bytes_in_use / kMiB,
                 now.shm_bytes_budget / kMiB, now.streams.size(), now.jobs.size(), seconds);
   out += line;
-  if (rows.empty()) return out + "no streams\n";
-  std::snprintf(line, sizeof(line), "%-6s %-20s %4s %-16s %10s %8s %5s %6s %9s %s\n", "STREAM",
-                "JOB", "RANK", "DATASET", "SAMPLES/S", "MB/S", "FILL", "STALL%", "STALL S",
-                "ERR/SKIP");
-  out += line;
+  if (rows.empty()) out += "no streams\n";
+  if (!rows.empty()) {
+    std::snprintf(line, sizeof(line), "%-6s %-20s %4s %-16s %10s %8s %5s %6s %9s %s\n",
+                  "STREAM", "JOB", "RANK", "DATASET", "SAMPLES/S", "MB/S", "FILL", "STALL%",
+                  "STALL S", "ERR/SKIP");
+    out += line;
+  }
   for (const Row& r : rows) {
     const StreamStatus& s = *r.stream;
     const std::string errors =
@@ -83,6 +100,18 @@ std::string RenderTop(const DaemonStatus& before, const DaemonStatus& now, doubl
                   Rate(r.mb_per_second, "%.2f").c_str(), s.ring_fill * 100,
                   Rate(r.stall_percent, "%.0f%%").c_str(),
                   s.data_stall_seconds, errors.c_str());
+    out += line;
+  }
+  if (now.jobs.empty()) return out;
+  std::snprintf(line, sizeof(line), "\n%-20s %5s %6s %6s %-16s %6s\n", "JOB", "WORLD", "JOINED",
+                "LEASED", "SLOWEST", "BEHIND");
+  out += line;
+  for (const JobStatus& j : now.jobs) {
+    uint32_t joined = 0;
+    for (const RankProgress& r : j.ranks) joined += r.joined ? 1 : 0;
+    std::snprintf(line, sizeof(line), "%-20s %5u %6u %6" PRIu64 " %-16s %6" PRIu64 "\n",
+                  j.job.c_str(), j.world_size, joined, j.leases_in_flight,
+                  DescribeSlowest(j).c_str(), BehindBatches(j));
     out += line;
   }
   return out;

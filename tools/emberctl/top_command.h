@@ -8,7 +8,8 @@
 // ring fill, the share of the interval its trainer waited for data (STALL%, which the
 // table is sorted by, then by total stall), its total stall seconds, and its decode
 // errors / skipped samples. A stream that opened during the interval shows "-" for its
-// rates.
+// rates. Then a line per job: world size, ranks joined, leases in flight, the slowest
+// joined rank (as `emberctl jobs` names it) and how many batches it is behind the fastest.
 #ifndef EMBER_TOOLS_EMBERCTL_TOP_COMMAND_H_
 #define EMBER_TOOLS_EMBERCTL_TOP_COMMAND_H_
 

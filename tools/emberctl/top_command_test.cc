@@ -34,7 +34,7 @@ DaemonStatus Daemon() {
   return d;
 }
 
-TEST_CASE("a frame has the daemon's line and the streams, the most stalled first") {
+TEST_CASE("a frame has the daemon's line, the streams, the most stalled first, and the jobs") {
   DaemonStatus before = Daemon(), now = Daemon();
   before.streams = {Stream(1, 0, 1000, 1048576, 0.5), Stream(2, 1, 1000, 1048576, 1.0)};
   now.streams = {Stream(1, 0, 3000, 5 * 1048576, 1.5), Stream(2, 1, 2000, 3 * 1048576, 1.1),
@@ -42,15 +42,25 @@ TEST_CASE("a frame has the daemon's line and the streams, the most stalled first
   now.streams[0].decode_errors = 3;
   now.streams[0].samples_skipped = 3;
   now.uptime_seconds = 102;
+  JobStatus job;
+  job.job = "train";
+  job.world_size = 3;
+  job.batches_per_rank = 10;
+  job.leases_in_flight = 7;
+  job.ranks = {{0, true, 1, 2, 4}, {1, true, 0, 7, 3}, {2, false, 0, 4, 0}};
+  now.jobs = {job};
   const std::string frame = RenderTop(before, now, 2.0);
   const std::string expected =
-      "emberd 0.1.0 pid 42 up 102 s: 23 fds, RSS 50.0 MiB, shm 3.0 / 256.0 MiB; 3 streams, 0 "
+      "emberd 0.1.0 pid 42 up 102 s: 23 fds, RSS 50.0 MiB, shm 3.0 / 256.0 MiB; 3 streams, 1 "
       "jobs (every 2.0 s)\n"
       "\n"
       "STREAM JOB                  RANK DATASET           SAMPLES/S     MB/S  FILL STALL%   STALL S ERR/SKIP\n"
       "#1     train                   0 mnist                  1000     2.00   50%    50%      1.50 3/3\n"
       "#2     train                   1 mnist                   500     1.00   50%     5%      1.10 0/0\n"
-      "#3     train                   2 mnist                     -        -   50%      -      9.00 0/0\n";
+      "#3     train                   2 mnist                     -        -   50%      -      9.00 0/0\n"
+      "\n"
+      "JOB                  WORLD JOINED LEASED SLOWEST          BEHIND\n"
+      "train                    3      2      7 r1 e0 7/10            5\n";
   CHECK(frame == expected);
 }
 

@@ -124,6 +124,7 @@ struct JobStatus {
   // Empty: this daemon coordinates the job. Else the HOST:PORT of the daemon that does,
   // and `ranks` lists only this node's ranks.
   std::string coordinator;
+  uint64_t leases_in_flight = 0;  // leased, not yet consumed: every rank and epoch
 };
 
 // A shared-memory segment (Client::OpenSharedMemory) that some ranks have not opened.
