@@ -40,6 +40,8 @@
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/lifecycle/drain.h"
 #include "daemon/lifecycle/watchdog.h"
+#include "daemon/metrics/metrics_server.h"
+#include "daemon/metrics/prometheus_text.h"
 #include "daemon/peer/host_port.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/peer/peer_tls.h"
@@ -268,6 +270,23 @@ void Reload(Env& env, const CommandLine& cli, DaemonConfig* running, StreamManag
   spdlog::info("{}", DescribeChanges(reload));
 }
 
+// The HTTP endpoint for Prometheus (key `metrics_listen`) rendering the service's status on
+// each scrape. Logs where it listens and writes the bound port to <state_dir>/metrics.port.
+Result<std::unique_ptr<MetricsServer>> ServeMetrics(Env& env, kj::AsyncIoContext& io,
+                                                    const DaemonConfig& config,
+                                                    DaemonService& service) {
+  EMBER_ASSIGN_OR_RETURN(
+      std::unique_ptr<MetricsServer> server,
+      MetricsServer::Start(io, config.metrics_listen,
+                           // The operator's view: every job and dataset (keep the address private).
+                           [&service] { return RenderPrometheusText(service.GetStatus(AccessPolicy::Peer())); }));
+  EMBER_RETURN_IF_ERROR(env.WriteFileAtomic(config.state_dir + "/metrics.port",
+                                            std::to_string(server->port()) + "\n"));
+  spdlog::info("serving metrics on {} (port {}) at /metrics", config.metrics_listen,
+               server->port());
+  return server;
+}
+
 int Serve(const CommandLine& cli) {
   const std::string config_path = cli.config_path.empty() ? "emberd" : cli.config_path;
   // Before any thread starts: the signals must stay blocked in every thread but the
@@ -405,6 +424,15 @@ int Serve(const CommandLine& cli) {
       }
       peers = std::move(listening).value();
     }
+    std::unique_ptr<MetricsServer> metrics;
+    if (!config->metrics_listen.empty()) {
+      auto serving = ServeMetrics(*env, io, *config, service);
+      if (!serving.ok()) {
+        spdlog::error("{}", serving.status().message());
+        return 2;
+      }
+      metrics = std::move(serving).value();
+    }
     const std::string node = NodeName(*config);
     const uint16_t peer_port = peers ? peers->port() : 0;
     // The proxy to the daemon at HOST:PORT `address`; null when that is this daemon.
@@ -435,12 +463,12 @@ int Serve(const CommandLine& cli) {
           return remote;
         });
     const RemoteJobOpener open_remote_job =
-        [&remote_at](const std::string& job, const std::string& address)
-        -> Result<std::optional<rpc::Job::Client>> {
+        [&remote_at](const std::string& job, const std::string& address,
+                     const Principal& caller) -> Result<std::optional<rpc::Job::Client>> {
       Result<RemoteCoordinator*> remote = remote_at(address);
       if (!remote.ok()) return remote.status().WithContext("coordinator '" + address + "'");
       if (*remote == nullptr) return std::optional<rpc::Job::Client>();
-      return std::optional<rpc::Job::Client>((*remote)->OpenJob(job));
+      return std::optional<rpc::Job::Client>((*remote)->OpenJob(job, caller));
     };
     kj::Own<kj::ConnectionReceiver> listener;
     KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
@@ -522,6 +550,7 @@ int Serve(const CommandLine& cli) {
   if (!synced.ok()) spdlog::error("flushing the job journal: {}", synced.message());
   unlink(config->socket_path.c_str());
   if (!config->listen.empty()) unlink((config->state_dir + "/peer.port").c_str());
+  if (!config->metrics_listen.empty()) unlink((config->state_dir + "/metrics.port").c_str());
   spdlog::info("emberd stopped");
   return exit_code;
 }

@@ -107,6 +107,12 @@ struct StreamStatus {
   ringFill @9 :Float64;         # fraction of slots holding unread batches
   slotCount @10 :UInt32;
   samplesSkipped @11 :UInt64;   # corrupt samples dropped (dataset on_error: skip)
+  # Over the stream's life: samples and payload bytes published, samples that failed to
+  # read or decode, seconds the trainer waited for a batch not ready (its SDK's account).
+  samplesPublished @12 :UInt64;
+  bytesPublished @13 :UInt64;
+  decodeErrors @14 :UInt64;
+  dataStallSeconds @15 :Float64;
 }
 
 struct JobStatus {
@@ -122,6 +128,7 @@ struct JobStatus {
   # Empty: this daemon coordinates the job. Else the HOST:PORT of the daemon that does,
   # and `ranks` lists only this node's ranks (their progress as this daemon saw it).
   coordinator @9 :Text;
+  leasesInFlight @10 :UInt64;   # batches leased and not yet consumed, every rank and epoch
 }
 
 # Where one rank of a job stands.
@@ -154,6 +161,9 @@ struct DaemonStatus {
   shmBytesInUse @6 :UInt64;
   shmBytesBudget @7 :UInt64;
   pendingSegments @8 :List(PendingSegment);
+  # The daemon process's open descriptors and resident memory; 0 where /proc is unreadable.
+  openFds @9 :UInt64;
+  residentBytes @10 :UInt64;
 }
 
 # The bootstrap capability of a connection to emberd's unix socket.

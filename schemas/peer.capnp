@@ -35,7 +35,7 @@ interface Peer {
   # local ranks of a job that this daemon coordinates, so every rank of every node shares
   # one store. Shared-memory segments are node-local: openSharedMemory on it fails
   # (failed_precondition).
-  openJob @2 (job :Text, node :Text) -> (job :Ember.Job);
+  openJob @2 (job :Text, node :Text, caller :Principal) -> (job :Ember.Job);
 
   # For the calling node's ranks of `job`, all at once (so traffic, coordinator work and
   # journal records grow with nodes, not ranks): what Coordination.commit and
@@ -110,4 +110,12 @@ interface Coordination {
   next @0 (epoch :UInt64) -> (lease :BatchLease);
   # The rank's trainer consumed the batch. not_found if the rank holds no such lease.
   commit @1 (epoch :UInt64, batch :UInt64) -> ();
+}
+
+# Who a rank's trainer is, as the node's daemon identified it (daemon/access/principal.h):
+# the coordinator lets it into a job only if it may access the job's owner.
+struct Principal {
+  uid @0 :UInt32 = 0xffffffff;  # unknown
+  team @1 :Bool;
+  privileged @2 :Bool;
 }

@@ -13,6 +13,7 @@
 
 #include "common/temp_dir_testing.h"
 #include "tests/support/as_user.h"
+#include "tests/support/multinode_testing.h"
 #include "tests/support/test_env.h"
 
 namespace ember::testing {
@@ -321,6 +322,38 @@ TEST_CASE("one user's connections are bounded; others still connect") {
   bob.Continue();
   CHECK(daemon->log().find("uid 2002 has 2 connections, the most one user may open") !=
         std::string::npos);
+}
+
+TEST_CASE("a job spanning nodes: another node's user cannot join its store") {
+  SKIP_UNLESS_ROOT();
+  TestCluster cluster;
+  chmod(cluster.tmp.path().c_str(), 0755);
+  auto a = cluster.Node("node-a");
+  auto b = cluster.Node("node-b");
+  a->Start();
+  b->Start();
+  for (Daemon* d : {a.get(), b.get()}) {
+    chmod(d->dir().c_str(), 0755);
+    chmod(d->socket().c_str(), 0777);
+  }
+  const std::string coordinator = PeerAddress(*a);
+  const std::string socket_a = a->socket(), socket_b = b->socket();
+  AsUser alice(kAlice, [&](const AsUser::Checkpoint& checkpoint) {
+    auto c = ConnectTo(socket_a);
+    Status set = c->KvSet("train", "gloo/addr", "10.0.0.1:1234");
+    checkpoint(Code(set));
+    return std::string("done");
+  });
+  REQUIRE(alice.Next() == "ok");
+  auto through_b = [&](const User& user) {
+    return RunAs(user, [&] {
+      setenv("EMBER_COORDINATOR", coordinator.c_str(), 1);
+      return Code(ConnectTo(socket_b)->KvGet("train", "gloo/addr", std::chrono::milliseconds(0)));
+    });
+  };
+  CHECK(through_b(kBob) == "permission_denied: job 'train' belongs to uid 2001");
+  CHECK(through_b(kAlice) == "ok");
+  alice.Continue();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "daemon/stream/stream_testing.h"
 #include "sdk/src/ring_reader.h"
@@ -117,6 +118,8 @@ TEST_CASE("a corrupt sample in a parallel batch ends the stream with its message
   CHECK(next.status().code() == StatusCode::kDataLoss);
   CHECK(next.status().message().find("sample 13") != std::string::npos);
   CHECK(next.status().message().find("/data/fake.bin: corrupt at byte 42") != std::string::npos);
+  CHECK((*stream)->Stats().decode_errors == 1);
+  CHECK((*stream)->Stats().samples_skipped == 0);
 }
 
 TEST_CASE("under on_error: skip a corrupt sample is left out of its batch and counted") {
@@ -149,8 +152,37 @@ TEST_CASE("under on_error: skip a corrupt sample is left out of its batch and co
       REQUIRE(next.ok());
       CHECK_FALSE(next->has_value());
     }
-    CHECK((*stream)->Stats().samples_skipped == 2);
+    const StreamStats stats = (*stream)->Stats();
+    CHECK(stats.samples_skipped == 2);
+    CHECK(stats.decode_errors == 2);
+    // 63 samples delivered per epoch, of 4 x int32 + 1 uint8 bytes each.
+    CHECK(stats.samples_published == 126);
+    CHECK(stats.bytes_published == 126 * 17);
   }
+}
+
+TEST_CASE("the time the reader waited for a batch is the stream's data stall") {
+  Harness h;
+  auto source = std::make_shared<FakeSource>(16, /*parallel=*/false);
+  source->Block(std::chrono::seconds(10));
+  auto stream = Stream::Start(1, *h.env, h.ledger, source->info(), Ready(source), &h.pool,
+                              Params(4, 1));
+  REQUIRE(stream.ok());
+  auto reader = Reader(**stream);
+  REQUIRE(source->WaitUntilBlocked(std::chrono::seconds(10)));
+  CHECK((*stream)->Stats().data_stall_seconds == 0);
+  std::thread unblock([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    source->Unblock();
+  });
+  auto next = reader->Next();  // waits until the source is unblocked
+  unblock.join();
+  REQUIRE(next.ok());
+  REQUIRE(next->has_value());
+  const double stall = (*stream)->Stats().data_stall_seconds;
+  CHECK(stall >= 0.25);
+  CHECK(stall == Approx(std::chrono::duration<double>(reader->wait_time()).count()));
+  CHECK(stall < 10);
 }
 
 }  // namespace

@@ -110,7 +110,7 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "plugins", "listen", "tls", "node",
                                                   "reconnect_timeout", "job_fill_timeout",
                                                   "user_limits", "share_group",
-                                                  "drain_timeout"}));
+                                                  "drain_timeout", "metrics_listen"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -171,6 +171,10 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       Result<HostPort> address = ParseHostPort(config.listen);
       if (!address.ok()) return yaml.Error(value, Key(key) + ": " + address.status().message());
       listen_node = value;
+    } else if (key == "metrics_listen") {
+      EMBER_ASSIGN_OR_RETURN(config.metrics_listen, yaml.String(value, Key(key), "HOST:PORT"));
+      Result<HostPort> address = ParseHostPort(config.metrics_listen);
+      if (!address.ok()) return yaml.Error(value, Key(key) + ": " + address.status().message());
     } else if (key == "tls") {
       EMBER_RETURN_IF_ERROR(ParseTls(yaml, value, file, &config));
     } else if (key == "node") {

@@ -41,6 +41,9 @@ struct DaemonConfig {
   PeerTlsMode tls = PeerTlsMode::kUnset;  // key: tls; off or {cert, key, ca}
   PeerTlsFiles tls_files;                 // when tls is kOn
   std::string node_name;                  // key: node; empty: the host's name
+  // key: metrics_listen; HOST:PORT of the HTTP endpoint serving Prometheus metrics at
+  // /metrics (daemon/metrics/metrics_server.h), port 0 for any free one; empty: none.
+  std::string metrics_listen;
   // key: reconnect_timeout; seconds (1..3600) a rank's stream keeps trying to reach its
   // job's coordinating daemon (another node's) again before it fails.
   uint32_t reconnect_timeout_s = 60;

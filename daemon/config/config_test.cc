@@ -27,6 +27,7 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.default_slots == 8);
   CHECK(c.log_level == "info");
   CHECK(c.listen.empty());
+  CHECK(c.metrics_listen.empty());
   CHECK(c.tls == PeerTlsMode::kUnset);
   CHECK(c.node_name.empty());
   CHECK(c.reconnect_timeout_s == 60);
@@ -52,7 +53,7 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
   // Keys without a default value are shown commented out.
-  for (const char* key : {"listen", "tls", "node"}) {
+  for (const char* key : {"listen", "tls", "node", "metrics_listen"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n# ") + key + ": "));
   }
@@ -251,6 +252,23 @@ TEST_CASE("listen without tls is an error that says what to add") {
   merged.tls = PeerTlsMode::kOff;
   CHECK(CheckListenHasTls(merged).ok());
   CHECK(CheckListenHasTls(DaemonConfig{}).ok());
+}
+
+TEST_CASE("metrics_listen is a HOST:PORT of its own, needing no tls") {
+  for (const char* address : {"127.0.0.1:9464", "127.0.0.1:0", "[::1]:9464", "node0:9464"}) {
+    INFO(address);
+    Result<DaemonConfig> config =
+        ParseConfig(std::string("metrics_listen: '") + address + "'\n", "m.yaml");
+    REQUIRE(config.ok());
+    CHECK(config->metrics_listen == address);
+    CHECK(config->listen.empty());
+  }
+  CHECK_THAT(ErrorOf("metrics_listen: 9464\n"),
+             Catch::Contains("line 1, column 17: key 'metrics_listen': expected HOST:PORT"));
+  CHECK_THAT(ErrorOf("metrics_listen: 'localhost:70000'\n"), Catch::Contains("0..65535"));
+  CHECK_THAT(ErrorOf("metrics_listen:\n"),
+             Catch::Contains("key 'metrics_listen' must be HOST:PORT, got nothing"));
+  CHECK_THAT(ErrorOf("metrics_listen: [a, b]\n"), Catch::Contains("key 'metrics_listen'"));
 }
 
 TEST_CASE("bad listen, tls and node values are errors naming the key") {

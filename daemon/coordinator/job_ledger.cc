@@ -363,6 +363,8 @@ std::vector<JobSummary> JobLedger::Summaries() const {
     s.batches_leased = state.batches_leased;
     s.batches_committed = state.batches_committed;
     s.batches_per_rank = state.batches_per_rank;
+    for (const auto& [epoch, es] : state.epochs)
+      for (const RankState& rs : es.ranks) s.leases_in_flight += rs.leased.size();
     for (uint32_t r = 0; r < state.params.world_size; ++r) {
       RankProgress progress;
       progress.rank = r;

@@ -70,6 +70,7 @@ struct JobSummary {
   uint64_t batches_leased = 0;     // over the job's life
   uint64_t batches_committed = 0;  // over the job's life
   uint64_t batches_per_rank = 0;   // in a full epoch
+  uint64_t leases_in_flight = 0;   // leased, not yet consumed: all ranks, every epoch
   std::vector<RankProgress> ranks;
   // Empty: this daemon's ledger coordinates the job. Else the HOST:PORT of the daemon that
   // does, and `ranks` holds only this node's ranks, as far as its proxy knows them.

@@ -570,6 +570,9 @@ TEST_CASE("Summaries count epochs, leases and commits per job") {
   CHECK(a->ranks[0].epoch == 0);
   CHECK(a->ranks[0].consumed == 1);
   CHECK(a->ranks[0].leased == 2);
+  // In flight over every epoch: batches 1 and 3 of epoch 0, and one of epochs 1 and 5.
+  CHECK(a->leases_in_flight == 4);
+  CHECK(b->leases_in_flight == 0);
   CHECK(a->batches_per_rank == 10);
   REQUIRE(b->ranks.size() == 2);
   CHECK(!b->ranks[1].joined);

@@ -6,7 +6,7 @@
 
 #include <utility>
 
-#include "daemon/peer/host_port.h"
+#include "daemon/peer/tcp_listen.h"
 #include "daemon/peer/peer_wire.h"
 
 namespace ember::daemon {
@@ -34,17 +34,8 @@ Result<std::unique_ptr<PeerListener>> PeerListener::Start(kj::AsyncIoContext& io
                                                           PeerTls* tls,
                                                           PeerBootstrapFactory factory,
                                                           PeerListenerOptions options) {
-  EMBER_ASSIGN_OR_RETURN(HostPort host_port, ParseHostPort(address));
-  kj::Own<kj::ConnectionReceiver> receiver;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
-    receiver = io.provider->getNetwork()
-                   .parseAddress(kj::StringPtr(host_port.ToString().c_str()))
-                   .wait(io.waitScope)
-                   ->listen();
-  })) {
-    return Unavailable("cannot listen for peers on " + address + ": " +
-                       e->getDescription().cStr());
-  }
+  EMBER_ASSIGN_OR_RETURN(kj::Own<kj::ConnectionReceiver> receiver,
+                         ListenTcp(io, address, "peers"));
   return std::unique_ptr<PeerListener>(new PeerListener(io.provider->getTimer(), tls,
                                                         std::move(factory), options,
                                                         kj::mv(receiver)));

@@ -35,6 +35,7 @@ Result<std::unique_ptr<RingWriter>> RingWriter::Create(Env& env, const std::stri
   header->batches_per_epoch = batches_per_epoch;
   header->published.store(0);
   header->consumed.store(0);
+  header->reader_wait_nanos.store(0);
   auto* base = static_cast<uint8_t*>(region->data());
   for (uint32_t i = 0; i < slot_count; ++i) {
     auto* slot = new (base + kSlotsOffset + uint64_t{i} * slot_size) ring::SlotHeader();

@@ -62,6 +62,10 @@ class RingWriter {
 
   uint64_t published() const { return header_->published.load(std::memory_order_relaxed); }
   uint64_t consumed() const { return header_->consumed.load(std::memory_order_relaxed); }
+  // The reader's own total of nanoseconds it waited for batches (any value it wrote).
+  uint64_t reader_wait_nanos() const {
+    return header_->reader_wait_nanos.load(std::memory_order_relaxed);
+  }
 
  private:
   RingWriter(std::unique_ptr<SharedMemory> shm, uint32_t slot_count, uint64_t slot_size);

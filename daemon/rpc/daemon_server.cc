@@ -173,6 +173,7 @@ void ToRpc(const JobSummary& job, rpc::JobStatus::Builder b) {
   b.setBatchSize(job.params.batch_size);
   b.setBatchesPerRank(job.batches_per_rank);
   b.setCoordinator(job.coordinator);
+  b.setLeasesInFlight(job.leases_in_flight);
   auto ranks = b.initRanks(job.ranks.size());
   for (size_t i = 0; i < job.ranks.size(); ++i) {
     const RankProgress& p = job.ranks[i];
@@ -198,6 +199,10 @@ void ToRpc(const StreamStats& st, rpc::StreamStatus::Builder b) {
   b.setRingFill(st.ring_fill);
   b.setSlotCount(st.slot_count);
   b.setSamplesSkipped(st.samples_skipped);
+  b.setSamplesPublished(st.samples_published);
+  b.setBytesPublished(st.bytes_published);
+  b.setDecodeErrors(st.decode_errors);
+  b.setDataStallSeconds(st.data_stall_seconds);
 }
 
 void ToRpc(const PendingSegment& segment, rpc::PendingSegment::Builder b) {
@@ -227,6 +232,10 @@ void ToRpc(const DaemonStatus& status, rpc::DaemonStatus::Builder s) {
   s.setShmBytesInUse(status.shm_bytes_in_use);
   s.setShmBytesBudget(status.shm_bytes_budget);
   ToRpcList(status.pending_segments, s.initPendingSegments(status.pending_segments.size()));
+  if (status.process) {
+    s.setOpenFds(status.process->open_fds);
+    s.setResidentBytes(status.process->resident_bytes);
+  }
 }
 
 }  // namespace
@@ -279,7 +288,7 @@ kj::Promise<void> DaemonServer::joinJob(JoinJobContext context) {
   const std::string coordinator = ToStd(params.getCoordinator());
   if (!coordinator.empty() && open_remote_ != nullptr) {
     std::optional<rpc::Job::Client> remote =
-        ValueOrThrow((*open_remote_)(ToStd(params.getJob()), coordinator));
+        ValueOrThrow((*open_remote_)(ToStd(params.getJob()), coordinator, session_->principal()));
     if (remote) {
       context.getResults().setJob(kj::mv(*remote));
       return kj::READY_NOW;

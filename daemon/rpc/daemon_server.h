@@ -26,7 +26,7 @@ namespace ember::daemon {
 // The Job capability of `job` at the daemon `coordinator` (HOST:PORT) names: nullopt when
 // that is this daemon; kUnavailable / kFailedPrecondition when it cannot be reached.
 using RemoteJobOpener = std::function<Result<std::optional<rpc::Job::Client>>(
-    const std::string& job, const std::string& coordinator)>;
+    const std::string& job, const std::string& coordinator, const Principal& caller)>;
 
 class DaemonServer final : public rpc::Daemon::Server {
  public:

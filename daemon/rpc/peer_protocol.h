@@ -11,7 +11,8 @@
 namespace ember::daemon {
 
 // 2: Peer.exchange, which a node's daemon uses for its ranks' leases and commits.
-inline constexpr uint32_t kPeerProtocol = 2;
+// 3: the owner of a rank (JobParams) and of a store's caller (openJob).
+inline constexpr uint32_t kPeerProtocol = 3;
 
 // OK when `theirs` is kPeerProtocol; else kFailedPrecondition naming both versions:
 // "node 'gpu-07' speaks daemon-to-daemon protocol 3, this daemon speaks 2".

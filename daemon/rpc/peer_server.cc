@@ -133,7 +133,13 @@ kj::Promise<void> PeerServer::openJob(OpenJobContext context) {
   if (service_ == nullptr || timer_ == nullptr)
     Throw(FailedPrecondition("node '" + node_ + "' coordinates no jobs"));
   if (!session_) session_ = std::make_shared<Session>(*service_, PeerCredentials{}, AccessPolicy::Peer());
-  JobMembership* membership = ValueOrThrow(session_->JoinJob(p.getJob()));
+  Principal caller;  // absent (an older peer): unknown, owning nothing
+  if (p.hasCaller()) {
+    caller.uid = p.getCaller().getUid();
+    caller.team = p.getCaller().getTeam();
+    caller.privileged = p.getCaller().getPrivileged();
+  }
+  JobMembership* membership = ValueOrThrow(session_->JoinJobAs(p.getJob(), caller));
   spdlog::info("job '{}': store opened for node '{}' ({})", std::string(p.getJob()),
                std::string(p.getNode()), peer_.address);
   context.getResults().setJob(

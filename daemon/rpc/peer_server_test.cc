@@ -62,7 +62,7 @@ TEST_CASE("hello answers with this daemon's node name and protocol") {
   REQUIRE(hello.ok());
   CHECK(hello->node == "node-a");
   CHECK(hello->protocol == kPeerProtocol);
-  CHECK(kPeerProtocol == 2);
+  CHECK(kPeerProtocol == 3);
 }
 
 TEST_CASE("the server refuses another protocol version, naming both") {
@@ -71,14 +71,14 @@ TEST_CASE("the server refuses another protocol version, naming both") {
   });
   auto request = loopback.connection->Bootstrap<rpc::Peer>().helloRequest();
   request.setNode("node-b");
-  request.setProtocol(3);
+  request.setProtocol(4);
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { request.send().wait(loopback.io.waitScope); })) {
     const Status status = rpc_status::FromException(*e);
     CHECK(status.code() == StatusCode::kFailedPrecondition);
     CHECK(status.message() ==
-          "node 'node-b' speaks daemon-to-daemon protocol 3, this daemon speaks 2");
+          "node 'node-b' speaks daemon-to-daemon protocol 4, this daemon speaks 3");
   } else {
-    FAIL("hello with protocol 3 succeeded");
+    FAIL("hello with protocol 4 succeeded");
   }
 }
 
@@ -89,7 +89,7 @@ TEST_CASE("SayHello refuses a server of another protocol version, naming both") 
   REQUIRE_FALSE(hello.ok());
   CHECK(hello.status().code() == StatusCode::kFailedPrecondition);
   CHECK(hello.status().message() ==
-        "node 'future' speaks daemon-to-daemon protocol 3, this daemon speaks 2");
+        "node 'future' speaks daemon-to-daemon protocol 4, this daemon speaks 3");
 }
 
 TEST_CASE("CheckPeerProtocol") {

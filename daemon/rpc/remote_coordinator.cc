@@ -101,6 +101,7 @@ std::vector<JobSummary> RemoteCoordinator::Summaries() const {
         in_a_row = in_a_row && consumed && batch == progress.consumed;
         if (in_a_row) ++progress.consumed;
         if (!consumed) ++progress.leased;
+        if (!consumed) ++s.leases_in_flight;
       }
     }
     s.batches_leased += state.leases;
@@ -445,11 +446,15 @@ void RemoteCoordinator::Leave(const std::string& job, uint32_t rank) {
   OnLoop([&] { ranks_.erase({job, rank}); });
 }
 
-rpc::Job::Client RemoteCoordinator::OpenJob(const std::string& job) {
+rpc::Job::Client RemoteCoordinator::OpenJob(const std::string& job, const Principal& caller) {
   ++traffic_.opens;
   auto request = Peer().openJobRequest();
   request.setJob(job);
   request.setNode(options_.node);
+  auto principal = request.initCaller();
+  principal.setUid(caller.uid);
+  principal.setTeam(caller.team);
+  principal.setPrivileged(caller.privileged);
   return request.send().getJob();
 }
 

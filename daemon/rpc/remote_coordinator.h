@@ -102,7 +102,7 @@ class RemoteCoordinator final : public JobCoordinator {
 
   // The store and barriers of `job` at the coordinator (Peer.openJob), pipelined: calls on
   // it wait for the connection. Event loop's thread only.
-  rpc::Job::Client OpenJob(const std::string& job);
+  rpc::Job::Client OpenJob(const std::string& job, const Principal& caller);
 
  private:
   class ErrorLog;

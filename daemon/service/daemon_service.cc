@@ -266,6 +266,8 @@ DaemonStatus DaemonService::GetStatus(const Principal& caller) const {
     std::optional<Principal> owner = JobOwner(segment.job);
     if (!owner || visible(*owner)) status.pending_segments.push_back(std::move(segment));
   }
+  Result<ProcessStats> process = ReadProcessStats(*deps_.env);
+  if (process.ok()) status.process = *process;
   return status;
 }
 

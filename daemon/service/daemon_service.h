@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
 #include "daemon/coordinator/shared_segments.h"
+#include "daemon/metrics/process_stats.h"
 #include "daemon/stream/stream_manager.h"
 #include "ember/status.h"
 
@@ -82,6 +84,7 @@ struct DaemonStatus {
   uint64_t shm_bytes_in_use = 0;
   uint64_t shm_bytes_budget = 0;
   std::vector<PendingSegment> pending_segments;
+  std::optional<ProcessStats> process;  // this daemon's; none where /proc cannot be read
 };
 
 // A pending KvGet or barrier arrival. Destroying it cancels the wait if it has not

@@ -226,6 +226,10 @@ TEST_CASE("status gathers datasets, jobs, streams, memory and pending segments")
   REQUIRE(status.pending_segments.size() == 1);
   CHECK(status.pending_segments[0].name == "grads");
   CHECK(status.pending_segments[0].missing_ranks == std::vector<uint32_t>{1});
+  // This process's own: at least the stream's ring memfd is open.
+  REQUIRE(status.process.has_value());
+  CHECK(status.process->open_fds >= 4);
+  CHECK(status.process->resident_bytes > 0);
 
   service.CloseStream(stream->id);
   status = service.GetStatus(ServiceFixture::Root());

@@ -52,8 +52,12 @@ void Session::CloseStream(uint64_t id) {
 }
 
 Result<JobMembership*> Session::JoinJob(const std::string& job) {
+  return JoinJobAs(job, principal_);
+}
+
+Result<JobMembership*> Session::JoinJobAs(const std::string& job, const Principal& principal) {
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<JobMembership> membership,
-                         service_.JoinJob(principal_, job));
+                         service_.JoinJob(principal, job));
   JobMembership* raw = membership.get();
   memberships_.emplace(raw, std::move(membership));
   return raw;

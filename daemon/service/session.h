@@ -56,6 +56,9 @@ class Session {
   // pointer stays valid until then. Joining a job twice gives two memberships.
   // kInvalidArgument for an empty job.
   Result<JobMembership*> JoinJob(const std::string& job);
+  // JoinJob as `principal`: for the session of another node's daemon, joining a job for
+  // one of its ranks as that node identified the rank's trainer.
+  Result<JobMembership*> JoinJobAs(const std::string& job, const Principal& principal);
   // No-op for a membership this session does not own.
   void LeaveJob(JobMembership* membership);
   size_t num_memberships() const { return memberships_.size(); }

@@ -16,6 +16,12 @@ namespace {
 
 constexpr uint64_t kRateWindowUs = 2'000'000;
 
+uint64_t RowBytes(const std::vector<TensorSpec>& tensors) {
+  uint64_t bytes = 0;
+  for (const TensorSpec& t : tensors) bytes += t.SampleBytes();
+  return bytes;
+}
+
 }  // namespace
 
 uint64_t BatchPayloadBytes(const std::vector<TensorSpec>& tensors, uint32_t batch_size) {
@@ -89,6 +95,7 @@ Stream::Stream(uint64_t id, Env& env, JobCoordinator& ledger, DatasetInfo info,
       ledger_(ledger),
       info_(std::move(info)),
       tensors_(StreamTensors(info_, params.sample_ids)),
+      row_bytes_(RowBytes(tensors_)),
       source_future_(std::move(source)),
       decode_pool_(decode_pool),
       params_(std::move(params)),
@@ -179,9 +186,9 @@ Status Stream::Produce() {
         source->Prefetch(next.sample_ids.data(), next.sample_ids.size());
         ahead = std::move(next);
       }
-      EMBER_RETURN_IF_ERROR(Fill(slot, lease, *source));
+      EMBER_ASSIGN_OR_RETURN(const uint64_t rows, Fill(slot, lease, *source));
       const uint64_t samples = lease.sample_ids.size();
-      Status published = Publish(slot, std::move(lease));
+      Status published = Publish(slot, std::move(lease), rows);
       filling_.store(false);
       EMBER_RETURN_IF_ERROR(published);
 
@@ -201,7 +208,8 @@ Status Stream::Produce() {
 
 void Stream::Drain() { drain_.store(true); }
 
-Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Source& source) {
+Result<uint64_t> Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease,
+                              const Source& source) {
   uint8_t* base = ring_->SlotBase(slot);
   const uint64_t rows = lease.sample_ids.size();
   uint64_t offset = ring_->payload_offset();
@@ -281,6 +289,7 @@ Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Sourc
     }
     Status error = errors[r].WithContext("dataset '" + info_.spec.name + "' sample " +
                                          std::to_string(lease.sample_ids[r]));
+    decode_errors_.fetch_add(1, std::memory_order_relaxed);
     if (!skip_bad) return error;
     samples_skipped_.fetch_add(1, std::memory_order_relaxed);
     uint64_t held_back = 0;
@@ -296,7 +305,7 @@ Status Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease, const Sourc
       slot->tensors[t].nbytes = sample_bytes[t] * good;
     }
   }
-  return Status::Ok();
+  return good;
 }
 
 void Stream::LogSkipsHeldBack(uint64_t held_back) const {
@@ -324,10 +333,13 @@ Status Stream::CommitConsumed(uint32_t index) {
   return Status::Ok();
 }
 
-Status Stream::Publish(ring::SlotHeader* slot, BatchLease lease) {
+Status Stream::Publish(ring::SlotHeader* slot, BatchLease lease, uint64_t rows) {
   std::lock_guard<std::mutex> lock(ledger_mu_);
   if (left_job_) return Cancelled("stream closed");
   in_slot_[ring_->IndexOf(slot)] = std::move(lease);
+  // Counted before the reader can see the batch, so that its stats never lag behind it.
+  samples_published_.fetch_add(rows, std::memory_order_relaxed);
+  bytes_published_.fetch_add(rows * row_bytes_, std::memory_order_relaxed);
   ring_->Publish(slot);
   return Status::Ok();
 }
@@ -345,6 +357,10 @@ StreamStats Stream::Stats() const {
                               : 0;
   stats.ring_fill = static_cast<double>(unread) / stats.slot_count;
   stats.samples_skipped = samples_skipped_.load(std::memory_order_relaxed);
+  stats.samples_published = samples_published_.load(std::memory_order_relaxed);
+  stats.bytes_published = bytes_published_.load(std::memory_order_relaxed);
+  stats.decode_errors = decode_errors_.load(std::memory_order_relaxed);
+  stats.data_stall_seconds = ring_->reader_wait_nanos() / 1e9;
   std::lock_guard<std::mutex> lock(rate_mu_);
   stats.samples_per_second = samples_per_second_;
   return stats;

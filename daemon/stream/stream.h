@@ -70,6 +70,15 @@ struct StreamStats {
   double ring_fill = 0;
   uint32_t slot_count = 0;
   uint64_t samples_skipped = 0;  // corrupt samples dropped under on_error: skip
+  // Counters over the stream's life (they only grow): samples and payload bytes in the
+  // batches published, samples that failed to read or decode (the skipped ones, and
+  // under on_error: fail the one that ended the stream), and the seconds the trainer
+  // waited for a batch that was not ready (data stall; the SDK's own account, written
+  // into the ring header).
+  uint64_t samples_published = 0;
+  uint64_t bytes_published = 0;
+  uint64_t decode_errors = 0;
+  double data_stall_seconds = 0;
 };
 
 // The daemon's decode threads, shared by all streams (sized by the decode_threads key).
@@ -136,22 +145,24 @@ class Stream {
          uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring);
   void Run();
   Status Produce();
-  // Decodes the lease's samples into the slot. A corrupt sample fails the batch, or under
-  // on_error: skip is logged, counted and left out (the batch gets fewer rows).
-  Status Fill(ring::SlotHeader* slot, const BatchLease& lease, const Source& source);
+  // Decodes the lease's samples into the slot and returns the rows written. A corrupt
+  // sample fails the batch, or under on_error: skip is logged, counted and left out (the
+  // batch gets fewer rows).
+  Result<uint64_t> Fill(ring::SlotHeader* slot, const BatchLease& lease, const Source& source);
   // This rank's next batch of `epoch` from the ledger; kCancelled once stopped.
   Result<BatchLease> NextLease(uint64_t epoch);
   // The producer got slot `index` back from the reader: commits the batch it held, if
   // any. kCancelled once stopped.
   Status CommitConsumed(uint32_t index);
-  // Publishes the filled slot and records that it holds `lease`; kCancelled once stopped
-  // (the batch is not published).
-  Status Publish(ring::SlotHeader* slot, BatchLease lease);
+  // Publishes the filled slot of `rows` samples and records that it holds `lease`;
+  // kCancelled once stopped (the batch is not published).
+  Status Publish(ring::SlotHeader* slot, BatchLease lease, uint64_t rows);
   const uint64_t id_;
   Env& env_;
   JobCoordinator& ledger_;
   const DatasetInfo info_;
   const std::vector<TensorSpec> tensors_;  // StreamTensors(info_, params_.sample_ids)
+  const uint64_t row_bytes_;               // payload bytes of one sample, all tensors_
   DatasetCache::SourceFuture source_future_;
   DecodePool* const decode_pool_;
   const StreamParams params_;
@@ -160,6 +171,9 @@ class Stream {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<uint64_t> samples_skipped_{0};
+  std::atomic<uint64_t> samples_published_{0};
+  std::atomic<uint64_t> bytes_published_{0};
+  std::atomic<uint64_t> decode_errors_{0};
   // The skips logged: 10 lines a second at most (the count in Stats has them all).
   LogBudget skip_log_{10, 1000000};
   // Logs how many skips skip_log_ held back, if any.

@@ -289,6 +289,7 @@ Result<DaemonStatus> Client::GetStatus() {
         job.batch_size = j.getBatchSize();
         job.batches_per_rank = j.getBatchesPerRank();
         job.coordinator = ToStd(j.getCoordinator());
+        job.leases_in_flight = j.getLeasesInFlight();
         for (auto p : j.getRanks()) {
           RankProgress progress;
           progress.rank = p.getRank();
@@ -315,10 +316,16 @@ Result<DaemonStatus> Client::GetStatus() {
         stream.ring_fill = x.getRingFill();
         stream.slot_count = x.getSlotCount();
         stream.samples_skipped = x.getSamplesSkipped();
+        stream.samples_published = x.getSamplesPublished();
+        stream.bytes_published = x.getBytesPublished();
+        stream.decode_errors = x.getDecodeErrors();
+        stream.data_stall_seconds = x.getDataStallSeconds();
         out.streams.push_back(std::move(stream));
       }
       out.shm_bytes_in_use = st.getShmBytesInUse();
       out.shm_bytes_budget = st.getShmBytesBudget();
+      out.open_fds = st.getOpenFds();
+      out.resident_bytes = st.getResidentBytes();
       for (auto x : st.getPendingSegments()) {
         PendingSegmentStatus segment;
         segment.job = ToStd(x.getJob());

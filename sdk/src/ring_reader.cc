@@ -178,13 +178,13 @@ class RingReader final : public StreamReader {
             "(or open the stream with more slots)");
       }
       if (state != ring::kFree) {
-        wait_time_ += Clock::now() - wait_start;
+        AddWait(wait_start);
         return Fail(BadSlot("state", "is " + std::to_string(state) + ", not a slot state"));
       }
       state = ring::WaitWhileState(slot, state, std::chrono::milliseconds(100));
       if (state == ring::kFree && !alive_()) return Lost(wait_start);
     }
-    wait_time_ += Clock::now() - wait_start;
+    AddWait(wait_start);
     if (state == ring::kEnd) return End(slot);
     auto batch = Take(slot);
     if (!batch.ok()) return Fail(batch.status());
@@ -205,6 +205,14 @@ class RingReader final : public StreamReader {
                                                i * geometry_.slot_size);
   }
 
+  // Adds the time since `wait_start` to wait_time_ and publishes the total in the ring
+  // header, where emberd reports it as the stream's data stall.
+  void AddWait(Clock::time_point wait_start) {
+    wait_time_ += Clock::now() - wait_start;
+    header_->reader_wait_nanos.store(static_cast<uint64_t>(wait_time_.count()),
+                                     std::memory_order_relaxed);
+  }
+
   // kDataLoss naming a field of the slot that holds sequence number next_sequence_.
   Status BadSlot(const std::string& field, const std::string& what) const {
     return DataLoss("ring slot " + std::to_string(next_sequence_ % geometry_.slot_count) +
@@ -218,7 +226,7 @@ class RingReader final : public StreamReader {
   }
 
   Result<std::optional<RawBatch>> Lost(Clock::time_point wait_start) {
-    wait_time_ += Clock::now() - wait_start;
+    AddWait(wait_start);
     return Fail(Unavailable("lost the connection to emberd while waiting for a batch"));
   }
 

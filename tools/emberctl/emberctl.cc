@@ -19,6 +19,7 @@
 #include "pack/imagefolder_pack.h"
 #include "pack/pack_command.h"
 #include "tools/emberctl/jobs_command.h"
+#include "tools/emberctl/top_command.h"
 
 namespace {
 
@@ -124,6 +125,15 @@ int main(int argc, char** argv) {
 
   auto* status_cmd = app.add_subcommand("status", "datasets, jobs and streams with their rates");
 
+  auto* top_cmd = app.add_subcommand(
+      "top", "streams live, the most stalled first: rates, ring fill, data stall, errors");
+  double top_interval_s = 1;
+  top_cmd->add_option("--interval", top_interval_s, "seconds between frames")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  bool top_once = false;
+  top_cmd->add_flag("--once", top_once, "print one frame (after one interval) and exit");
+
   auto* jobs_cmd = app.add_subcommand(
       "jobs", "each job's epoch, progress, leases, slowest rank, coordinator and rank nodes");
   auto* job_cmd = app.add_subcommand("job", "inspect a job");
@@ -181,6 +191,12 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Fail("connect", client.status());
   Client& c = **client;
   if (*status_cmd) return Status(c);
+  if (*top_cmd) {
+    ember::emberctl::TopOptions top;
+    top.interval = std::chrono::milliseconds(static_cast<int64_t>(top_interval_s * 1000));
+    top.once = top_once;
+    return ember::emberctl::RunTop(c, top, stdout, stderr);
+  }
   if (*jobs_cmd || *job_inspect_cmd) {
     auto st = c.GetStatus();
     if (!st.ok()) return Fail(*jobs_cmd ? "jobs" : "job inspect " + job_id, st.status());

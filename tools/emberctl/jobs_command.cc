@@ -32,14 +32,6 @@ std::string Progress(uint64_t done, uint64_t of) {
   return s;
 }
 
-// "r<rank> e<epoch> <consumed>/<batches_per_rank>", or "-" if no rank is joined.
-std::string Slowest(const JobStatus& job) {
-  const RankProgress* r = SlowestRank(job);
-  if (r == nullptr) return "-";
-  return "r" + std::to_string(r->rank) + " e" + std::to_string(r->epoch) + " " +
-         std::to_string(r->consumed) + "/" + std::to_string(job.batches_per_rank);
-}
-
 uint64_t LeasesInFlight(const JobStatus& job) {
   uint64_t leased = 0;
   for (const auto& r : job.ranks) leased += r.leased;
@@ -57,6 +49,13 @@ const RankProgress* SlowestRank(const JobStatus& job) {
       slowest = &r;
   }
   return slowest;
+}
+
+std::string DescribeSlowest(const JobStatus& job) {
+  const RankProgress* r = SlowestRank(job);
+  if (r == nullptr) return "-";
+  return "r" + std::to_string(r->rank) + " e" + std::to_string(r->epoch) + " " +
+         std::to_string(r->consumed) + "/" + std::to_string(job.batches_per_rank);
 }
 
 uint64_t JobEpoch(const JobStatus& job) {
@@ -90,7 +89,7 @@ void PrintJobs(const DaemonStatus& status, std::FILE* out) {
     for (const auto& r : j.ranks) nodes += (nodes.empty() ? "" : ",") + RankNode(status, j, r);
     std::fprintf(out, "%-24s %-16s %5u %5u %5" PRIu64 " %-16s %6" PRIu64 " %-16s %-11s %s\n",
                  j.job.c_str(), j.dataset.c_str(), j.world_size, j.batch_size, JobEpoch(j),
-                 Progress(consumed, of).c_str(), LeasesInFlight(j), Slowest(j).c_str(),
+                 Progress(consumed, of).c_str(), LeasesInFlight(j), DescribeSlowest(j).c_str(),
                  Coordinator(j).c_str(), nodes.c_str());
   }
 }
@@ -121,7 +120,7 @@ int InspectJob(const DaemonStatus& status, const std::string& job, std::FILE* ou
                j.coordinator.empty() ? "" : " (ranks below: this node's only)");
   std::fprintf(out, "  epoch           %" PRIu64 "\n", JobEpoch(j));
   std::fprintf(out, "  consumed        %s of the epoch's batches\n", Progress(consumed, of).c_str());
-  std::fprintf(out, "  slowest rank    %s\n", Slowest(j).c_str());
+  std::fprintf(out, "  slowest rank    %s\n", DescribeSlowest(j).c_str());
   std::fprintf(out, "  epochs started  %" PRIu64 "\n", j.epochs_started);
   std::fprintf(out, "  batches         %" PRIu64 " leased, %" PRIu64 " committed, %" PRIu64
                " in flight\n",

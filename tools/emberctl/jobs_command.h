@@ -24,6 +24,10 @@ namespace ember::emberctl {
 // Points into `job`.
 const RankProgress* SlowestRank(const JobStatus& job);
 
+// The slowest rank as "r<rank> e<epoch> <consumed>/<batches_per_rank>", or "-" if no rank
+// is joined.
+std::string DescribeSlowest(const JobStatus& job);
+
 // The lowest epoch of the job's ranks (0 for a job without ranks).
 uint64_t JobEpoch(const JobStatus& job);
 

@@ -30,7 +30,7 @@
 namespace ember::ring {
 
 inline constexpr uint64_t kMagic = 0x31474e4952424d45ull;  // "EMBRING1", little-endian
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxTensors = 4;
 inline constexpr uint32_t kMaxDims = 6;
@@ -115,6 +115,9 @@ struct alignas(kCacheLine) RingHeader {
   alignas(kCacheLine) std::atomic<uint64_t> published;  // batches published so far
   // Written by the reader only.
   alignas(kCacheLine) std::atomic<uint64_t> consumed;   // batches taken so far
+  // Nanoseconds the reader waited for a batch that was not ready yet (the trainer's data
+  // stall), in total; the daemon reports it as it is (the reader's own account).
+  std::atomic<uint64_t> reader_wait_nanos;
 };
 
 static_assert(std::is_standard_layout_v<SlotHeader>);
@@ -127,6 +130,7 @@ static_assert(sizeof(SlotHeader) % kCacheLine == 0);
 static_assert(sizeof(RingHeader) == 3 * kCacheLine);
 static_assert(offsetof(RingHeader, published) == kCacheLine);
 static_assert(offsetof(RingHeader, consumed) == 2 * kCacheLine);
+static_assert(offsetof(RingHeader, reader_wait_nanos) == 2 * kCacheLine + 8);
 
 constexpr uint64_t AlignUp(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
 

@@ -98,6 +98,12 @@ struct StreamStatus {
   double ring_fill = 0;  // fraction of slots holding unread batches
   uint32_t slot_count = 0;
   uint64_t samples_skipped = 0;  // corrupt samples dropped (dataset on_error: skip)
+  // Over the stream's life: samples and payload bytes published, samples that failed to
+  // read or decode, seconds the trainer waited for a batch not ready (data stall).
+  uint64_t samples_published = 0;
+  uint64_t bytes_published = 0;
+  uint64_t decode_errors = 0;
+  double data_stall_seconds = 0;
 };
 
 struct RankProgress {
@@ -122,6 +128,7 @@ struct JobStatus {
   // Empty: this daemon coordinates the job. Else the HOST:PORT of the daemon that does,
   // and `ranks` lists only this node's ranks.
   std::string coordinator;
+  uint64_t leases_in_flight = 0;  // leased, not yet consumed: every rank and epoch
 };
 
 // A shared-memory segment (Client::OpenSharedMemory) that some ranks have not opened.
@@ -144,6 +151,8 @@ struct DaemonStatus {
   uint64_t shm_bytes_in_use = 0;
   uint64_t shm_bytes_budget = 0;
   std::vector<PendingSegmentStatus> pending_segments;  // waiting for ranks
+  uint64_t open_fds = 0;        // the daemon's; 0: unknown
+  uint64_t resident_bytes = 0;  // the daemon's resident memory; 0: unknown
 };
 
 class Client {

@@ -72,7 +72,9 @@ class StreamReader {
   virtual const void* ring_base() const = 0;
   virtual size_t ring_size() const = 0;
 
-  // Total time Next() spent waiting for the daemon (data stall), and batches taken.
+  // Total time Next() spent waiting for the daemon (data stall), and batches taken. The
+  // ring reader also publishes the wait in the ring, so emberd's status and metrics show
+  // it per stream.
   virtual std::chrono::nanoseconds wait_time() const = 0;
   virtual uint64_t batches_read() const = 0;
 };
