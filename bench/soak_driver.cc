@@ -2,7 +2,8 @@
 // `--ranks` reader processes busy for `--seconds`, with churn: most jobs read their epochs
 // to the end, some are stopped early (SIGTERM to every rank: each closes its stream and
 // exits), and in some one rank is SIGKILLed mid-run (its partners read on to their end).
-// A finished job is replaced at once by a new one (a fresh job name). Every `--sample-every`
+// Stops and kills come once every rank has read a batch. A finished job is replaced at
+// once by a new one (a fresh job name). Every `--sample-every`
 // seconds it records emberd's VmRSS, Pss, descriptors, memfds, shm_bytes_in_use, streams
 // and jobs, and /dev/shm's entries. Each rank logs the sample ids of every batch (the
 // "sample_id" tensor, checked against the id each synthetic image carries); once a job has
@@ -342,6 +343,17 @@ Job Soak::Start(Fate fate, Clock::time_point now) {
   return job;
 }
 
+// True once every rank of `job` has exited or logged a batch: all have joined, so a stop
+// or kill now hits the job mid-epoch. (A rank killed before it joins leaves its job
+// waiting for it until the daemon's job_fill_timeout, 600 s by default, as designed.)
+bool Reading(const Job& job) {
+  for (const Rank& r : job.ranks) {
+    std::error_code ec;
+    if (!r.exited && (std::filesystem::file_size(r.log, ec) == 0 || ec)) return false;
+  }
+  return true;
+}
+
 bool Soak::Poll(Job& job, Clock::time_point now) {
   bool all = true;
   for (Rank& r : job.ranks) {
@@ -349,7 +361,7 @@ bool Soak::Poll(Job& job, Clock::time_point now) {
     all = all && r.exited;
   }
   if (all) return true;
-  if (!job.acted && job.fate != Fate::kComplete && now >= job.action_at) {
+  if (!job.acted && job.fate != Fate::kComplete && now >= job.action_at && Reading(job)) {
     job.acted = true;
     if (job.fate == Fate::kStop) {
       for (Rank& r : job.ranks)
