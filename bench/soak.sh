@@ -59,7 +59,7 @@ fi
 mkdir -p bench/results
 {
   results_heading "bench/soak.sh $*"
-  echo "Commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (with changes)'); load averages before ${load_before}, after ${load_after}."
+  echo "Commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo ' (with changes)'); load averages before ${load_before}, after ${load_after}."
   echo
   cat "${tmp}/report.md" 2>/dev/null || echo "(soak_driver wrote no report; exit status ${rc})"
   echo
