@@ -4,13 +4,11 @@
 // EMBER_KILL_CYCLES sets the number of cycles of each kind (default 10; 100 by hand:
 //   bazel test //tests:kill_restart_test --test_env=EMBER_KILL_CYCLES=100 --test_output=all).
 #include <signal.h>
-#include <dirent.h>
 
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 
 #include "tests/support/test_env.h"
@@ -21,23 +19,6 @@ namespace {
 int Cycles() {
   const char* text = std::getenv("EMBER_KILL_CYCLES");
   return text == nullptr ? 10 : std::max(2, std::atoi(text));
-}
-
-// Resident memory of `pid` in KiB (VmRSS).
-long RssKib(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  return -1;
-}
-
-int CountEntries(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = readdir(d)) n += e->d_name[0] == '.' ? 0 : 1;
-  closedir(d);
-  return n;
 }
 
 // What might leak, for one emberd at rest (no trainer attached).

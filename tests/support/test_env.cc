@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +108,25 @@ int CountMemfdMappings(pid_t pid) {
   int n = 0;
   for (std::string line; std::getline(maps, line);)
     if (line.find("/memfd:") != std::string::npos) ++n;
+  return n;
+}
+
+long ProcKib(pid_t pid, const std::string& file, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file);
+  const std::string prefix = field + ":";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) return std::atol(line.c_str() + prefix.size());
+  return -1;
+}
+
+long RssKib(pid_t pid) { return ProcKib(pid, "status", "VmRSS"); }
+
+int CountEntries(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] == '.' ? 0 : 1;
+  closedir(d);
   return n;
 }
 

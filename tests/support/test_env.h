@@ -59,6 +59,15 @@ int CountMemfds(pid_t pid);
 // Mappings of memfd-backed memory in a process (from /proc/PID/maps).
 int CountMemfdMappings(pid_t pid);
 
+// A "<field>: <n> kB" figure of /proc/PID/<file> in KiB, e.g. ("status", "VmRSS"),
+// ("status", "RssAnon"), ("smaps_rollup", "Pss"); -1 if it cannot be read.
+long ProcKib(pid_t pid, const std::string& file, const std::string& field);
+// Resident memory of a process in KiB (VmRSS); -1 if it cannot be read.
+long RssKib(pid_t pid);
+
+// Entries of a directory, leaving out names starting with '.'; -1 if it cannot be read.
+int CountEntries(const std::string& dir);
+
 // The command line of a private emberd (the //daemon:emberd binary, a data dependency)
 // serving on <dir>/emberd.sock with its catalog in <dir>/state, 2 decode threads, a
 // 256 MiB shared-memory budget, 4 ring slots and debug logging, all as flags and no
