@@ -5,7 +5,10 @@
 
 #include <unistd.h>
 
-#include <torch/torch.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>

@@ -25,7 +25,11 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "ember/data_parallel.h"
 #include "ember/model_sync.h"

@@ -15,7 +15,11 @@
 #include <utility>
 
 #include <CLI/CLI.hpp>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "ember/model_sync.h"
 #include "sdk/sync/communicator_testing.h"
