@@ -159,7 +159,8 @@ class RingReader final : public StreamReader {
     stream_handle_.reset();
   }
 
-  Result<std::optional<RawBatch>> Next() override {
+  using StreamReader::Next;
+  Result<std::optional<RawBatch>> Next(const WaitCheck& check) override {
     if (ended_) return end_status_.ok() ? Result<std::optional<RawBatch>>(std::nullopt)
                                         : Result<std::optional<RawBatch>>(end_status_);
     if (epoch_over_) {
@@ -183,6 +184,13 @@ class RingReader final : public StreamReader {
       }
       state = ring::WaitWhileState(slot, state, std::chrono::milliseconds(100));
       if (state == ring::kFree && !alive_()) return Lost(wait_start);
+      if (state == ring::kFree && check) {
+        Status checked = check();
+        if (!checked.ok()) {
+          AddWait(wait_start);
+          return checked;
+        }
+      }
     }
     AddWait(wait_start);
     if (state == ring::kEnd) return End(slot);

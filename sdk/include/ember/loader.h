@@ -64,23 +64,43 @@ class Loader {
          const std::optional<LoaderState>& resume = std::nullopt,
          std::chrono::milliseconds reconnect_timeout = std::chrono::seconds(60));
 
+  // As the constructor, with the error as a Status (its code kept) instead of a throw.
+  static Result<std::unique_ptr<Loader>> Open(
+      Client& client, const StreamOptions& options,
+      const std::optional<LoaderState>& resume = std::nullopt,
+      std::chrono::milliseconds reconnect_timeout = std::chrono::seconds(60));
+
   // The next batch of the current epoch; nullopt at the end of each epoch (the next call
   // starts the following one) and once the stream has ended.
   std::optional<Batch> Next();
+
+  // As Next(), with errors as Status instead of throws, and `check` called while waiting
+  // for a batch or between reconnect attempts (StreamReader's WaitCheck): a failed check
+  // returns its Status and the next call carries on where this one stopped.
+  Result<std::optional<Batch>> TryNext(const WaitCheck& check = WaitCheck());
 
   // Where the job stands after the last batch Next() returned (see loader_state.h):
   // at the end of an epoch, the start of the next.
   const LoaderState& state() const { return state_; }
 
-  bool ended() const { return reader_->ended(); }
-  uint64_t batches_per_epoch() const { return reader_->info().batches_per_epoch; }
+  bool ended() const { return reader_ != nullptr && reader_->ended(); }
+  uint64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // The open stream's reader; not while a reconnect is under way (TryNext interrupted).
   const StreamReader& reader() const { return *reader_; }
+  // Over every stream this loader opened (reconnects included): the time spent waiting
+  // for the daemon (data stall) and the batches taken.
+  std::chrono::nanoseconds wait_time() const;
+  uint64_t batches_read() const;
   // Times the stream was opened again after losing the daemon.
   uint64_t reconnects() const { return reconnects_; }
 
  private:
+  struct Opening {};  // for Open: the stream is opened by Init
+  Loader(Opening, Client& client, std::chrono::milliseconds reconnect_timeout);
+  Status Init(const StreamOptions& options, const std::optional<LoaderState>& resume);
+
   // After the stream broke with `why`: reconnects and opens it again, or returns why not.
-  Result<std::optional<RawBatch>> Reconnect(const Status& why);
+  Result<std::optional<RawBatch>> Reconnect(const Status& why, const WaitCheck& check);
 
   Client& client_;
   StreamOptions opened_;  // as first opened
@@ -90,6 +110,10 @@ class Loader {
   uint64_t received_epoch_ = 0;  // the trainer received batches [0, received_) of it
   uint64_t received_ = 0;
   uint64_t reconnects_ = 0;
+  uint64_t batches_per_epoch_ = 0;
+  std::chrono::nanoseconds earlier_wait_{0};  // of the readers before reader_
+  uint64_t earlier_batches_ = 0;
+  std::optional<Status> reconnecting_;  // why, while a reconnect was interrupted by a check
 };
 
 }  // namespace ember

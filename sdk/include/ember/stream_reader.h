@@ -52,16 +52,24 @@ struct StreamInfo {
   uint64_t fingerprint = 0;        // the dataset's
 };
 
+// Called about every 100 ms while StreamReader::Next waits for the daemon, on the waiting
+// thread. A Status other than ok ends the wait: Next returns it and the stream stays as it
+// was (a later Next waits for the same batch). For interrupting a wait (Python's Ctrl-C).
+using WaitCheck = std::function<Status()>;
+
 class StreamReader {
  public:
   virtual ~StreamReader() = default;
 
   // The next batch of the current epoch, or nullopt once the current epoch is over
   // (the following call starts the next epoch) or the stream has ended (see ended()).
-  // Blocks while the daemon is still filling the slot. Errors: kDataLoss (the daemon
-  // stopped the stream on bad data; the message names the file), kUnavailable (the
-  // daemon went away), kCancelled (the daemon closed the stream).
-  virtual Result<std::optional<RawBatch>> Next() = 0;
+  // Blocks while the daemon is still filling the slot, calling `check` (if set) as
+  // WaitCheck says. Errors: kDataLoss (the daemon stopped the stream on bad data; the
+  // message names the file), kUnavailable (the daemon went away), kCancelled (the daemon
+  // closed the stream), kFailedPrecondition (every slot is held by a live batch), or the
+  // check's.
+  virtual Result<std::optional<RawBatch>> Next(const WaitCheck& check) = 0;
+  Result<std::optional<RawBatch>> Next() { return Next(WaitCheck()); }
 
   // True once every requested epoch has been delivered.
   virtual bool ended() const = 0;

@@ -1,0 +1,131 @@
+"""Type stubs of the extension module ember._ember (sdk/python/src)."""
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: List[int]
+
+class DatasetInfo:
+    name: str
+    format: str
+    path: str
+    split: str
+    pipeline: str
+    on_error: str
+    shared: bool
+    count: int
+    tensors: List[TensorInfo]
+    files: List[str]
+    fingerprint: int
+    owner_uid: int
+
+class StreamStatus:
+    stream_id: int
+    job: str
+    rank: int
+    world_size: int
+    dataset: str
+    epoch: int
+    batches_published: int
+    batches_consumed: int
+    samples_per_second: float
+    ring_fill: float
+    slot_count: int
+    samples_skipped: int
+    samples_published: int
+    bytes_published: int
+    decode_errors: int
+    data_stall_seconds: float
+
+class RankProgress:
+    rank: int
+    joined: bool
+    epoch: int
+    consumed: int
+    leased: int
+    node: str
+
+class JobStatus:
+    job: str
+    world_size: int
+    dataset: str
+    epochs_started: int
+    batches_leased: int
+    batches_committed: int
+    batch_size: int
+    batches_per_rank: int
+    ranks: List[RankProgress]
+    coordinator: str
+    leases_in_flight: int
+
+class PendingSegmentStatus:
+    job: str
+    name: str
+    world_size: int
+    bytes: int
+    missing_ranks: List[int]
+    age_seconds: float
+
+class DaemonStatus:
+    version: str
+    pid: int
+    uptime_seconds: float
+    datasets: List[DatasetInfo]
+    jobs: List[JobStatus]
+    streams: List[StreamStatus]
+    shm_bytes_in_use: int
+    shm_bytes_budget: int
+    pending_segments: List[PendingSegmentStatus]
+    open_fds: int
+    resident_bytes: int
+
+class Client:
+    def __init__(self, socket: Optional[str] = None, *, connect_timeout: float = 5.0,
+                 call_timeout: float = 0.0) -> None: ...
+    @property
+    def socket(self) -> str: ...
+    @property
+    def connected(self) -> bool: ...
+    def add_dataset(self, name: str, path: str, *, format: str = "idx", split: str = "train",
+                    pipeline: str = "", on_error: str = "fail",
+                    shared: bool = False) -> DatasetInfo: ...
+    def list_datasets(self) -> List[DatasetInfo]: ...
+    def inspect_dataset(self, name: str) -> DatasetInfo: ...
+    def remove_dataset(self, name: str) -> None: ...
+    def status(self) -> DaemonStatus: ...
+    def kv_set(self, job: str, key: str, value: bytes) -> None: ...
+    def kv_get(self, job: str, key: str, timeout: float) -> bytes: ...
+    def kv_add(self, job: str, key: str, delta: int) -> int: ...
+    def kv_check(self, job: str, keys: List[str]) -> bool: ...
+    def kv_delete(self, job: str, key: str) -> bool: ...
+    def barrier(self, job: str, name: str, world_size: int, timeout: float) -> None: ...
+
+class LoaderState:
+    fingerprint: int
+    seed: int
+    epoch: int
+    position: int
+    def __init__(self, *, fingerprint: int, seed: int, epoch: int, position: int) -> None: ...
+    def to_string(self) -> str: ...
+    @staticmethod
+    def parse(text: str) -> "LoaderState": ...
+
+class _Loader:
+    def __init__(self, client: Client, job: str, dataset: str, batch_size: int, seed: int,
+                 rank: int, world_size: int, epochs: int, shuffle: bool, slots: int,
+                 sample_ids: bool, coordinator: str, resume: Optional[LoaderState],
+                 reconnect_timeout: float) -> None: ...
+    def next(self) -> Optional[Tuple[Dict[str, torch.Tensor], int, int, bool]]: ...
+    state: LoaderState
+    batches_per_epoch: int
+    ended: bool
+    reconnects: int
+    wait_seconds: float
+    batches_read: int
+
+def release_tensors(tensors: List[torch.Tensor]) -> None: ...
+def read_launch_env(default_job: str) -> Dict[str, Any]: ...

@@ -1,0 +1,210 @@
+"""ember.Loader: a rank's batches from emberd as torch tensors viewing the shared ring."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, Optional
+
+import torch
+
+from . import _ember
+from ._errors import FailedPrecondition, InvalidArgument
+
+_STATE_KEYS = ("fingerprint", "seed", "epoch", "position")
+
+
+class Batch(dict):
+    """One batch: tensor name -> CPU ``torch.Tensor`` ("image", "label", ...), each a
+    view into the daemon's shared ring (no copy).
+
+    The batch holds one ring slot. The slot goes back to the daemon when the last of its
+    tensors is freed, or at once with ``release()`` or at the end of a ``with`` block::
+
+        for batch in loader:
+            with batch:
+                loss = step(batch["image"], batch["label"])
+
+    ``epoch``: the epoch it belongs to; ``step``: its global step in the epoch (the same
+    step on every rank); ``last``: whether it is this rank's last batch of the epoch.
+    """
+
+    __slots__ = ("epoch", "step", "last")
+
+    def release(self) -> None:
+        """Hands the batch's ring slot back now and empties the batch. A tensor of it that
+        is still referenced elsewhere (a variable, a view) keeps working: it gets a private
+        copy of its data first."""
+        tensors = list(self.values())
+        self.clear()
+        _ember.release_tensors(tensors)
+
+    def __enter__(self) -> "Batch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}: {tuple(v.shape)} {v.dtype}" for k, v in self.items())
+        return f"Batch(epoch={self.epoch}, step={self.step}, {{{shapes}}})"
+
+
+class _Epoch:
+    """Iterates the batches of the loader's current epoch (keeps no batch itself)."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    def __iter__(self) -> "_Epoch":
+        return self
+
+    def __next__(self) -> Batch:
+        if self._native is None:
+            raise StopIteration
+        item = self._native.next()
+        if item is None:
+            self._native = None
+            raise StopIteration
+        batch = Batch(item[0])
+        batch.epoch, batch.step, batch.last = item[1], item[2], item[3]
+        return batch
+
+
+class Loader:
+    """The batches of one rank of a training job, served by the local emberd.
+
+    ``Loader(dataset, batch_size, *, seed=0, epochs=None, shuffle=True, job=None,
+    rank=None, world_size=None, client=None)``
+
+    Iterating the loader yields one epoch of this rank's batches as ``Batch`` dicts of
+    tensors (views into the ring, no copy); the next iteration yields the next epoch. The
+    epoch's order is a function of (seed, epoch) only: step s of the epoch takes the next
+    batch_size x world_size samples of its permutation and rank r gets slice r, so every
+    sample is served once per epoch across all ranks, and every rank gets ``len(loader)``
+    batches.
+
+    rank, world_size and job default to the launcher's (ember-run, torchrun, Slurm; see
+    ``ember.launch_env()``). Without a launcher the loader is rank 0 of 1 in a job of its
+    own. epochs: how many epochs to serve (None: until the loader is closed). client: an
+    ``ember.Client`` (default: one connected to $EMBER_SOCKET).
+
+    Checkpoint and resume with ``state_dict()`` / ``load_state_dict()`` (the
+    StatefulDataLoader convention), also onto another world size or batch size. If the
+    daemon restarts, the loader reconnects for up to ``reconnect_timeout`` seconds and
+    continues after the last batch it returned. Errors raise ``ember.Error`` subclasses
+    with the daemon's message; Ctrl-C interrupts a wait for a batch.
+    """
+
+    def __init__(self, dataset: str, batch_size: int, *, seed: int = 0,
+                 epochs: Optional[int] = None, shuffle: bool = True,
+                 job: Optional[str] = None, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, client: Optional[_ember.Client] = None,
+                 sample_ids: bool = False, slots: int = 0,
+                 coordinator: Optional[str] = None, reconnect_timeout: float = 60.0) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgument(f"batch_size must be a positive int, not {batch_size!r}")
+        if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
+            raise InvalidArgument(f"epochs must be a positive int or None, not {epochs!r}")
+        env = _ember.read_launch_env(dataset)
+        if job is None:
+            # A process started by hand is a job of its own.
+            job = env["job"] if env["launcher"] != "none" else f"{dataset}.{os.getpid()}"
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epochs = epochs
+        self.shuffle = shuffle
+        self.job = job
+        self.rank = env["rank"] if rank is None else rank
+        self.world_size = env["world_size"] if world_size is None else world_size
+        self.sample_ids = sample_ids
+        self.slots = slots
+        self.coordinator = env["coordinator"] if coordinator is None else coordinator
+        self.reconnect_timeout = reconnect_timeout
+        self._client = client
+        self._resume: Optional[_ember.LoaderState] = None
+        self._native: Any = None
+
+    def _open(self) -> Any:
+        if self._native is None:
+            if self._client is None:
+                self._client = _ember.Client()
+            self._native = _ember._Loader(
+                self._client, self.job, self.dataset, self.batch_size, self.seed, self.rank,
+                self.world_size, 0 if self.epochs is None else self.epochs, self.shuffle,
+                self.slots, self.sample_ids, self.coordinator, self._resume,
+                self.reconnect_timeout)
+        return self._native
+
+    def __iter__(self) -> Iterator[Batch]:
+        native = self._open()
+        if native.ended:
+            raise FailedPrecondition(
+                f"the loader's {self.epochs} epochs of dataset '{self.dataset}' are over "
+                f"(job '{self.job}' rank {self.rank}); make a Loader with more epochs")
+        return _Epoch(native)
+
+    def __len__(self) -> int:
+        """Batches per epoch for this rank (the same on every rank)."""
+        return int(self._open().batches_per_epoch)
+
+    def state_dict(self) -> Dict[str, int]:
+        """Where the job stands after the last batch this loader returned: the dataset's
+        fingerprint, the seed, the epoch and the positions of it consumed. Save it with the
+        model; every rank's is the same after an optimizer step."""
+        if self._native is not None:
+            state = self._native.state
+        elif self._resume is not None:
+            state = self._resume
+        else:
+            return {"fingerprint": 0, "seed": self.seed, "epoch": 0, "position": 0}
+        return {key: int(getattr(state, key)) for key in _STATE_KEYS}
+
+    def load_state_dict(self, state_dict: Dict[str, int]) -> None:
+        """Resumes from a ``state_dict()``: the loader then serves exactly the samples not
+        yet consumed, also with another world size or batch size. Call it before the
+        loader is first iterated (or measured with len())."""
+        if self._native is not None:
+            raise FailedPrecondition(
+                "load_state_dict must come before the loader is first iterated or measured "
+                "(len): its stream is already open")
+        missing = [key for key in _STATE_KEYS if key not in state_dict]
+        if missing:
+            raise InvalidArgument(f"loader state {state_dict!r} has no {', '.join(missing)}")
+        try:
+            values = {key: int(state_dict[key]) for key in _STATE_KEYS}
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(f"loader state {state_dict!r}: {e}") from None
+        if values["seed"] != self.seed:
+            raise InvalidArgument(f"the loader state is of seed {values['seed']}, the "
+                                  f"loader's seed is {self.seed}")
+        self._resume = _ember.LoaderState(**values)
+
+    def stats(self) -> Dict[str, float]:
+        """data_stall_seconds: time spent waiting for the daemon; batches: taken so far;
+        reconnects: times the stream was opened again after losing the daemon."""
+        if self._native is None:
+            return {"data_stall_seconds": 0.0, "batches": 0, "reconnects": 0}
+        return {"data_stall_seconds": self._native.wait_seconds,
+                "batches": self._native.batches_read, "reconnects": self._native.reconnects}
+
+    def close(self) -> None:
+        """Closes the stream (batches still held stay valid)."""
+        self._native = None
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def launch_env() -> Dict[str, Any]:
+    """Rank, world size, local rank, node, restart count and job as the launcher set them
+    (ember-run's EMBER_*, else torchrun's, else Slurm's; a process started by hand is rank
+    0 of 1)."""
+    return dict(_ember.read_launch_env(""))
+
+
+__all__ = ["Batch", "Loader", "launch_env"]
+_ = torch  # the extension needs torch loaded first
