@@ -45,6 +45,7 @@ py_runtime(
     name = "runtime",
     interpreter_path = "{python}",
     python_version = "PY3",
+    stub_shebang = "#!{python}",
 )
 
 py_runtime_pair(

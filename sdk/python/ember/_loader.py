@@ -85,7 +85,8 @@ class Loader:
 
     rank, world_size and job default to the launcher's (ember-run, torchrun, Slurm; see
     ``ember.launch_env()``). Without a launcher the loader is rank 0 of 1 in a job of its
-    own. epochs: how many epochs to serve (None: until the loader is closed). client: an
+    own. epochs: the run's epochs, numbered from 0 (None: until the loader is closed); a
+loader resumed from a state_dict() starts at the state's epoch. client: an
     ``ember.Client`` (default: one connected to $EMBER_SOCKET).
 
     Checkpoint and resume with ``state_dict()`` / ``load_state_dict()`` (the
@@ -138,7 +139,7 @@ class Loader:
 
     def __iter__(self) -> Iterator[Batch]:
         native = self._open()
-        if native.ended:
+        if native.ended or (self.epochs is not None and native.state.epoch >= self.epochs):
             raise FailedPrecondition(
                 f"the loader's {self.epochs} epochs of dataset '{self.dataset}' are over "
                 f"(job '{self.job}' rank {self.rank}); make a Loader with more epochs")

@@ -1,0 +1,134 @@
+"""Helpers for the Python SDK's tests: a real emberd in a private directory and small
+synthetic IDX datasets (the same as tests/support/test_env.h writes)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import List, Optional
+
+import ember
+
+
+def runfile(path: str) -> str:
+    """A file of the workspace in the test's runfiles, e.g. runfile("daemon/emberd")."""
+    root = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
+    if not root:
+        raise RuntimeError("no TEST_SRCDIR: run the test with bazel test")
+    return os.path.join(root, os.environ.get("TEST_WORKSPACE", "ember"), path)
+
+
+def write_synthetic_idx(directory: str, prefix: str, count: int, rows: int = 28,
+                        cols: int = 28) -> None:
+    """<directory>/<prefix>-{images-idx3,labels-idx1}-ubyte.gz with `count` samples; sample
+    i's first four pixels hold i (little-endian), its label is i % 10."""
+    images = bytearray(struct.pack(">IIII", 0x0803, count, rows, cols))
+    for i in range(count):
+        pixels = bytearray((i + k) % 251 for k in range(rows * cols))
+        pixels[0:4] = struct.pack("<I", i)
+        images += pixels
+    labels = bytearray(struct.pack(">II", 0x0801, count)) + bytes(i % 10 for i in range(count))
+    with gzip.open(os.path.join(directory, f"{prefix}-images-idx3-ubyte.gz"), "wb") as f:
+        f.write(images)
+    with gzip.open(os.path.join(directory, f"{prefix}-labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(labels)
+
+
+class Daemon:
+    """A private emberd on <tmp>/emberd.sock (2 decode threads, 256 MiB of shared memory,
+    `slots` ring slots), stopped and its directory removed by stop() / the with block."""
+
+    def __init__(self, slots: int = 4, extra_args: Optional[List[str]] = None) -> None:
+        self.dir = tempfile.mkdtemp(prefix="ember-py-", dir="/tmp")
+        self.socket = os.path.join(self.dir, "emberd.sock")
+        self.log_path = os.path.join(self.dir, "emberd.log")
+        argv = [runfile("daemon/emberd"), f"--socket={self.socket}",
+                f"--state-dir={self.dir}/state", "--decode-threads=2", "--shm-budget=256MiB",
+                f"--ring-slots={slots}", "--log-level=info"] + (extra_args or [])
+        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 20
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"emberd exited during start-up:\n{self.log()}")
+            try:
+                ember.Client(self.socket, connect_timeout=0.5).status()
+                break
+            except ember.Unavailable:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"emberd did not answer within 20 s:\n{self.log()}")
+                time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def client(self) -> ember.Client:
+        return ember.Client(self.socket, connect_timeout=5.0)
+
+    def log(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def add_synthetic(self, name: str, count: int, split: str = "train") -> ember.DatasetInfo:
+        """Registers a synthetic IDX dataset of `count` samples under <dir>/<name>."""
+        data = os.path.join(self.dir, name)
+        os.makedirs(data)
+        write_synthetic_idx(data, "train" if split == "train" else "t10k", count)
+        return self.client().add_dataset(name, data, split=split)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "Daemon":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def count_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def eventually(predicate, timeout: float = 10.0) -> bool:
+    """Polls `predicate` every 20 ms until it holds or `timeout` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return bool(predicate())
+
+
+def memfd_ranges() -> List[tuple]:
+    """The address ranges of this process's memfd mappings (the rings it has mapped)."""
+    ranges = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and fields[5].startswith("/memfd:"):
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                ranges.append((start, end))
+    return ranges
+
+
+def python() -> str:
+    return sys.executable

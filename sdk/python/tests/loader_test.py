@@ -1,0 +1,175 @@
+"""ember.Loader against a real emberd: zero copy, slots held and released, exactly once
+across ranks, resume from state_dict()."""
+
+import threading
+import unittest
+
+import torch
+
+import ember
+import ember_testing as et
+
+
+def in_ring(tensor: torch.Tensor) -> bool:
+    address = tensor.data_ptr()
+    return any(start <= address < end for start, end in et.memfd_ranges())
+
+
+def ids_of(batch) -> list:
+    return batch["sample_id"].reshape(-1).tolist()
+
+
+class LoaderTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = et.Daemon(slots=4)
+        cls.daemon.add_synthetic("synth", 1000)
+        cls.client = cls.daemon.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.stop()
+
+    def loader(self, job, **kwargs):
+        options = dict(batch_size=50, epochs=1, rank=0, world_size=1, client=self.client,
+                       sample_ids=True)
+        options.update(kwargs)
+        return ember.Loader("synth", job=job, **options)
+
+    def test_batches_are_views_into_the_ring(self):
+        loader = self.loader("zero-copy")
+        batch = next(iter(loader))
+        image = batch["image"]
+        self.assertEqual(image.dtype, torch.uint8)
+        self.assertEqual(tuple(image.shape), (50, 28, 28))
+        self.assertTrue(in_ring(image), "the image tensor is not inside a mapped ring")
+        self.assertTrue(in_ring(batch["label"]))
+        # The synthetic images carry their sample id in their first four pixels.
+        pixels = image[:, 0, :4].to(torch.int64)
+        carried = pixels[:, 0] | pixels[:, 1] << 8 | pixels[:, 2] << 16 | pixels[:, 3] << 24
+        self.assertEqual(carried.tolist(), ids_of(batch))
+        self.assertEqual((batch.epoch, batch.step, batch.last), (0, 0, False))
+
+    def test_a_kept_batch_keeps_its_slot_and_release_frees_it(self):
+        loader = self.loader("slots", epochs=None)
+        epoch = iter(loader)
+        kept = [next(epoch) for _ in range(4)]  # every slot of the ring
+        with self.assertRaises(ember.FailedPrecondition) as raised:
+            next(epoch)
+        self.assertIn("ring slots are held", str(raised.exception))
+        kept[0].release()
+        self.assertEqual(len(kept[0]), 0)
+        fifth = next(epoch)  # the released slot came back
+        with self.assertRaises(ember.FailedPrecondition):
+            next(epoch)
+        del kept[1]  # dropping the last reference frees its slot too
+        sixth = next(epoch)
+        self.assertEqual(sixth.step, fifth.step + 1)
+        with kept[1]:
+            pass  # a with block releases
+        next(epoch)
+
+    def test_release_copies_what_is_still_referenced(self):
+        loader = self.loader("release-view", epochs=None)
+        epoch = iter(loader)
+        batch = next(epoch)
+        view = batch["image"][:2]
+        whole = batch["sample_id"]
+        expected_view, expected_ids = view.clone(), whole.clone()
+        self.assertTrue(in_ring(view))
+        batch.release()
+        self.assertFalse(in_ring(view), "a view kept past release() still reads the ring")
+        self.assertFalse(in_ring(whole))
+        # The ring overwrites the slot with later batches; the kept tensors do not change.
+        later = [next(epoch) for _ in range(4)]
+        self.assertTrue(torch.equal(view, expected_view))
+        self.assertTrue(torch.equal(whole, expected_ids))
+        del later
+
+    def run_ranks(self, job, world_size, state=None, **kwargs):
+        """Each rank on its own thread; returns per rank a list of (epoch, step, ids)."""
+        results = [None] * world_size
+        errors = []
+
+        def rank_main(rank):
+            try:
+                loader = self.loader(job, rank=rank, world_size=world_size, **kwargs)
+                if state is not None:
+                    loader.load_state_dict(state)
+                seen = []
+                for _ in range(kwargs.get("epochs", 1)):
+                    for batch in loader:
+                        seen.append((batch.epoch, batch.step, ids_of(batch)))
+                results[rank] = (seen, len(loader))
+            except Exception as e:  # noqa: BLE001 - reported by the main thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world_size)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        self.assertFalse(any(t.is_alive() for t in threads), "a rank did not finish in 60 s")
+        self.assertEqual(errors, [])
+        return results
+
+    def test_two_ranks_see_every_sample_once_per_epoch(self):
+        results = self.run_ranks("exactly-once", 2, epochs=2)
+        per_rank = [len(seen) for seen, _ in results]
+        self.assertEqual(per_rank[0], per_rank[1])
+        self.assertEqual(per_rank[0], 2 * results[0][1])  # len(loader) batches per epoch
+        for epoch in range(2):
+            ids = [i for seen, _ in results for (e, _, batch) in seen if e == epoch
+                   for i in batch]
+            self.assertEqual(sorted(ids), list(range(1000)), f"epoch {epoch}")
+        # Same step on both ranks: slices of one global step.
+        steps = [[s for (e, s, _) in seen if e == 0] for seen, _ in results]
+        self.assertEqual(steps[0], steps[1])
+
+    def test_state_dict_resumes_mid_epoch_on_another_world_size(self):
+        first = self.loader("resume-a", epochs=1)
+        epoch = iter(first)
+        consumed = []
+        for _ in range(7):
+            consumed += ids_of(next(epoch))
+        state = first.state_dict()
+        self.assertEqual(set(state), {"fingerprint", "seed", "epoch", "position"})
+        self.assertEqual((state["epoch"], state["position"]), (0, 350))
+        self.assertNotEqual(state["fingerprint"], 0)
+        round_trip = ember.LoaderState.parse(ember.LoaderState(**state).to_string())
+        self.assertEqual(round_trip, ember.LoaderState(**state))
+        first.close()
+
+        results = self.run_ranks("resume-b", 2, state=state, batch_size=40)
+        rest = [i for seen, _ in results for (e, _, batch) in seen if e == 0 for i in batch]
+        self.assertEqual(sorted(consumed + rest), list(range(1000)))
+        self.assertEqual(len(results[0][0]), len(results[1][0]))
+
+    def test_epochs_over_and_misuse_are_clear_errors(self):
+        loader = self.loader("over", epochs=1)
+        self.assertEqual(sum(1 for _ in loader), len(loader))
+        with self.assertRaises(ember.FailedPrecondition) as raised:
+            iter(loader)
+        self.assertIn("epochs of dataset 'synth' are over", str(raised.exception))
+        with self.assertRaises(ember.FailedPrecondition):
+            loader.load_state_dict({"fingerprint": 0, "seed": 0, "epoch": 0, "position": 0})
+        fresh = self.loader("misuse")
+        with self.assertRaises(ember.InvalidArgument) as raised:
+            fresh.load_state_dict({"seed": 0})
+        self.assertIn("has no fingerprint, epoch, position", str(raised.exception))
+        with self.assertRaises(ember.InvalidArgument):
+            fresh.load_state_dict({"fingerprint": 0, "seed": 5, "epoch": 0, "position": 0})
+        with self.assertRaises(ember.InvalidArgument):
+            ember.Loader("synth", 0, client=self.client)
+
+    def test_stats_count_batches_and_stall(self):
+        loader = self.loader("stats")
+        n = sum(1 for _ in loader)
+        stats = loader.stats()
+        self.assertEqual(stats["batches"], n)
+        self.assertGreaterEqual(stats["data_stall_seconds"], 0.0)
+        self.assertEqual(stats["reconnects"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
