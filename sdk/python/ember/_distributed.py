@@ -11,6 +11,7 @@ import torch.distributed as dist
 
 from . import _ember
 from ._errors import DeadlineExceeded, InvalidArgument
+from ._loader import default_run
 
 # How long one wait for a key runs before Python gets to handle signals (Ctrl-C).
 _WAIT_STEP_SECONDS = 1.0
@@ -95,10 +96,7 @@ def init_process_group(backend: Optional[str] = None, *, job: Optional[str] = No
     torch's own ``init_method="env://"`` (MASTER_ADDR, MASTER_PORT) instead; torch 1.13
     and 2.x accept it."""
     env = _ember.read_launch_env("")
-    job = job or env["job"]
-    if not job:
-        raise InvalidArgument("init_process_group: no job: pass job= or start the ranks "
-                              "under ember-run, torchrun or srun")
+    job = job or default_run(env)
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     store = Store(job, client=client,

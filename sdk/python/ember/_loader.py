@@ -84,8 +84,8 @@ class Loader:
     batches.
 
     rank, world_size and job default to the launcher's (ember-run, torchrun, Slurm; see
-    ``ember.launch_env()``). Without a launcher the loader is rank 0 of 1 in a job of its
-    own. epochs: the run's epochs, numbered from 0 (None: until the loader is closed); a
+    ``ember.launch_env()``; the job: "<run>.<dataset>", see ``default_run``). Without a
+    launcher the loader is rank 0 of 1 in a job of its own. epochs: the run's epochs, numbered from 0 (None: until the loader is closed); a
 loader resumed from a state_dict() starts at the state's epoch. client: an
     ``ember.Client`` (default: one connected to $EMBER_SOCKET).
 
@@ -106,10 +106,9 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
             raise InvalidArgument(f"batch_size must be a positive int, not {batch_size!r}")
         if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
             raise InvalidArgument(f"epochs must be a positive int or None, not {epochs!r}")
-        env = _ember.read_launch_env(dataset)
+        env = _ember.read_launch_env("")
         if job is None:
-            # A process started by hand is a job of its own.
-            job = env["job"] if env["launcher"] != "none" else f"{dataset}.{os.getpid()}"
+            job = f"{default_run(env)}.{dataset}"
         self.dataset = dataset
         self.batch_size = batch_size
         self.seed = seed
@@ -200,6 +199,19 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
         self.close()
 
 
+def default_run(env: Dict[str, Any]) -> str:
+    """The name of this run when the caller gives none: the launcher's job (EMBER_JOB,
+    TORCHELASTIC_RUN_ID, SLURM_JOB_ID); under torchrun without a run id, its store's address
+    (the same for every rank of one torchrun); for a process started by hand,
+    "python-<pid>". A Loader's default job is "<run>.<dataset>", the default store's
+    (init_process_group) "<run>"."""
+    if env["job"]:
+        return env["job"]
+    if env["launcher"] == "torchrun" and env["master_addr"]:
+        return f"torchrun-{env['master_addr']}:{os.environ.get('MASTER_PORT', '')}"
+    return f"python-{os.getpid()}"
+
+
 def launch_env() -> Dict[str, Any]:
     """Rank, world size, local rank, node, restart count and job as the launcher set them
     (ember-run's EMBER_*, else torchrun's, else Slurm's; a process started by hand is rank
@@ -207,5 +219,5 @@ def launch_env() -> Dict[str, Any]:
     return dict(_ember.read_launch_env(""))
 
 
-__all__ = ["Batch", "Loader", "launch_env"]
+__all__ = ["Batch", "Loader", "default_run", "launch_env"]
 _ = torch  # the extension needs torch loaded first

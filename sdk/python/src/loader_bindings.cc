@@ -57,11 +57,7 @@ class PyLoader {
     Result<std::optional<Batch>> next = WithoutGil([&] { return loader_->TryNext(&CheckSignals); });
     if (!next.ok()) RaiseAfterWait(next.status());
     if (!next->has_value()) return py::none();
-    Batch& batch = **next;
-    py::dict tensors;
-    for (size_t i = 0; i < batch.names.size(); ++i)
-      tensors[py::str(batch.names[i])] = py::cast(std::move(batch.tensors[i]));
-    return py::make_tuple(tensors, batch.epoch, batch.index_in_epoch, batch.last_in_epoch);
+    return BatchTuple(**next);
   }
 
   const Loader& loader() const { return *loader_; }
@@ -79,6 +75,7 @@ void ReleaseTensors(py::list tensors) {
     if (!THPVariable_Check(item.ptr()))
       Raise(InvalidArgument("release_tensors: not a tensor: " + std::string(py::repr(item))));
     const at::Tensor& tensor = THPVariable_Unpack(item.ptr());
+    if (!tensor.is_cpu()) continue;  // a DeviceLoader's: its own device memory
     const c10::Storage& storage = tensor.unsafeGetTensorImpl()->unsafe_storage();
     const bool seen_elsewhere =
         Py_REFCNT(item.ptr()) > 1 || tensor.use_count() > 1 || storage.use_count() > 1;
@@ -111,6 +108,32 @@ py::dict LaunchEnvDict(const std::string& default_job) {
 
 }  // namespace
 
+StreamOptions MakeStreamOptions(const std::string& job, const std::string& dataset,
+                                uint32_t batch_size, uint64_t seed, uint32_t rank,
+                                uint32_t world_size, uint32_t epochs, bool shuffle,
+                                uint32_t slots, bool sample_ids, const std::string& coordinator) {
+  StreamOptions options;
+  options.job = job;
+  options.dataset = dataset;
+  options.batch_size = batch_size;
+  options.seed = seed;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.epochs = epochs;
+  options.shuffle = shuffle;
+  options.slots = slots;
+  options.sample_ids = sample_ids;
+  options.coordinator = coordinator;
+  return options;
+}
+
+py::tuple BatchTuple(Batch& batch) {
+  py::dict tensors;
+  for (size_t i = 0; i < batch.names.size(); ++i)
+    tensors[py::str(batch.names[i])] = py::cast(std::move(batch.tensors[i]));
+  return py::make_tuple(tensors, batch.epoch, batch.index_in_epoch, batch.last_in_epoch);
+}
+
 void BindLoader(py::module_& m) {
   py::class_<LoaderState>(m, "LoaderState",
                           "Where a job stands in its data (ember/loader_state.h).")
@@ -136,19 +159,11 @@ void BindLoader(py::module_& m) {
                        uint32_t rank, uint32_t world_size, uint32_t epochs, bool shuffle,
                        uint32_t slots, bool sample_ids, const std::string& coordinator,
                        std::optional<LoaderState> resume, double reconnect_timeout) {
-             StreamOptions options;
-             options.job = job;
-             options.dataset = dataset;
-             options.batch_size = batch_size;
-             options.seed = seed;
-             options.rank = rank;
-             options.world_size = world_size;
-             options.epochs = epochs;
-             options.shuffle = shuffle;
-             options.slots = slots;
-             options.sample_ids = sample_ids;
-             options.coordinator = coordinator;
-             return new PyLoader(std::move(client), options, resume, reconnect_timeout);
+             return new PyLoader(std::move(client),
+                                 MakeStreamOptions(job, dataset, batch_size, seed, rank,
+                                                   world_size, epochs, shuffle, slots,
+                                                   sample_ids, coordinator),
+                                 resume, reconnect_timeout);
            }),
            py::arg("client"), py::arg("job"), py::arg("dataset"), py::arg("batch_size"),
            py::arg("seed"), py::arg("rank"), py::arg("world_size"), py::arg("epochs"),

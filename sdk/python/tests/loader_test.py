@@ -162,6 +162,17 @@ class LoaderTest(unittest.TestCase):
         with self.assertRaises(ember.InvalidArgument):
             ember.Loader("synth", 0, client=self.client)
 
+    def test_default_job_names_the_run(self):
+        from ember._loader import default_run
+        import os
+        base = dict(job="", launcher="none", master_addr="")
+        self.assertEqual(default_run(dict(base, job="run7", launcher="ember-run")), "run7")
+        os.environ["MASTER_PORT"] = "29500"
+        self.assertEqual(default_run(dict(base, launcher="torchrun", master_addr="10.0.0.1")),
+                         "torchrun-10.0.0.1:29500")
+        self.assertEqual(default_run(base), f"python-{os.getpid()}")
+        self.assertEqual(self.loader(None).job, f"python-{os.getpid()}.synth")
+
     def test_stats_count_batches_and_stall(self):
         loader = self.loader("stats")
         n = sum(1 for _ in loader)

@@ -60,6 +60,21 @@ class ProcessTest(unittest.TestCase):
         self.assertEqual(child.returncode, 0, err)
         self.assertRegex(out, r"interrupted after \d+ batches")
 
+    def test_a_daemon_gone_for_good_raises_unavailable(self):
+        loader = ember.Loader("synth", 20, job="gone", rank=0, world_size=1,
+                              client=self.daemon.client(), reconnect_timeout=1.0)
+        epoch = iter(loader)
+        next(epoch)
+        os.kill(self.daemon.pid, signal.SIGKILL)
+        self.daemon.process.wait()
+        started = time.monotonic()
+        with self.assertRaises(ember.Unavailable) as raised:
+            for _ in range(1000):  # the batches already in the ring, then the loss
+                next(epoch)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn("gave up reconnecting to emberd at " + self.daemon.socket,
+                      raised.exception.message)
+
     def test_sigkilled_rank_leaks_nothing_in_the_daemon(self):
         client = self.daemon.client()
         fds_before = et.count_fds(self.daemon.pid)
