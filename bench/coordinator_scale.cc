@@ -3,8 +3,7 @@
 // 127.0.0.1:0` and `tls: off` (or is pointed at one with --coordinator), then simulates
 // --nodes node daemons on loopback from --threads kj event loops: one peer connection per
 // node, hello, and a Peer.joinJob per rank (--ranks-per-node), as
-// daemon/rpc/remote_coordinator.cc does. After one untimed step (the epoch's plan is
-// made on its first lease), at --steps-per-second every rank of every node, on its
+// daemon/rpc/remote_coordinator.cc does. After one untimed step, at --steps-per-second every rank of every node, on its
 // node's tick (all nodes at once, or spread over --spread of the step's interval),
 // commits the batch it holds and asks for its next one: one Peer.exchange per node per
 // step carrying its ranks' commits and lease requests, as the proxy does (protocol 2;
@@ -39,8 +38,8 @@
 //                     [--coordinator HOST:PORT --coordinator-pid PID --journal PATH]
 //                     [--keep] [--json FILE]
 // --samples 0: enough for one epoch to last the whole run (no epoch boundary in the
-// window); --steps-per-epoch S instead: S global steps per epoch (the coordinator builds
-// each epoch's plan, num_samples ids, on its first lease).
+// window); --steps-per-epoch S instead: S global steps per epoch (a lease names positions
+// of the epoch's order: the coordinator builds no order; a node would, ahead of time).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -221,6 +220,9 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
     std::unique_ptr<daemon::PeerConnection> connection;
     std::vector<Rank> ranks;
     bool pending = false;  // an exchange is outstanding
+    // The last exchange's answer, released once the next exchange is sent, as the proxy
+    // does (its Finish message then goes with the next call).
+    kj::Maybe<capnp::Response<rpc::Peer::ExchangeResults>> answered;
   };
 
   void RunOnLoop() {
@@ -250,7 +252,7 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
     }
     stats_.connect_s = Seconds(Clock::now() - connecting);
 
-    // The untimed first step: the coordinator makes the epoch's plan on its first lease.
+    // The untimed first step.
     const Clock::time_point first = Clock::now();
     for (Node& node : nodes) Tick(node, /*counted=*/false);
     DrainOrFail(io, std::chrono::seconds(120), "the first step");
@@ -371,7 +373,9 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
     ++outstanding_;
     if (counted) ++stats_.rpcs_in_window;
     const Clock::time_point sent = Clock::now();
-    tasks_->add(request.send().then(
+    auto reply = request.send();
+    node.answered = nullptr;
+    tasks_->add(reply.then(
         [this, &node, sent, counted](capnp::Response<rpc::Peer::ExchangeResults>&& response) {
           const Clock::time_point answered = Clock::now();
           node.pending = false;
@@ -394,6 +398,7 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
                   std::chrono::duration<double, std::milli>(answered - sent).count());
             if (InWindow(answered)) ++stats_.leases_in_window;
           }
+          node.answered = kj::mv(response);
         },
         [this, &node](kj::Exception&& e) {
           node.pending = false;

@@ -15,7 +15,7 @@ using Ember = import "/schemas/ember.capnp";
 # The bootstrap capability of every daemon-to-daemon connection.
 interface Peer {
   # The first call on a connection: each side names its node (config key `node`) and the
-  # protocol version it speaks (2). A version other than the server's fails with
+  # protocol version it speaks (4). A version other than the server's fails with
   # failed_precondition naming both versions.
   hello @0 (node :Text, protocol :UInt32) -> (node :Text, protocol :UInt32);
 
@@ -99,7 +99,12 @@ struct BatchLease {
   batch @1 :UInt64;          # the global step
   lastInEpoch @2 :Bool;
   stepEnd @3 :UInt64;        # the epoch's position after this step
-  sampleIds @4 :List(UInt64);
+  sampleIds @4 :List(UInt64);  # protocol 2 and 3; empty since 4: see begin, end
+  # The rank's slice of the step: positions [begin, end) of the epoch's order, which the
+  # node computes itself (a function of the job's num_samples, seed, shuffle and epoch:
+  # daemon/coordinator/epoch_orders.h), so a lease is a few words whatever the batch size.
+  begin @5 :UInt64;
+  end @6 :UInt64;
 }
 
 # One rank's part in a job coordinated by the serving daemon (Peer.joinJob): its

@@ -20,6 +20,16 @@ std::string Numbers(uint64_t num_samples, uint64_t start, uint32_t batch_size,
          std::to_string(batch_size) + ", world_size " + std::to_string(world_size);
 }
 
+template <typename T>
+void FillOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
+               std::vector<T>* order) {
+  order->resize(num_samples);
+  std::iota(order->begin(), order->end(), T{0});
+  if (!shuffle || num_samples == 0) return;
+  SplitMix64 rng(StreamSeed(seed, epoch, kOrderSalt));
+  for (uint64_t i = num_samples - 1; i > 0; --i) std::swap((*order)[i], (*order)[rng.Below(i + 1)]);
+}
+
 }  // namespace
 
 PositionRange StepLayout::Slice(uint64_t step, uint32_t rank) const {
@@ -68,15 +78,18 @@ Result<EpochPlan> MakeEpochPlan(uint64_t num_samples, uint32_t batch_size, uint3
                                 uint64_t seed, uint64_t epoch, bool shuffle, uint64_t start) {
   EpochPlan plan;
   EMBER_ASSIGN_OR_RETURN(plan.layout, MakeStepLayout(num_samples, batch_size, world_size, start));
-  plan.order.resize(num_samples);
-  std::iota(plan.order.begin(), plan.order.end(), uint64_t{0});
-  if (shuffle) {
-    SplitMix64 rng(StreamSeed(seed, epoch, kOrderSalt));
-    for (uint64_t i = num_samples - 1; i > 0; --i) {
-      std::swap(plan.order[i], plan.order[rng.Below(i + 1)]);
-    }
-  }
+  MakeEpochOrder(num_samples, seed, epoch, shuffle, &plan.order);
   return plan;
+}
+
+void MakeEpochOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
+                    std::vector<uint64_t>* order) {
+  FillOrder(num_samples, seed, epoch, shuffle, order);
+}
+
+void MakeEpochOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
+                    std::vector<uint32_t>* order) {
+  FillOrder(num_samples, seed, epoch, shuffle, order);
 }
 
 }  // namespace ember::daemon

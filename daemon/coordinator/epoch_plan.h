@@ -64,6 +64,13 @@ struct EpochPlan {
 Result<EpochPlan> MakeEpochPlan(uint64_t num_samples, uint32_t batch_size, uint32_t world_size,
                                 uint64_t seed, uint64_t epoch, bool shuffle, uint64_t start = 0);
 
+// The epoch's order alone (EpochPlan::order) into *order, resized to num_samples: the same
+// permutation in either width (the 32-bit one needs num_samples <= 2^32).
+void MakeEpochOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
+                    std::vector<uint64_t>* order);
+void MakeEpochOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
+                    std::vector<uint32_t>* order);
+
 }  // namespace ember::daemon
 
 #endif  // EMBER_DAEMON_COORDINATOR_EPOCH_PLAN_H_

@@ -47,6 +47,15 @@ TEST_CASE("the order is a fixed function of (seed, epoch)") {
   CHECK(MustPlan(10, 1, 1, 2, 0).order == std::vector<uint64_t>{4, 2, 1, 6, 9, 5, 0, 3, 8, 7});
 }
 
+TEST_CASE("the 32-bit order is the plan's order") {
+  for (bool shuffle : {true, false}) {
+    std::vector<uint32_t> narrow;
+    MakeEpochOrder(1000, 7, 3, shuffle, &narrow);
+    const EpochPlan plan = MustPlan(1000, 4, 2, 7, 3, shuffle);
+    CHECK(std::vector<uint64_t>(narrow.begin(), narrow.end()) == plan.order);
+  }
+}
+
 TEST_CASE("the same (seed, epoch) gives the same plan") {
   const EpochPlan a = MustPlan(5000, 32, 3, 42, 7);
   const EpochPlan b = MustPlan(5000, 32, 3, 42, 7);

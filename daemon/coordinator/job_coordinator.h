@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "daemon/access/principal.h"
+#include "daemon/coordinator/epoch_plan.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -40,7 +41,8 @@ struct BatchLease {
   bool last_in_epoch = false;   // the epoch's last step
   uint64_t step_end = 0;        // the epoch's order is consumed up to here once every rank
                                 // consumed this step (a Loader's resume position)
-  std::vector<uint64_t> sample_ids;
+  PositionRange positions;      // the batch's positions of the epoch's order
+  std::vector<uint64_t> sample_ids;  // the samples at `positions` (EpochOrders)
 };
 
 // A batch a rank holds when it joins again after losing its daemon or its coordinator:

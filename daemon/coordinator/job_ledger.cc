@@ -141,10 +141,18 @@ Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParam
 }
 
 Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64_t epoch) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(job);
-  if (it == jobs_.end()) return Missing(job);
-  return NextLocked(job, it->second, rank, epoch);
+  OrderKey key;
+  Result<BatchLease> lease = Internal("unset");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return Missing(job);
+    const JobParams& p = it->second.params;
+    key = {p.num_samples, p.seed, p.shuffle};
+    lease = NextLocked(job, it->second, rank, epoch);
+  }
+  if (lease.ok()) lease->sample_ids = orders_.Ids(key, lease->epoch, lease->positions);
+  return lease;
 }
 
 std::vector<Result<BatchLease>> JobLedger::Next(const std::string& job,
@@ -176,7 +184,7 @@ Result<BatchLease> JobLedger::NextLocked(const std::string& job, JobState& state
   EMBER_ASSIGN_OR_RETURN(EpochMap::iterator eit, EpochOf(job, state, epoch));
   EpochState& es = eit->second;
   RankState& rs = es.ranks[rank];
-  const uint64_t steps = es.plan.steps();
+  const uint64_t steps = es.layout.steps();
   uint64_t batch = std::max(rs.next, rs.done_below);
   while (batch < steps && (rs.Done(batch) || rs.leased.count(batch) != 0)) ++batch;
   if (batch >= steps) return exhausted(steps);
@@ -189,9 +197,8 @@ Result<BatchLease> JobLedger::NextLocked(const std::string& job, JobState& state
   lease.batch = batch;
   lease.index_in_epoch = batch;
   lease.last_in_epoch = batch + 1 == steps;
-  lease.step_end = es.plan.layout.step_starts[batch + 1];
-  const PositionRange slice = es.plan.Slice(batch, rank);
-  lease.sample_ids.assign(es.plan.ids(slice), es.plan.ids(slice) + slice.size());
+  lease.step_end = es.layout.step_starts[batch + 1];
+  lease.positions = es.layout.Slice(batch, rank);
   return lease;
 }
 
@@ -259,10 +266,10 @@ Status JobLedger::Resume(const std::string& job, uint32_t rank,
   for (const HeldBatch& h : held) {
     if (state.IsFinished(h.epoch)) continue;
     EMBER_ASSIGN_OR_RETURN(EpochMap::iterator eit, EpochOf(job, state, h.epoch));
-    if (h.batch >= eit->second.plan.steps())
+    if (h.batch >= eit->second.layout.steps())
       return InvalidArgument(RankName(job, rank) + ": batch " + std::to_string(h.batch) +
                              " of epoch " + std::to_string(h.epoch) + " is beyond its " +
-                             std::to_string(eit->second.plan.steps()) + " steps");
+                             std::to_string(eit->second.layout.steps()) + " steps");
     RankState& rs = eit->second.ranks[rank];
     if (rs.Done(h.batch)) continue;
     if (!h.consumed) {
@@ -282,12 +289,11 @@ Result<JobLedger::EpochMap::iterator> JobLedger::EpochOf(const std::string& job,
   if (eit != state.epochs.end()) return eit;
   const JobParams& p = state.params;
   const uint64_t start = epoch == p.start_epoch ? p.start_position : 0;
-  Result<EpochPlan> plan = MakeEpochPlan(p.num_samples, p.batch_size, p.world_size, p.seed,
-                                         epoch, p.shuffle, start);
-  if (!plan.ok())
-    return plan.status().WithContext(JobName(job) + ": epoch " + std::to_string(epoch));
+  Result<StepLayout> layout = MakeStepLayout(p.num_samples, p.batch_size, p.world_size, start);
+  if (!layout.ok())
+    return layout.status().WithContext(JobName(job) + ": epoch " + std::to_string(epoch));
   EpochState fresh;
-  fresh.plan = std::move(plan).value();
+  fresh.layout = std::move(layout).value();
   fresh.ranks.resize(p.world_size);
   ++state.epochs_started;
   return state.epochs.emplace(epoch, std::move(fresh)).first;
@@ -302,7 +308,7 @@ bool JobLedger::Consume(JobState& state, EpochMap::iterator eit, uint32_t rank, 
     ++rs.done_below;
   }
   ++state.batches_committed;
-  if (rs.done_below == es.plan.steps() && ++es.ranks_done == es.ranks.size()) {
+  if (rs.done_below == es.layout.steps() && ++es.ranks_done == es.ranks.size()) {
     const uint64_t epoch = eit->first;
     state.epochs.erase(eit);
     state.MarkFinished(epoch);
@@ -373,7 +379,7 @@ std::vector<JobSummary> JobLedger::Summaries() const {
       progress.epoch = state.finished_below;
       for (const auto& [epoch, es] : state.epochs) {
         const RankState& rs = es.ranks[r];
-        if (rs.done_below == es.plan.steps()) {
+        if (rs.done_below == es.layout.steps()) {
           progress.epoch = epoch + 1;
           continue;
         }
@@ -500,7 +506,7 @@ Status JobLedger::ReplayConsumed(const std::string& job, uint32_t rank, uint64_t
                            std::to_string(state.params.world_size));
   if (first >= end || state.IsFinished(epoch)) return Status::Ok();
   EMBER_ASSIGN_OR_RETURN(EpochMap::iterator eit, EpochOf(job, state, epoch));
-  const uint64_t steps = eit->second.plan.steps();
+  const uint64_t steps = eit->second.layout.steps();
   if (end > steps)
     return InvalidArgument(RankName(job, rank) + ": batch " + std::to_string(end - 1) +
                            " of epoch " + std::to_string(epoch) + " is out of range (" +

@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/coordinator/epoch_orders.h"
 #include "daemon/coordinator/epoch_plan.h"
 #include "daemon/coordinator/job_coordinator.h"
 #include "ember/status.h"
@@ -123,7 +124,9 @@ class JobLedger final : public JobCoordinator {
   Status Join(const std::string& job, uint32_t rank, const JobParams& params,
               const std::vector<HeldBatch>& held = {}) override;
 
-  // The rank's next batch of `epoch`: its first batch neither consumed nor leased.
+  // The rank's next batch of `epoch`: its first batch neither consumed nor leased, with
+  // its sample ids. Blocks while the epoch's order is built (EpochOrders: the next epoch's
+  // is built in the background ahead of time); not for an event-loop thread.
   // kFailedPrecondition if the rank already received all its batches of that epoch
   // ("rank 1 already received all 469 batches of epoch 0"); kNotFound if the job does
   // not exist or the rank is not joined.
@@ -136,7 +139,10 @@ class JobLedger final : public JobCoordinator {
 
   // Batched forms, under one lock: the result of Commit, and of Next, for each entry in
   // order. The commits of one batch by several ranks are reported to the observer
-  // together (one journal record per step of a node, not per rank).
+  // together (one journal record per step of a node, not per rank). The batched Next's
+  // leases carry their positions only, no sample_ids: for another node's daemon, which
+  // computes them itself (EpochOrders); so it never waits for an epoch's order, and may
+  // be called on an event-loop thread.
   std::vector<Status> Commit(const std::string& job, const std::vector<RankBatch>& commits);
   std::vector<Result<BatchLease>> Next(const std::string& job,
                                        const std::vector<RankWant>& wants);
@@ -212,7 +218,7 @@ class JobLedger final : public JobCoordinator {
     bool Done(uint64_t batch) const { return batch < done_below || done_above.count(batch); }
   };
   struct EpochState {
-    EpochPlan plan;
+    StepLayout layout;
     std::vector<RankState> ranks;  // by rank
     uint32_t ranks_done = 0;       // ranks that consumed all their batches
   };
@@ -242,7 +248,7 @@ class JobLedger final : public JobCoordinator {
   // Creates the job's state for `params` (validated).
   static Result<JobState> NewJob(const std::string& job, const JobParams& params);
 
-  // The state of `epoch` (not finished) of job `job`, created with its plan on first use.
+  // The state of `epoch` (not finished) of job `job`, created with its layout on first use.
   // Requires mu_.
   static Result<EpochMap::iterator> EpochOf(const std::string& job, JobState& state,
                                             uint64_t epoch);
@@ -269,6 +275,7 @@ class JobLedger final : public JobCoordinator {
   std::map<std::string, std::string> expired_;
   std::deque<std::string> expired_order_;
   LedgerObserver* observer_ = nullptr;    // guarded by mu_; not owned
+  EpochOrders orders_;                     // the sample ids of local ranks' leases
 };
 
 }  // namespace ember::daemon

@@ -468,7 +468,12 @@ TEST_CASE("batched Next and Commit for a node's ranks match the one-rank calls")
     const BatchLease expected = MustNext(single, "j", wants[i].rank, 0);
     CHECK(leases[i]->batch == expected.batch);
     CHECK(leases[i]->step_end == expected.step_end);
-    CHECK(leases[i]->sample_ids == expected.sample_ids);
+    CHECK(leases[i]->positions.begin == expected.positions.begin);
+    CHECK(leases[i]->positions.end == expected.positions.end);
+    CHECK(leases[i]->sample_ids.empty());  // the node computes them from the positions
+    EpochOrders orders;
+    CHECK(orders.Ids({p.num_samples, p.seed, p.shuffle}, 0, leases[i]->positions) ==
+          expected.sample_ids);
   }
   // A second want of rank 4 in one call gets its next step.
   std::vector<Result<BatchLease>> more = batched.Next("j", {{4, 0}, {4, 0}});

@@ -16,6 +16,7 @@
 #include "common/env.h"
 #include "common/fault_env.h"
 #include "common/temp_dir_testing.h"
+#include "daemon/coordinator/epoch_orders.h"
 #include "daemon/coordinator/epoch_plan.h"
 #include "daemon/coordinator/journal.h"
 
@@ -341,6 +342,7 @@ StepLog RunNodes(uint32_t seed, const JobParams& p, const Topology& topo, uint64
   auto ledger = std::make_unique<JobLedger>();
   LedgerReplay replay = OpenOk(*env, path, ledger.get());
   std::vector<SimNode> nodes(topo.nodes);
+  EpochOrders orders;  // each node's: the batched leases carry positions only
   auto join_all = [&](bool again) {
     for (uint32_t n = 0; n < topo.nodes; ++n)
       for (uint32_t i = 0; i < topo.ranks_per_node; ++i) {
@@ -393,7 +395,10 @@ StepLog RunNodes(uint32_t seed, const JobParams& p, const Topology& topo, uint64
       const BatchLease lease = rank.ring.front();
       rank.ring.erase(rank.ring.begin());
       auto& ids = log[{lease.epoch, lease.batch}];
-      ids.insert(ids.end(), lease.sample_ids.begin(), lease.sample_ids.end());
+      REQUIRE(lease.sample_ids.empty());
+      const std::vector<uint64_t> read =
+          orders.Ids({p.num_samples, p.seed, p.shuffle}, lease.epoch, lease.positions);
+      ids.insert(ids.end(), read.begin(), read.end());
       rank.held[lease.epoch][lease.batch] = true;
       node.outbox.push_back({n * topo.ranks_per_node + i, lease.epoch, lease.batch});
     } else if (action < 49) {

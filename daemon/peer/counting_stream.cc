@@ -2,46 +2,32 @@
 
 #include <utility>
 
+#include "daemon/peer/forwarding_stream.h"
+
 namespace ember::daemon {
 namespace {
 
-class CountingStream final : public kj::AsyncIoStream {
+class CountingStream final : public ForwardingStream {
  public:
   CountingStream(kj::Own<kj::AsyncIoStream> inner, std::shared_ptr<StreamTraffic> traffic)
-      : inner_(kj::mv(inner)), traffic_(std::move(traffic)) {}
+      : ForwardingStream(kj::mv(inner)), traffic_(std::move(traffic)) {}
 
   kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
-    return inner_->tryRead(buffer, min_bytes, max_bytes).then([this](size_t n) {
+    return inner().tryRead(buffer, min_bytes, max_bytes).then([this](size_t n) {
       traffic_->bytes_received += n;
       return n;
     });
   }
   kj::Promise<void> write(const void* buffer, size_t size) override {
     traffic_->bytes_sent += size;
-    return inner_->write(buffer, size);
+    return inner().write(buffer, size);
   }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
     for (auto piece : pieces) traffic_->bytes_sent += piece.size();
-    return inner_->write(pieces);
-  }
-  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
-  void shutdownWrite() override { inner_->shutdownWrite(); }
-  void abortRead() override { inner_->abortRead(); }
-  void getsockopt(int level, int option, void* value, kj::uint* length) override {
-    inner_->getsockopt(level, option, value, length);
-  }
-  void setsockopt(int level, int option, const void* value, kj::uint length) override {
-    inner_->setsockopt(level, option, value, length);
-  }
-  void getsockname(struct sockaddr* addr, kj::uint* length) override {
-    inner_->getsockname(addr, length);
-  }
-  void getpeername(struct sockaddr* addr, kj::uint* length) override {
-    inner_->getpeername(addr, length);
+    return inner().write(pieces);
   }
 
  private:
-  kj::Own<kj::AsyncIoStream> inner_;
   std::shared_ptr<StreamTraffic> traffic_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "daemon/peer/host_port.h"
 #include "daemon/peer/peer_wire.h"
+#include "daemon/peer/read_buffer.h"
 
 namespace ember::daemon {
 
@@ -117,7 +118,7 @@ kj::Promise<ConnectResult> ConnectToPeer(kj::AsyncIoProvider& io, PeerTls* tls,
           .then([state, tls, server_name](kj::Own<kj::AsyncIoStream> stream) {
             if (tls == nullptr) return kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
             state->step = Step::kHandshake;
-            return tls->context().wrapClient(kj::mv(stream), server_name);
+            return tls->context().wrapClient(BufferReads(kj::mv(stream)), server_name);
           })
           .then([state](kj::Own<kj::AsyncIoStream> stream) {
             state->step = Step::kAccept;
@@ -126,7 +127,7 @@ kj::Promise<ConnectResult> ConnectToPeer(kj::AsyncIoProvider& io, PeerTls* tls,
           .then([address, traffic = options.traffic](
                     kj::Own<kj::AsyncIoStream> stream) -> ConnectResult {
             if (traffic != nullptr) stream = CountTraffic(kj::mv(stream), traffic);
-            return std::make_unique<PeerConnection>(address, kj::mv(stream));
+            return std::make_unique<PeerConnection>(address, BufferReads(kj::mv(stream)));
           })
           .catch_([state, address](kj::Exception&& e) -> ConnectResult {
             return Failed(address, state->step, e);

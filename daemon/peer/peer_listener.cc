@@ -8,6 +8,7 @@
 
 #include "daemon/peer/tcp_listen.h"
 #include "daemon/peer/peer_wire.h"
+#include "daemon/peer/read_buffer.h"
 
 namespace ember::daemon {
 
@@ -79,6 +80,8 @@ void PeerListener::OnAccepted(kj::AuthenticatedStream raw) {
 
 kj::Promise<void> PeerListener::Handshake(std::string address, kj::AuthenticatedStream raw) {
   ++handshakes_;
+  // TLS reads a record's header, then its body: buffered, one read of the socket.
+  if (tls_ != nullptr) raw.stream = BufferReads(kj::mv(raw.stream));
   kj::Promise<kj::AuthenticatedStream> secured =
       tls_ == nullptr ? kj::Promise<kj::AuthenticatedStream>(kj::mv(raw))
                       : tls_->context().wrapServer(kj::mv(raw));
@@ -120,7 +123,8 @@ kj::Promise<void> PeerListener::Serve(const std::string& address,
   kj::AsyncIoStream& stream = *secured.stream;
   return stream.write(&kAccepted, 1)
       .then([this, address, peer, stream = kj::mv(secured.stream)]() mutable {
-        auto connection = kj::heap<Connection>(kj::mv(stream), factory_(peer));
+        // The RPC system reads a message's first word, then its body: buffered.
+        auto connection = kj::heap<Connection>(BufferReads(kj::mv(stream)), factory_(peer));
         auto disconnected = connection->network.onDisconnect();
         return disconnected.attach(kj::mv(connection)).then([address] {
           spdlog::info("peer {} disconnected", address);

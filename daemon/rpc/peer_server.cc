@@ -33,8 +33,8 @@ void ToRpc(const BatchLease& lease, rpc::BatchLease::Builder b) {
   b.setBatch(lease.batch);
   b.setLastInEpoch(lease.last_in_epoch);
   b.setStepEnd(lease.step_end);
-  auto ids = b.initSampleIds(lease.sample_ids.size());
-  for (size_t i = 0; i < lease.sample_ids.size(); ++i) ids.set(i, lease.sample_ids[i]);
+  b.setBegin(lease.positions.begin);
+  b.setEnd(lease.positions.end);
 }
 
 using rpc_status::Throw;
@@ -43,7 +43,7 @@ using rpc_status::ValueOrThrow;
 // One rank of another node in a job this daemon coordinates; leaves the job when released.
 class CoordinationServer final : public rpc::Coordination::Server {
  public:
-  CoordinationServer(JobCoordinator& jobs, std::string job, uint32_t rank, std::string node,
+  CoordinationServer(JobLedger& jobs, std::string job, uint32_t rank, std::string node,
                      std::shared_ptr<PeerServer::Members> members)
       : jobs_(jobs), job_(std::move(job)), rank_(rank), node_(std::move(node)),
         members_(std::move(members)) {
@@ -60,8 +60,10 @@ class CoordinationServer final : public rpc::Coordination::Server {
 
  protected:
   kj::Promise<void> next(NextContext context) override {
-    BatchLease lease = ValueOrThrow(jobs_.Next(job_, rank_, context.getParams().getEpoch()));
-    ToRpc(lease, context.getResults().initLease());
+    // The batched form: positions only, so this never waits for an epoch's order.
+    std::vector<Result<BatchLease>> leases =
+        jobs_.Next(job_, {RankWant{rank_, context.getParams().getEpoch()}});
+    ToRpc(ValueOrThrow(std::move(leases[0])), context.getResults().initLease());
     return kj::READY_NOW;
   }
   kj::Promise<void> commit(CommitContext context) override {
@@ -72,7 +74,7 @@ class CoordinationServer final : public rpc::Coordination::Server {
   }
 
  private:
-  JobCoordinator& jobs_;
+  JobLedger& jobs_;
   const std::string job_;
   const uint32_t rank_;
   const std::string node_;

@@ -62,7 +62,7 @@ TEST_CASE("hello answers with this daemon's node name and protocol") {
   REQUIRE(hello.ok());
   CHECK(hello->node == "node-a");
   CHECK(hello->protocol == kPeerProtocol);
-  CHECK(kPeerProtocol == 3);
+  CHECK(kPeerProtocol == 4);
 }
 
 TEST_CASE("the server refuses another protocol version, naming both") {
@@ -71,14 +71,14 @@ TEST_CASE("the server refuses another protocol version, naming both") {
   });
   auto request = loopback.connection->Bootstrap<rpc::Peer>().helloRequest();
   request.setNode("node-b");
-  request.setProtocol(4);
+  request.setProtocol(3);
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { request.send().wait(loopback.io.waitScope); })) {
     const Status status = rpc_status::FromException(*e);
     CHECK(status.code() == StatusCode::kFailedPrecondition);
     CHECK(status.message() ==
-          "node 'node-b' speaks daemon-to-daemon protocol 4, this daemon speaks 3");
+          "node 'node-b' speaks daemon-to-daemon protocol 3, this daemon speaks 4");
   } else {
-    FAIL("hello with protocol 4 succeeded");
+    FAIL("hello with protocol 3 succeeded");
   }
 }
 
@@ -89,7 +89,7 @@ TEST_CASE("SayHello refuses a server of another protocol version, naming both") 
   REQUIRE_FALSE(hello.ok());
   CHECK(hello.status().code() == StatusCode::kFailedPrecondition);
   CHECK(hello.status().message() ==
-        "node 'future' speaks daemon-to-daemon protocol 4, this daemon speaks 3");
+        "node 'future' speaks daemon-to-daemon protocol 5, this daemon speaks 4");
 }
 
 TEST_CASE("CheckPeerProtocol") {
@@ -142,7 +142,10 @@ TEST_CASE("exchange serves only the ranks joined through the calling connection"
     CHECK(entry.getRank() == i);
     REQUIRE(entry.isLease());
     CHECK(entry.getLease().getBatch() == 0);
-    CHECK(entry.getLease().getSampleIds().size() == 4);
+    // Positions, not ids: 64 samples, G = 16, rank i's slice of step 0.
+    CHECK(entry.getLease().getSampleIds().size() == 0);
+    CHECK(entry.getLease().getBegin() == 4 * i);
+    CHECK(entry.getLease().getEnd() == 4 * i + 4);
   }
   REQUIRE(response.getResults()[2].isError());
   CHECK(std::string(response.getResults()[2].getError()) ==

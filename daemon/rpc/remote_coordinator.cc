@@ -31,7 +31,7 @@ BatchLease FromRpc(rpc::BatchLease::Reader r) {
   lease.index_in_epoch = lease.batch;
   lease.last_in_epoch = r.getLastInEpoch();
   lease.step_end = r.getStepEnd();
-  for (uint64_t id : r.getSampleIds()) lease.sample_ids.push_back(id);
+  lease.positions = {r.getBegin(), r.getEnd()};
   return lease;
 }
 
@@ -210,6 +210,7 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
   if (!sent) return Unavailable("coordinator " + address_ + ": this daemon is shutting down");
   std::lock_guard<std::mutex> lock(mu_);
   batches_per_rank_[job] = layout->steps();
+  order_keys_[job] = {params.num_samples, params.seed, params.shuffle};
   return Status::Ok();
 }
 
@@ -268,7 +269,21 @@ Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank
         auto it = ranks_.find({job, rank});
         rejoining = it != ranks_.end() && it->second.rejoining;
       });
-    if (code != StatusCode::kUnavailable && !rejoining) return lease;
+    if (code != StatusCode::kUnavailable && !rejoining) {
+      if (lease.ok()) {
+        // The lease names positions; their samples are this node's to look up.
+        const OrderKey key = OrderKeyOf(job);
+        const PositionRange& at = lease->positions;
+        if (at.begin > at.end || at.end > key.num_samples)
+          return Internal(context + ": " + RankName(job, rank) + ": positions [" +
+                          std::to_string(at.begin) + ", " + std::to_string(at.end) +
+                          ") of epoch " + std::to_string(lease->epoch) +
+                          " are not within the job's " + std::to_string(key.num_samples) +
+                          " samples");
+        lease->sample_ids = orders_.Ids(key, lease->epoch, at);
+      }
+      return lease;
+    }
     if (std::chrono::steady_clock::now() + backoff > deadline)
       return lease.status().WithContext(
           "gave up after " + std::to_string(options_.reconnect_timeout.count() / 1000) +
@@ -369,8 +384,10 @@ void RemoteCoordinator::Flush(const std::string& job) {
   traffic_.commits += commits.size();
   auto pending = kj::heap<std::vector<Want>>(kj::mv(wants));
   auto& answers = *pending;
+  auto reply = request.send();
+  box.answered = nullptr;
   tasks_->add(
-      request.send()
+      kj::mv(reply)
           .then(
               [this, job, &answers](capnp::Response<rpc::Peer::ExchangeResults>&& response) {
                 auto results = response.getResults();
@@ -391,6 +408,8 @@ void RemoteCoordinator::Flush(const std::string& job) {
                 for (auto error : response.getCommitErrors())
                   spdlog::warn("coordinator {}: job '{}': {}", address_, job,
                                rpc_status::FromDescription(std::string(error)).ToString());
+                auto it = outboxes_.find(job);
+                if (it != outboxes_.end()) it->second.answered = kj::mv(response);
               },
               [this, job, &answers](kj::Exception&& e) {
                 const Status failed = rpc_status::FromException(e);
@@ -456,6 +475,12 @@ rpc::Job::Client RemoteCoordinator::OpenJob(const std::string& job, const Princi
   principal.setTeam(caller.team);
   principal.setPrivileged(caller.privileged);
   return request.send().getJob();
+}
+
+OrderKey RemoteCoordinator::OrderKeyOf(const std::string& job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = order_keys_.find(job);
+  return it == order_keys_.end() ? OrderKey{} : it->second;
 }
 
 Result<uint64_t> RemoteCoordinator::BatchesPerRank(const std::string& job) const {

@@ -11,7 +11,9 @@
 //   Join    checks the plan locally (so the ring can be sized at once) and sends joinJob
 //           without waiting: a refusal (params unlike the job's, another dataset copy)
 //           comes back from the rank's first Next, naming the node.
-//   Next    waits for the coordinator's answer, at most options.call_timeout. When the
+//   Next    waits for the coordinator's answer, at most options.call_timeout, and looks up
+//           the lease's sample ids (it names positions of the epoch's order) in this
+//           node's EpochOrders, on the calling thread. When the
 //           coordinator cannot be reached (it restarted, the network dropped) it retries
 //           with backoff for up to options.reconnect_timeout: it reconnects and joins
 //           the rank again, reporting the batches the rank consumed or holds (of its last
@@ -43,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/coordinator/epoch_orders.h"
 #include "daemon/coordinator/job_coordinator.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/peer/peer_connector.h"
@@ -134,6 +137,9 @@ class RemoteCoordinator final : public JobCoordinator {
     std::vector<Want> wants;
     bool scheduled = false;  // a flush is due after batch_linger
     bool in_flight = false;  // an exchange is out; what comes meanwhile waits for it
+    // The last exchange's answer, released when the next exchange is sent: its Finish
+    // message then reaches the coordinator with the next call, one read for both.
+    kj::Maybe<capnp::Response<rpc::Peer::ExchangeResults>> answered;
   };
   // Sends joinJob for the rank (with what it holds when `again`). Loop only.
   void SendJoin(const std::string& job, uint32_t rank, RankState& state, bool again);
@@ -168,8 +174,14 @@ class RemoteCoordinator final : public JobCoordinator {
   Traffic traffic_;  // but its bytes, which are counted in stream_traffic_
   std::shared_ptr<StreamTraffic> stream_traffic_ = std::make_shared<StreamTraffic>();
 
+  // The order of the job's epochs, for the sample ids of its leases (which carry
+  // positions); {} when the job is unknown.
+  OrderKey OrderKeyOf(const std::string& job) const;
+
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> batches_per_rank_;  // by job; guarded by mu_
+  std::map<std::string, OrderKey> order_keys_;        // by job; guarded by mu_
+  EpochOrders orders_;  // built on the streams' threads and in its own, never the loop's
 };
 
 }  // namespace ember::daemon
