@@ -83,12 +83,15 @@ class Store(dist.Store):
 def init_process_group(backend: Optional[str] = None, *, job: Optional[str] = None,
                        rank: Optional[int] = None, world_size: Optional[int] = None,
                        client: Optional[_ember.Client] = None,
-                       timeout: datetime.timedelta = datetime.timedelta(minutes=30)) -> Store:
+                       timeout: datetime.timedelta = datetime.timedelta(minutes=30)
+                       ) -> Optional[Store]:
     """``torch.distributed.init_process_group`` with its rendezvous in emberd (an
     ``ember.Store``), so no MASTER_ADDR / MASTER_PORT is needed: ranks and job come from
     the launcher (ember-run, torchrun, Slurm) as for ``ember.Loader``. backend: "gloo",
     "nccl" (default: nccl if CUDA is available, else gloo). Keys of a run restarted by the
-    launcher (its restart count) do not meet the previous attempt's. Returns the store.
+    launcher (its restart count) do not meet the previous attempt's. Returns the store;
+    None under torchrun without ``--rdzv-id`` (it names no job), where torch's own
+    ``env://`` rendezvous (the MASTER_ADDR / MASTER_PORT torchrun sets) is used instead.
 
     Under a launcher that sets none of ember-run's, torchrun's or Slurm's variables, pass
     rank and world_size. torch versions that refuse a store written in Python would need
@@ -96,16 +99,21 @@ def init_process_group(backend: Optional[str] = None, *, job: Optional[str] = No
     and 2.x accept it."""
     env = _ember.read_launch_env("")
     job = job or env["job"]
+    rank = env["rank"] if rank is None else rank
+    world_size = env["world_size"] if world_size is None else world_size
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if not job and env["master_addr"]:
+        # torchrun without --rdzv-id names no job, but sets MASTER_ADDR / MASTER_PORT.
+        dist.init_process_group(backend, init_method="env://", rank=rank,
+                                world_size=world_size, timeout=timeout)
+        return None
     if not job:
         raise InvalidArgument("init_process_group: no job: pass job= or start the ranks "
                               "under ember-run, torchrun or srun")
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
     store = Store(job, client=client,
                   prefix=f"torch.distributed/{env['restart_count']}/", timeout=timeout)
-    dist.init_process_group(backend, store=store,
-                            rank=env["rank"] if rank is None else rank,
-                            world_size=env["world_size"] if world_size is None else world_size,
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                             timeout=timeout)
     return store
 
