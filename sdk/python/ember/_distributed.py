@@ -89,7 +89,9 @@ def init_process_group(backend: Optional[str] = None, *, job: Optional[str] = No
     ``ember.Store``), so no MASTER_ADDR / MASTER_PORT is needed: ranks and job come from
     the launcher (ember-run, torchrun, Slurm) as for ``ember.Loader``. backend: "gloo",
     "nccl" (default: nccl if CUDA is available, else gloo). Keys of a run restarted by the
-    launcher (its restart count) do not meet the previous attempt's. Returns the store.
+    launcher (its restart count) do not meet the previous attempt's. The job: ``job``, else
+    the run's (``default_run``: under torchrun without ``--rdzv-id``, its store address).
+    Returns the store.
 
     Under a launcher that sets none of ember-run's, torchrun's or Slurm's variables, pass
     rank and world_size. torch versions that refuse a store written in Python would need
@@ -97,13 +99,13 @@ def init_process_group(backend: Optional[str] = None, *, job: Optional[str] = No
     and 2.x accept it."""
     env = _ember.read_launch_env("")
     job = job or default_run(env)
+    rank = env["rank"] if rank is None else rank
+    world_size = env["world_size"] if world_size is None else world_size
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     store = Store(job, client=client,
                   prefix=f"torch.distributed/{env['restart_count']}/", timeout=timeout)
-    dist.init_process_group(backend, store=store,
-                            rank=env["rank"] if rank is None else rank,
-                            world_size=env["world_size"] if world_size is None else world_size,
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                             timeout=timeout)
     return store
 
