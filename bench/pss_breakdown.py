@@ -10,7 +10,6 @@ Exits with the command's status.
 """
 
 import argparse
-import os
 import subprocess
 import sys
 import time

@@ -15,7 +15,9 @@ bench/python_loaders.sh. Everything but the loader is the same for both: the pro
 
 --loader dataloader: torch.utils.data.DataLoader over a DistributedSampler (shuffled),
 --workers workers per rank, persistent workers, pin_memory off. --loader ember: ember.Loader
-on the registered --dataset / --test-dataset of $EMBER_SOCKET's emberd.
+on the registered --dataset / --test-dataset of $EMBER_SOCKET's emberd. --loader none: no
+loader, one batch of zeros of the task's shape trained on again and again (the floor: what
+the ranks take without any loader).
 Rank 0 prints, last:
 
   python_ddp: task=<t> loader=<l> workers=<w> ranks=<R> batch=<B> steps=<S>
@@ -64,6 +66,13 @@ class Batches:
                  epochs=None):
         batch_size = batch_size or args.batch_size
         self.sampler = None
+        if args.loader == "none":
+            shape = (28, 28) if args.task == "fmnist" else (3, 224, 224)
+            batch = {"image": torch.zeros((batch_size, *shape), dtype=torch.uint8),
+                     "label": torch.zeros(batch_size, dtype=torch.uint8)}
+            self.loader = [batch] * ((60000 if split == "train" else 10000) //
+                                     (batch_size * world_size))
+            return
         if args.loader == "ember":
             import ember
             dataset = args.dataset if split == "train" else args.test_dataset
@@ -123,7 +132,7 @@ def test_accuracy(args, model, rank, world_size):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=["fmnist", "jpeg"], required=True)
-    parser.add_argument("--loader", choices=["dataloader", "ember"], required=True)
+    parser.add_argument("--loader", choices=["dataloader", "ember", "none"], required=True)
     parser.add_argument("--workers", type=int, default=1, help="DataLoader workers per rank")
     parser.add_argument("--store", required=True, help="FileStore path of the process group")
     parser.add_argument("--dataset", default="fmnist-train", help="ember: training dataset")

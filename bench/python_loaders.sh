@@ -128,9 +128,9 @@ for line in open(sys.argv[1], encoding="utf-8"):
 def median(task, system, key):
     return statistics.median(r[key] for r in runs[task, system].values())
 
-def ratio(task, system, base, key):  # median over rounds of the round's ratio
+def ratio(task, system, base, key):  # median over the rounds of both of the round's ratio
     return statistics.median(runs[task, system][r][key] / runs[task, base][r][key]
-                             for r in runs[task, system])
+                             for r in runs[task, system] if r in runs[task, base])
 
 names = {"dataloader1": "DataLoader, 1 worker/rank", "dataloader2": "DataLoader, 2 workers/rank",
          "dataloader4": "DataLoader, 4 workers/rank", "ember": "ember.Loader (+ emberd)"}
