@@ -25,7 +25,9 @@ class Batch(dict):
                 loss = step(batch["image"], batch["label"])
 
     ``epoch``: the epoch it belongs to; ``step``: its global step in the epoch (the same
-    step on every rank); ``last``: whether it is this rank's last batch of the epoch.
+    step on every rank), counted from where the loader started (a loader resumed
+    mid-epoch from a state_dict() starts at step 0); ``last``: whether it is this rank's
+    last batch of the epoch.
     """
 
     __slots__ = ("epoch", "step", "last")
@@ -136,13 +138,18 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
                 self.reconnect_timeout)
         return self._native
 
+    def _over(self, epoch: int) -> bool:
+        return self.epochs is not None and epoch >= self.epochs
+
     def __iter__(self) -> Iterator[Batch]:
-        native = self._open()
-        if native.ended or (self.epochs is not None and native.state.epoch >= self.epochs):
+        # A state saved at the end of the last epoch resumes nothing (opens no stream).
+        resumed_at_end = (self._native is None and self._resume is not None and
+                          self._over(self._resume.epoch))
+        if resumed_at_end or self._open().ended or self._over(self._native.state.epoch):
             raise FailedPrecondition(
                 f"the loader's {self.epochs} epochs of dataset '{self.dataset}' are over "
                 f"(job '{self.job}' rank {self.rank}); make a Loader with more epochs")
-        return _Epoch(native)
+        return _Epoch(self._native)
 
     def __len__(self) -> int:
         """Batches per epoch for this rank (the same on every rank)."""

@@ -153,6 +153,10 @@ class LoaderTest(unittest.TestCase):
         self.assertIn("epochs of dataset 'synth' are over", str(raised.exception))
         with self.assertRaises(ember.FailedPrecondition):
             loader.load_state_dict({"fingerprint": 0, "seed": 0, "epoch": 0, "position": 0})
+        finished = self.loader("finished", epochs=1)
+        finished.load_state_dict(loader.state_dict())  # at the end of its only epoch
+        with self.assertRaises(ember.FailedPrecondition):
+            iter(finished)
         fresh = self.loader("misuse")
         with self.assertRaises(ember.InvalidArgument) as raised:
             fresh.load_state_dict({"seed": 0})
