@@ -27,7 +27,9 @@
 #include <utility>
 
 #include <CLI/CLI.hpp>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
 
 #include "common/env.h"
 #include "ember/client.h"
