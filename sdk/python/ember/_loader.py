@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterator, Optional
 
-import torch
-
 from . import _ember
 from ._errors import FailedPrecondition, InvalidArgument
 
@@ -227,4 +225,3 @@ def launch_env() -> Dict[str, Any]:
 
 
 __all__ = ["Batch", "Loader", "default_run", "launch_env"]
-_ = torch  # the extension needs torch loaded first

@@ -6,8 +6,7 @@ namespace py = pybind11;
 
 void Raise(const Status& status) { throw StatusError(status); }
 
-void RegisterErrors(py::module_& m) {
-  (void)m;
+void RegisterErrors() {
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);

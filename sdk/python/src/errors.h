@@ -47,7 +47,7 @@ auto WithoutGil(F&& f) {
 
 // Installs the translator of StatusError. The classes come from ember._errors, imported
 // when the first error is raised (the package imports it before the module anyway).
-void RegisterErrors(pybind11::module_& m);
+void RegisterErrors();
 
 }  // namespace ember::python
 

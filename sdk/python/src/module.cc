@@ -11,7 +11,7 @@
 
 PYBIND11_MODULE(_ember, m) {
   m.doc() = "Ember's C++ SDK (use the `ember` package, not this module).";
-  ember::python::RegisterErrors(m);
+  ember::python::RegisterErrors();
   ember::python::BindClient(m);
   ember::python::BindLoader(m);
 #ifdef EMBER_PYTHON_CUDA
