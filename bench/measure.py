@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""Runs one command of a benchmark and measures what the whole run cost: wall time, peak
+PSS summed over every process of the run, and CPU seconds.
+
+"Every process of the run" is the union, at each 0.5 s sample, of
+  - the command's process tree (children of children, ...),
+  - every process in the command's session (it starts in a new one, so daemons that
+    double-fork stay counted unless they call setsid themselves),
+  - every process whose command line contains one of `match` (e.g. Ray's --temp-dir of
+    this run: its GCS, raylet and workers say it in their arguments),
+  - the `pids` given (e.g. an emberd started before the command).
+PSS is /proc/PID/smaps_rollup's: shared pages (libraries, the object store, rings) are
+split among the processes that map them, so the sum counts each page once.
+CPU seconds: utime + stime of each process seen, the last value read before it exited
+(a process that lives less than one sample interval is missed; the benchmarks' processes
+live for the whole run).
+
+Used as a module (`run(...)`) by bench/compare and the baselines, and as a program:
+  bench/measure.py [--pid PID]... [--match TEXT]... -- COMMAND...
+prints one JSON object: {"wall_s", "peak_pss_mib", "cpu_s", "processes", "rc"}.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _read(path, mode="r"):
+    try:
+        with open(path, mode) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _stat(pid):
+    """(ppid, sid, cpu seconds) of pid, or None once it is gone."""
+    text = _read(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    # fields[0] is field 3 (state): ppid is field 4, session 6, utime 14, stime 15.
+    return int(fields[1]), int(fields[3]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def pss_mib(pid):
+    """The Pss of one process in MiB, 0 if it is gone."""
+    text = _read(f"/proc/{pid}/smaps_rollup")
+    if text:
+        for line in text.splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _all_pids():
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def run_processes(root, sid, match, pids):
+    """The pids that belong to the run now."""
+    stats = {}
+    for pid in _all_pids():
+        s = _stat(pid)
+        if s is not None:
+            stats[pid] = s
+    members = {pid for pid in pids if pid in stats}
+    if root in stats:
+        members.add(root)
+    by_parent = {}
+    for pid, (ppid, psid, _) in stats.items():
+        by_parent.setdefault(ppid, []).append(pid)
+        if psid == sid:
+            members.add(pid)
+    if match:
+        for pid in stats:
+            cmdline = _read(f"/proc/{pid}/cmdline", "rb")
+            if cmdline and any(m.encode() in cmdline for m in match):
+                members.add(pid)
+    stack = list(members)
+    while stack:
+        for child in by_parent.get(stack.pop(), []):
+            if child not in members:
+                members.add(child)
+                stack.append(child)
+    return {pid: stats[pid][2] for pid in members}
+
+
+class Sampler:
+    """Samples a run's processes; call sample() every interval, then result()."""
+
+    def __init__(self, root, sid, match=(), pids=()):
+        self.root, self.sid, self.match, self.pids = root, sid, list(match), list(pids)
+        self.peak_pss = 0.0
+        self.cpu = {}
+        self.seen = set()
+
+    def sample(self):
+        members = run_processes(self.root, self.sid, self.match, self.pids)
+        total = 0.0
+        for pid, cpu in members.items():
+            total += pss_mib(pid)
+            self.cpu[pid] = max(cpu, self.cpu.get(pid, 0.0))
+            self.seen.add(pid)
+        self.peak_pss = max(self.peak_pss, total)
+        return total
+
+    def result(self):
+        return {"peak_pss_mib": round(self.peak_pss, 1), "cpu_s": round(sum(self.cpu.values()), 2),
+                "processes": len(self.seen)}
+
+
+def run(command, env=None, cwd=None, match=(), pids=(), interval=0.5, timeout=3600,
+        stdout=None, stderr=None):
+    """Runs `command` (a list) in a new session and returns {"rc", "wall_s",
+    "peak_pss_mib", "cpu_s", "processes", "output"} ("output": its stdout and stderr
+    together, unless stdout/stderr say where they go). Kills the session after `timeout`
+    seconds (rc -9)."""
+    start = time.monotonic()
+    capture = stdout is None
+    proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True,
+                            stdout=subprocess.PIPE if capture else stdout,
+                            stderr=subprocess.STDOUT if capture else stderr)
+    sampler = Sampler(proc.pid, proc.pid, match, pids)
+    chunks = []
+    if capture:
+        os.set_blocking(proc.stdout.fileno(), False)
+    while True:
+        sampler.sample()
+        if capture:
+            data = proc.stdout.read()
+            if data:
+                chunks.append(data)
+        if proc.poll() is not None:
+            break
+        if time.monotonic() - start > timeout:
+            try:
+                os.killpg(proc.pid, 9)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            break
+        time.sleep(interval)
+    wall = time.monotonic() - start
+    if capture:
+        os.set_blocking(proc.stdout.fileno(), True)
+        chunks.append(proc.stdout.read())
+    # Whatever the command left behind in its session (a daemon it started) goes too.
+    try:
+        os.killpg(proc.pid, 15)
+    except ProcessLookupError:
+        pass
+    out = {"rc": proc.returncode, "wall_s": round(wall, 2), **sampler.result()}
+    if capture:
+        out["output"] = b"".join(c for c in chunks if c).decode(errors="replace")
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pid", type=int, action="append", default=[])
+    parser.add_argument("--match", action="append", default=[])
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command")
+    result = run(command, match=args.match, pids=args.pid, stdout=sys.stderr, stderr=sys.stderr)
+    print(json.dumps(result))
+    return result["rc"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
