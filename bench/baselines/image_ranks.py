@@ -109,6 +109,8 @@ def parse_args(description, argv):
     args = parser.parse_args(argv)
     if args.ranks < 1 or args.batch_size < 1 or args.seconds <= 0 or args.warmup_seconds < 0:
         parser.error("--ranks and --batch-size must be >= 1, --seconds > 0, --warmup-seconds >= 0")
+    if not os.path.isdir(args.folder):
+        parser.error(f"--folder {args.folder}: not a directory")
     if args.threads is None:
         args.threads = max(1, (os.cpu_count() or 1) // args.ranks)
     elif args.threads < 1:
