@@ -99,6 +99,8 @@ class Sampler:
         self.peak_pss = 0.0
         self.cpu = {}
         self.seen = set()
+        self.start = time.monotonic()
+        self.series = []  # (seconds since start, CPU seconds of the run so far)
 
     def sample(self):
         members = run_processes(self.root, self.sid, self.match, self.pids)
@@ -108,18 +110,30 @@ class Sampler:
             self.cpu[pid] = max(cpu, self.cpu.get(pid, 0.0))
             self.seen.add(pid)
         self.peak_pss = max(self.peak_pss, total)
+        self.series.append((round(time.monotonic() - self.start, 3),
+                            round(sum(self.cpu.values()), 3)))
         return total
 
     def result(self):
         return {"peak_pss_mib": round(self.peak_pss, 1), "cpu_s": round(sum(self.cpu.values()), 2),
-                "processes": len(self.seen)}
+                "processes": len(self.seen), "cpu_series": self.series}
+
+
+def cpu_rate(series, start, end):
+    """CPU seconds per second of the run between `start` and `end` (seconds since its
+    start), from run()'s cpu_series; None if the series has no two samples in there."""
+    inside = [(t, c) for t, c in series if start <= t <= end]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
 def run(command, env=None, cwd=None, match=(), pids=(), interval=0.5, timeout=3600,
         stdout=None, stderr=None):
     """Runs `command` (a list) in a new session and returns {"rc", "wall_s",
-    "peak_pss_mib", "cpu_s", "processes", "output"} ("output": its stdout and stderr
-    together, unless stdout/stderr say where they go). Kills the session after `timeout`
+    "peak_pss_mib", "cpu_s", "processes", "cpu_series", "output"} ("output": its stdout
+    and stderr together, unless stdout/stderr say where they go; "cpu_series": the run's
+    CPU seconds so far at each sample, for cpu_rate). Kills the session after `timeout`
     seconds (rc -9)."""
     start = time.monotonic()
     capture = stdout is None
@@ -171,6 +185,7 @@ def main():
     if not command:
         parser.error("no command")
     result = run(command, match=args.match, pids=args.pid, stdout=sys.stderr, stderr=sys.stderr)
+    result.pop("cpu_series")
     print(json.dumps(result))
     return result["rc"]
 
