@@ -78,7 +78,15 @@ def run_processes(root, sid, match, pids):
         if psid == sid:
             members.add(pid)
     if match:
+        # The measuring process and its ancestors name `match` too (in their arguments):
+        # they are not the run's.
+        measurer, pid = set(), os.getpid()
+        while pid in stats and pid not in measurer:
+            measurer.add(pid)
+            pid = stats[pid][0]
         for pid in stats:
+            if pid in measurer:
+                continue
             cmdline = _read(f"/proc/{pid}/cmdline", "rb")
             if cmdline and any(m.encode() in cmdline for m in match):
                 members.add(pid)
