@@ -119,7 +119,8 @@ def make_dataset(args, split):
 def test_accuracy(args, model, rank, world_size):
     model.eval()
     counts = torch.zeros(2, dtype=torch.int64)  # correct, total
-    batches = Batches(args, "test", rank, world_size, shuffle=False, batch_size=1000, epochs=1)
+    batches = Batches(args, "test", rank, world_size, shuffle=False, batch_size=args.batch_size,
+                      epochs=1)  # the training batch: evaluation must not be the memory peak
     with torch.no_grad():
         for images, labels in batches.epoch(0):
             x, y = fmnist_inputs(images, labels)

@@ -113,6 +113,10 @@ struct StreamStatus {
   bytesPublished @13 :UInt64;
   decodeErrors @14 :UInt64;
   dataStallSeconds @15 :Float64;
+  # The ring's prefetch depth now, and the slots it has ever written (the rest of the
+  # ring's memory was never touched).
+  prefetchDepth @16 :UInt32;
+  slotsTouched @17 :UInt32;
 }
 
 struct JobStatus {

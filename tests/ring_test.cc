@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -50,8 +51,8 @@ void Describe(ring::TensorDesc& d, const char* name, ring::DType dtype, uint64_t
 // them as a hostile writer would.
 class TestRing {
  public:
-  TestRing() {
-    auto writer = daemon::RingWriter::Create(*env_, "ring-test", kSlots, kPayloadBytes,
+  explicit TestRing(uint32_t slots = kSlots, uint64_t payload_bytes = kPayloadBytes) {
+    auto writer = daemon::RingWriter::Create(*env_, "ring-test", slots, payload_bytes,
                                              kBatchesPerEpoch);
     REQUIRE(writer.ok());
     writer_ = std::move(writer).value();
@@ -108,7 +109,7 @@ class TestRing {
     }
     writer_->Publish(slot);
   }
-  // Publishes batch `seq` into the next slot, which must be free.
+  // Publishes batch `seq` into the lowest free slot; there must be one.
   void Publish(uint64_t seq) {
     ring::SlotHeader* slot = writer_->TryAcquire();
     REQUIRE(slot != nullptr);
@@ -183,6 +184,9 @@ TEST_CASE("the reader checks every header field and names the bad one") {
          info.slot_size = h.slot_size = h.payload_offset + 65;
        }},
       {"slots_offset", [](ring::RingHeader& h, StreamInfo&) { h.slots_offset = 0; }},
+      {"order_offset", [](ring::RingHeader& h, StreamInfo&) { h.order_offset = 0; }},
+      {"order_offset", [](ring::RingHeader& h, StreamInfo&) { h.order_offset += 2; }},
+      {"order_offset", [](ring::RingHeader& h, StreamInfo&) { h.order_offset = h.slots_offset - 8; }},
       {"slots_offset", [](ring::RingHeader& h, StreamInfo&) { h.slots_offset += 8; }},
       {"slots_offset",
        [](ring::RingHeader& h, StreamInfo&) { h.slots_offset = h.total_bytes + 64; }},
@@ -306,7 +310,7 @@ TEST_CASE("with every slot held the reader refuses the next batch until one come
   CHECK(ring.header().consumed.load() == kSlots + 1);
 }
 
-TEST_CASE("slots released out of order come back to the writer in sequence") {
+TEST_CASE("the writer fills the lowest free slot, skipping slots the trainer still holds") {
   TestRing ring;
   auto reader = ring.Open();
   std::vector<std::optional<RawBatch>> held;
@@ -316,32 +320,41 @@ TEST_CASE("slots released out of order come back to the writer in sequence") {
   }
   // Copies share the slot: it comes back with the last of them.
   RawBatch copy = *held[1];
-  held[2].reset();
   held[1].reset();
-  CHECK(ring.writer().SlotFree(2));
   CHECK_FALSE(ring.writer().SlotFree(1));
   copy = RawBatch();
   CHECK(ring.writer().SlotFree(1));
-  // The writer fills slots in sequence: batch 3 goes to slot 0, still held.
   CHECK_FALSE(ring.writer().SlotFree(0));
-  CHECK(ring.writer().TryAcquire() == nullptr);
-  held[0].reset();
-  for (uint64_t seq = kSlots; seq < 2 * kSlots; ++seq) {
+  // Batch 0 is still held: batch 3 goes to slot 1, then batch 4 to slot 2.
+  held[2].reset();
+  for (uint64_t seq = kSlots; seq < kSlots + 2; ++seq) {
     ring::SlotHeader* slot = ring.writer().TryAcquire();
     REQUIRE(slot != nullptr);
-    CHECK(ring.writer().IndexOf(slot) == seq % kSlots);
+    CHECK(ring.writer().IndexOf(slot) == seq - kSlots + 1);
     ring.Publish(slot, seq);
   }
-  for (uint64_t seq = kSlots; seq < 2 * kSlots; ++seq) MustNext(*reader, seq);
+  for (uint64_t seq = kSlots; seq < kSlots + 2; ++seq) MustNext(*reader, seq);
+  CHECK(ring.header().consumed.load() == kSlots + 2);
 }
 
-TEST_CASE("many more batches than slots wrap around the ring intact, with both sides racing") {
-  constexpr uint64_t kBatches = 2000;
+TEST_CASE("a bad slot index in the order table is refused, naming it") {
   TestRing ring;
   auto reader = ring.Open();
-  std::atomic<bool> stop{false};
-  std::thread writer([&] {
-    for (uint64_t seq = 0; seq < kBatches; ++seq) {
+  ring.Publish(0);
+  reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(&ring.header()) +
+                              ring.header().order_offset)[0] = kSlots;
+  auto next = reader->Next();
+  REQUIRE_FALSE(next.ok());
+  CHECK(next.status().code() == StatusCode::kDataLoss);
+  CHECK(Contains(next.status().message(), "order[0]"));
+  CHECK(Contains(next.status().message(), "slot 3"));
+}
+
+// A writer thread producing `batches` batches with Acquire (the prefetch depth applies),
+// then the end marker.
+std::thread Produce(TestRing& ring, uint64_t batches, std::atomic<bool>& stop) {
+  return std::thread([&ring, batches, &stop] {
+    for (uint64_t seq = 0; seq < batches; ++seq) {
       ring::SlotHeader* slot = ring.writer().Acquire(stop);
       if (slot == nullptr) return;
       ring.Publish(slot, seq);
@@ -349,6 +362,91 @@ TEST_CASE("many more batches than slots wrap around the ring intact, with both s
     ring::SlotHeader* slot = ring.writer().Acquire(stop);
     if (slot != nullptr) ring.writer().PublishEnd(slot, ring::kEndComplete, "");
   });
+}
+
+TEST_CASE("a trainer that keeps up touches only the first slots of a deep ring") {
+  constexpr uint32_t kDeep = 8;
+  constexpr uint64_t kBatches = 300;
+  TestRing ring(kDeep, /*payload_bytes=*/64 * 1024);  // 16 pages a slot
+  auto reader = ring.Open();
+  std::atomic<bool> stop{false};
+  std::thread writer = Produce(ring, kBatches, stop);
+  // One batch at a time, each released before the next is taken, and only once the
+  // writer has published it: production keeps up, the reader never waits.
+  for (uint64_t seq = 0; seq < kBatches; ++seq) {
+    while (ring.writer().published() <= seq) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    MustNext(*reader, seq);
+    if (seq % kBatchesPerEpoch == kBatchesPerEpoch - 1) REQUIRE(reader->Next().ok());  // epoch over
+  }
+  REQUIRE(reader->Next().ok());  // the end marker
+  writer.join();
+  CHECK(ring.writer().depth() == daemon::RingWriter::kInitialDepth);
+  CHECK(ring.writer().slots_touched() <= daemon::RingWriter::kInitialDepth);
+  // Slots never written were never touched: their pages are not resident.
+  const uint64_t first_untouched =
+      ring.header().slots_offset + uint64_t{ring.writer().slots_touched()} * ring.writer().slot_size();
+  std::vector<unsigned char> resident((ring.writer().size() - first_untouched + 4095) / 4096);
+  void* mapping = mmap(nullptr, ring.writer().size(), PROT_READ, MAP_SHARED, ring.writer().fd(), 0);
+  REQUIRE(mapping != MAP_FAILED);
+  const uint64_t page_start = (first_untouched + 4095) / 4096 * 4096;
+  REQUIRE(mincore(static_cast<uint8_t*>(mapping) + page_start, ring.writer().size() - page_start,
+                  resident.data()) == 0);
+  size_t pages = 0;
+  for (size_t i = 0; i < (ring.writer().size() - page_start) / 4096; ++i) pages += resident[i] & 1;
+  CHECK(pages == 0);
+  munmap(mapping, ring.writer().size());
+}
+
+TEST_CASE("the depth grows when the trainer holds batches and waits for more") {
+  constexpr uint32_t kDeep = 8;
+  constexpr uint64_t kKeep = 6;
+  TestRing ring(kDeep);
+  auto reader = ring.Open();
+  std::atomic<bool> stop{false};
+  std::thread writer = Produce(ring, kKeep + 1, stop);
+  // Holding kKeep batches at once needs kKeep slots out of the free ones (plus one for
+  // the writer to fill): the writer must go past its initial depth of 3, never past 8.
+  std::vector<RawBatch> held;
+  for (uint64_t seq = 0; seq < kKeep; ++seq) held.push_back(MustNext(*reader, seq));
+  held.clear();
+  MustNext(*reader, kKeep);
+  REQUIRE(reader->Next().ok());
+  writer.join();
+  CHECK(ring.writer().depth() >= kKeep);
+  CHECK(ring.writer().depth() <= kDeep);
+}
+
+TEST_CASE("the depth grows when the trainer waits although the writer was held back") {
+  constexpr uint32_t kDeep = 8;
+  constexpr uint64_t kBatches = 40;
+  TestRing ring(kDeep);
+  auto reader = ring.Open();
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (uint64_t seq = 0; seq < kBatches; ++seq) {
+      ring::SlotHeader* slot = ring.writer().Acquire(stop);
+      if (slot == nullptr) return;
+      // Every 8th batch takes 25 ms, longer than the 3 ready batches last the trainer:
+      // bursty production (it keeps up on average) that a deeper ring hides.
+      if (seq % 8 == 7) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      ring.Publish(slot, seq);
+    }
+  });
+  for (uint64_t seq = 0; seq < kBatches; ++seq) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    MustNext(*reader, seq);
+    if (seq % kBatchesPerEpoch == kBatchesPerEpoch - 1) REQUIRE(reader->Next().ok());  // epoch over
+  }
+  writer.join();
+  CHECK(ring.writer().depth() > daemon::RingWriter::kInitialDepth);
+}
+
+TEST_CASE("many more batches than slots wrap around the ring intact, with both sides racing") {
+  constexpr uint64_t kBatches = 2000;
+  TestRing ring;
+  auto reader = ring.Open();
+  std::atomic<bool> stop{false};
+  std::thread writer = Produce(ring, kBatches, stop);
   // Keep the previous batch alive while taking the next, so the writer runs one slot
   // behind the release and the reader sometimes waits.
   std::optional<RawBatch> previous;

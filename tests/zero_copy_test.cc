@@ -57,12 +57,24 @@ TEST_CASE("a slot is held while any tensor views it") {
     REQUIRE(second.ok());
     // Keep only a label tensor of the first batch alive; release the second batch.
     torch::Tensor label = ToTorch(std::move(**first)).at("label");
+    const torch::Tensor label_copy = label.clone();
     second->reset();
-    // The next sequence number needs slot 0 again, which `label` still holds.
+    // The writer skips the slot `label` holds: more batches flow through the other one,
+    // and the held tensor never changes under the trainer.
+    for (int i = 0; i < 3; ++i) {
+      auto more = (*reader)->Next();
+      REQUIRE(more.ok());
+      REQUIRE(more->has_value());
+      CHECK(torch::equal(label, label_copy));
+    }
+    // Holding both slots, the next batch is refused, not waited for.
+    auto held = (*reader)->Next();
+    REQUIRE(held.ok());
+    torch::Tensor second_label = ToTorch(std::move(**held)).at("label");
     auto blocked = (*reader)->Next();
     REQUIRE_FALSE(blocked.ok());
     CHECK(blocked.status().code() == StatusCode::kFailedPrecondition);
-    // Dropping the last view hands the slot back; the daemon refills it.
+    // Dropping the last view of a batch hands its slot back; the daemon refills it.
     label = torch::Tensor();
     auto third = (*reader)->Next();
     REQUIRE(third.ok());

@@ -10,7 +10,6 @@
 namespace ember::daemon {
 namespace {
 
-constexpr uint64_t kSlotsOffset = ring::AlignUp(sizeof(ring::RingHeader), ring::kCacheLine);
 constexpr uint64_t kPayloadOffset = ring::AlignUp(sizeof(ring::SlotHeader), ring::kCacheLine);
 
 }  // namespace
@@ -29,19 +28,22 @@ Result<std::unique_ptr<RingWriter>> RingWriter::Create(Env& env, const std::stri
   header->version = ring::kVersion;
   header->slot_count = slot_count;
   header->slot_size = slot_size;
-  header->slots_offset = kSlotsOffset;
+  header->order_offset = ring::OrderOffset();
+  header->slots_offset = ring::SlotsOffsetFor(slot_count);
   header->payload_offset = kPayloadOffset;
   header->total_bytes = total;
   header->batches_per_epoch = batches_per_epoch;
   header->published.store(0);
   header->consumed.store(0);
   header->reader_wait_nanos.store(0);
-  auto* base = static_cast<uint8_t*>(region->data());
-  for (uint32_t i = 0; i < slot_count; ++i) {
-    auto* slot = new (base + kSlotsOffset + uint64_t{i} * slot_size) ring::SlotHeader();
-    slot->state.store(ring::kFree);
-    slot->waiters.store(0);
-  }
+  header->publications.store(0);
+  header->reader_waiters.store(0);
+  header->releases.store(0);
+  header->writer_waiters.store(0);
+  header->reader_stalls.store(0);
+  // The memfd reads as zeros, which is kFree: the slots' pages stay untouched until the
+  // writer first fills them.
+  static_assert(ring::kFree == 0);
   return std::unique_ptr<RingWriter>(new RingWriter(std::move(region), slot_count, slot_size));
 }
 
@@ -50,8 +52,11 @@ RingWriter::RingWriter(std::unique_ptr<SharedMemory> shm, uint32_t slot_count, u
       header_(static_cast<ring::RingHeader*>(shm_->data())),
       slot_count_(slot_count),
       slot_size_(slot_size),
-      slots_offset_(kSlotsOffset),
-      payload_offset_(kPayloadOffset) {}
+      slots_offset_(ring::SlotsOffsetFor(slot_count)),
+      payload_offset_(kPayloadOffset),
+      order_(reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(shm_->data()) +
+                                         ring::OrderOffset())),
+      depth_(std::min(slot_count, kInitialDepth)) {}
 
 ring::SlotHeader* RingWriter::Slot(uint32_t i) const {
   auto* base = static_cast<uint8_t*>(shm_->data());
@@ -63,25 +68,70 @@ uint32_t RingWriter::IndexOf(const ring::SlotHeader* slot) const {
   return static_cast<uint32_t>((reinterpret_cast<const uint8_t*>(slot) - base) / slot_size_);
 }
 
+std::pair<uint32_t, uint32_t> RingWriter::Scan() const {
+  // Slots past the touched ones were never written, so they are free; reading their
+  // headers would fault their pages in.
+  const uint32_t touched = touched_.load(std::memory_order_relaxed);
+  uint32_t lowest_free = touched < slot_count_ ? touched : slot_count_, busy = 0;
+  for (uint32_t i = 0; i < touched; ++i) {
+    if (Slot(i)->state.load(std::memory_order_acquire) != ring::kFree)
+      ++busy;
+    else if (i < lowest_free)
+      lowest_free = i;
+  }
+  return {lowest_free, busy};
+}
+
+ring::SlotHeader* RingWriter::Take(uint32_t index) {
+  if (index + 1 > touched_.load(std::memory_order_relaxed))
+    touched_.store(index + 1, std::memory_order_relaxed);
+  return Slot(index);
+}
+
+void RingWriter::Grow() {
+  const uint32_t depth = depth_.load(std::memory_order_relaxed);
+  if (depth < slot_count_) depth_.store(depth + 1, std::memory_order_relaxed);
+}
+
 ring::SlotHeader* RingWriter::Acquire(const std::atomic<bool>& stop) {
-  ring::SlotHeader* slot = Slot(static_cast<uint32_t>(next_sequence_ % slot_count_));
+  const uint32_t stalls = header_->reader_stalls.load(std::memory_order_relaxed);
+  if (stalls != stalls_seen_) {
+    // The reader waited for a batch since the last Acquire: had the depth held this
+    // writer back in between, a deeper ring would have had the batch ready. Once is not
+    // yet a pattern (a reader starting late drains a full ring and then waits on a
+    // producer that is simply slower): the second such wait grows the depth.
+    if (held_back_ && ++starved_after_held_back_ % 2 == 0) Grow();
+    stalls_seen_ = stalls;
+    held_back_ = false;
+  }
   while (!stop.load(std::memory_order_acquire)) {
-    uint32_t state = slot->state.load(std::memory_order_acquire);
-    if (state == ring::kFree) return slot;
-    ring::WaitWhileState(slot, state, std::chrono::milliseconds(50));
+    const uint32_t releases = header_->releases.load(std::memory_order_acquire);
+    const auto [free_index, busy] = Scan();
+    if (free_index < slot_count_ && busy < depth_.load(std::memory_order_relaxed))
+      return Take(free_index);
+    if (free_index < slot_count_) {
+      held_back_ = true;
+      // The reader sleeps with every published batch taken: the trainer holds all the
+      // slots the depth allows and wants one more.
+      if (header_->reader_waiters.load(std::memory_order_seq_cst) > 0 &&
+          header_->consumed.load(std::memory_order_acquire) >= published()) {
+        Grow();
+        continue;
+      }
+    }
+    ring::WaitForRelease(header_, releases, std::chrono::milliseconds(50));
   }
   return nullptr;
 }
 
 ring::SlotHeader* RingWriter::TryAcquire() {
-  ring::SlotHeader* slot = Slot(static_cast<uint32_t>(next_sequence_ % slot_count_));
-  return slot->state.load(std::memory_order_acquire) == ring::kFree ? slot : nullptr;
+  const uint32_t free_index = Scan().first;
+  return free_index < slot_count_ ? Take(free_index) : nullptr;
 }
 
 void RingWriter::Publish(ring::SlotHeader* slot) {
-  slot->sequence = next_sequence_++;
-  header_->published.fetch_add(1, std::memory_order_relaxed);
-  ring::SetSlotState(slot, ring::kReady);
+  ring::PublishSlot(header_, order_, slot_count_, IndexOf(slot), slot, next_sequence_++,
+                    ring::kReady);
 }
 
 void RingWriter::PublishEnd(ring::SlotHeader* slot, ring::EndStatus status,
@@ -92,16 +142,15 @@ void RingWriter::PublishEnd(ring::SlotHeader* slot, ring::EndStatus status,
   size_t n = std::min(message.size(), ring::kEndMessageBytes - 1);
   std::memcpy(slot->end_message, message.data(), n);
   slot->end_message[n] = '\0';
-  slot->sequence = next_sequence_++;
-  ring::SetSlotState(slot, ring::kEnd);
+  ring::PublishSlot(header_, order_, slot_count_, IndexOf(slot), slot, next_sequence_++,
+                    ring::kEnd);
 }
 
 bool RingWriter::SlotFree(uint32_t i) const {
+  if (i >= touched_.load(std::memory_order_relaxed)) return true;
   return Slot(i)->state.load(std::memory_order_acquire) == ring::kFree;
 }
 
-void RingWriter::Wake() {
-  for (uint32_t i = 0; i < slot_count_; ++i) FutexWakeAll(&Slot(i)->state);
-}
+void RingWriter::Wake() { FutexWakeAll(&header_->releases); }
 
 }  // namespace ember::daemon

@@ -3,8 +3,19 @@
 //
 // Owns the sealed memfd and its mapping; the fd is what the RPC layer hands to the
 // trainer. The trainer maps the ring writable, so the writer keeps its own copy of the
-// geometry and never reads it back from the shared header. Thread-safety: one producer thread calls Acquire/Publish*; stats accessors and
-// Wake() may be called from any thread.
+// geometry and never reads it back from the shared header.
+//
+// Prefetch depth: the writer keeps at most depth() slots out of kFree (being filled,
+// ready, or held by the trainer) and always fills the lowest-numbered free slot, so a
+// ring touches only depth() slots' pages, not slot_count's. The depth starts at
+// kInitialDepth (one batch held by the trainer, one ready, one being filled: enough when
+// production keeps up) and grows by one, up to slot_count, each second time the reader
+// had to wait for a batch although the depth had held the writer back since its
+// previous wait (bursty production), and whenever the reader waits while the trainer
+// holds every slot the depth allows.
+//
+// Thread-safety: one producer thread calls Acquire/TryAcquire/Publish*; stats accessors
+// and Wake() may be called from any thread.
 #ifndef EMBER_DAEMON_RING_RING_WRITER_H_
 #define EMBER_DAEMON_RING_RING_WRITER_H_
 
@@ -12,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/env.h"
 #include "ember/ring_layout.h"
@@ -32,12 +44,15 @@ class RingWriter {
   uint32_t slot_count() const { return slot_count_; }
   uint64_t slot_size() const { return slot_size_; }
 
-  // The slot for the next sequence number, once the reader has freed it. Blocks; returns
-  // nullptr if `stop` becomes true first (checked at least every 50 ms and after Wake()).
+  static constexpr uint32_t kInitialDepth = 3;
+
+  // A free slot for the next batch within the prefetch depth (see above), once there is
+  // one. Blocks; returns nullptr if `stop` becomes true first (checked at least every
+  // 50 ms and after Wake()).
   ring::SlotHeader* Acquire(const std::atomic<bool>& stop);
 
-  // The slot for the next sequence number if the reader has freed it, else nullptr.
-  // Never blocks.
+  // The lowest free slot, whatever the depth (for the end marker), else nullptr. Never
+  // blocks.
   ring::SlotHeader* TryAcquire();
 
   // Index (0..slot_count-1) of a slot returned by Acquire.
@@ -60,6 +75,11 @@ class RingWriter {
   // Wakes a producer sleeping in Acquire (after setting its stop flag).
   void Wake();
 
+  // The prefetch depth now, and how many slots have ever been written (the highest index
+  // taken + 1): the slots whose pages the ring has touched.
+  uint32_t depth() const { return depth_.load(std::memory_order_relaxed); }
+  uint32_t slots_touched() const { return touched_.load(std::memory_order_relaxed); }
+
   uint64_t published() const { return header_->published.load(std::memory_order_relaxed); }
   uint64_t consumed() const { return header_->consumed.load(std::memory_order_relaxed); }
   // The reader's own total of nanoseconds it waited for batches (any value it wrote).
@@ -70,6 +90,10 @@ class RingWriter {
  private:
   RingWriter(std::unique_ptr<SharedMemory> shm, uint32_t slot_count, uint64_t slot_size);
   ring::SlotHeader* Slot(uint32_t i) const;
+  // The lowest free slot's index (slot_count_ if none) and how many are not free.
+  std::pair<uint32_t, uint32_t> Scan() const;
+  ring::SlotHeader* Take(uint32_t index);
+  void Grow();
 
   std::unique_ptr<SharedMemory> shm_;
   ring::RingHeader* header_;
@@ -77,7 +101,13 @@ class RingWriter {
   const uint64_t slot_size_;
   const uint64_t slots_offset_;
   const uint64_t payload_offset_;
+  uint32_t* const order_;  // the order table, in the mapping
   uint64_t next_sequence_ = 0;  // producer thread only
+  std::atomic<uint32_t> depth_;
+  std::atomic<uint32_t> touched_{0};
+  uint32_t stalls_seen_ = 0;  // producer thread only: reader_stalls at the last Acquire
+  bool held_back_ = false;    // producer thread only: the depth held it back since then
+  uint32_t starved_after_held_back_ = 0;  // producer thread only: such waits so far
 };
 
 }  // namespace ember::daemon

@@ -203,6 +203,8 @@ void ToRpc(const StreamStats& st, rpc::StreamStatus::Builder b) {
   b.setBytesPublished(st.bytes_published);
   b.setDecodeErrors(st.decode_errors);
   b.setDataStallSeconds(st.data_stall_seconds);
+  b.setPrefetchDepth(st.prefetch_depth);
+  b.setSlotsTouched(st.slots_touched);
 }
 
 void ToRpc(const PendingSegment& segment, rpc::PendingSegment::Builder b) {

@@ -134,7 +134,7 @@ void Stream::Run() {
   filling_.store(false);  // also when the batch in progress failed
   LogSkipsHeldBack(skip_log_.TakeHeldBack());
   ring::SlotHeader* slot = stop_.load() ? nullptr : ring_->Acquire(stop_);
-  if (slot != nullptr && CommitConsumed(ring_->IndexOf(slot)).ok()) {
+  if (slot != nullptr && CommitConsumed().ok()) {
     if (status.ok()) {
       ring_->PublishEnd(slot, ring::kEndComplete, "");
       spdlog::info("stream {} (job '{}' rank {}): all epochs delivered", id_, params_.job,
@@ -170,7 +170,7 @@ Status Stream::Produce() {
         while (!stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         return Cancelled("stream closed");
       }
-      EMBER_RETURN_IF_ERROR(CommitConsumed(ring_->IndexOf(slot)));
+      EMBER_RETURN_IF_ERROR(CommitConsumed());
       BatchLease lease;
       if (ahead) {
         lease = std::move(*ahead);
@@ -322,13 +322,15 @@ Result<BatchLease> Stream::NextLease(uint64_t epoch) {
   return lease;
 }
 
-Status Stream::CommitConsumed(uint32_t index) {
+Status Stream::CommitConsumed() {
   std::lock_guard<std::mutex> lock(ledger_mu_);
   if (left_job_) return Cancelled("stream closed");
-  std::optional<BatchLease>& consumed = in_slot_[index];
-  if (consumed) {
-    (void)ledger_.Commit(params_.job, params_.rank, consumed->epoch, consumed->batch);
-    consumed.reset();
+  for (uint32_t i = 0; i < in_slot_.size(); ++i) {
+    std::optional<BatchLease>& consumed = in_slot_[i];
+    if (consumed && ring_->SlotFree(i)) {
+      (void)ledger_.Commit(params_.job, params_.rank, consumed->epoch, consumed->batch);
+      consumed.reset();
+    }
   }
   return Status::Ok();
 }
@@ -352,6 +354,8 @@ StreamStats Stream::Stats() const {
   stats.batches_published = ring_->published();
   stats.batches_consumed = ring_->consumed();
   stats.slot_count = ring_->slot_count();
+  stats.prefetch_depth = ring_->depth();
+  stats.slots_touched = ring_->slots_touched();
   const uint64_t unread = stats.batches_published > stats.batches_consumed
                               ? stats.batches_published - stats.batches_consumed
                               : 0;

@@ -69,6 +69,8 @@ struct StreamStats {
   double samples_per_second = 0;  // over the last few seconds of publishing
   double ring_fill = 0;
   uint32_t slot_count = 0;
+  uint32_t prefetch_depth = 0;  // slots the producer may keep out of the reader's free ones
+  uint32_t slots_touched = 0;   // slots ever written: the ring's memory in use
   uint64_t samples_skipped = 0;  // corrupt samples dropped under on_error: skip
   // Counters over the stream's life (they only grow): samples and payload bytes in the
   // batches published, samples that failed to read or decode (the skipped ones, and
@@ -151,9 +153,8 @@ class Stream {
   Result<uint64_t> Fill(ring::SlotHeader* slot, const BatchLease& lease, const Source& source);
   // This rank's next batch of `epoch` from the ledger; kCancelled once stopped.
   Result<BatchLease> NextLease(uint64_t epoch);
-  // The producer got slot `index` back from the reader: commits the batch it held, if
-  // any. kCancelled once stopped.
-  Status CommitConsumed(uint32_t index);
+  // Commits the batches whose slots the reader has handed back. kCancelled once stopped.
+  Status CommitConsumed();
   // Publishes the filled slot of `rows` samples and records that it holds `lease`;
   // kCancelled once stopped (the batch is not published).
   Status Publish(ring::SlotHeader* slot, BatchLease lease, uint64_t rows);

@@ -315,6 +315,8 @@ Result<DaemonStatus> Client::GetStatus() {
         stream.samples_per_second = x.getSamplesPerSecond();
         stream.ring_fill = x.getRingFill();
         stream.slot_count = x.getSlotCount();
+        stream.prefetch_depth = x.getPrefetchDepth();
+        stream.slots_touched = x.getSlotsTouched();
         stream.samples_skipped = x.getSamplesSkipped();
         stream.samples_published = x.getSamplesPublished();
         stream.bytes_published = x.getBytesPublished();

@@ -59,7 +59,8 @@ class TestRing {
     header->version = ring::kVersion;
     header->slot_count = slots;
     header->slot_size = slot_size_;
-    header->slots_offset = ring::AlignUp(sizeof(ring::RingHeader), ring::kCacheLine);
+    header->order_offset = ring::OrderOffset();
+    header->slots_offset = ring::SlotsOffsetFor(slots);
     header->payload_offset = ring::AlignUp(sizeof(ring::SlotHeader), ring::kCacheLine);
     header->total_bytes = bytes_;
     header->batches_per_epoch = batches_per_epoch;
@@ -83,7 +84,6 @@ class TestRing {
     if (!WaitFree(slot)) return false;
     slot->num_tensors = 2;
     slot->num_samples = static_cast<uint32_t>(rows_);
-    slot->sequence = seq;
     slot->epoch = seq / batches_per_epoch_;
     slot->index_in_epoch = seq % batches_per_epoch_;
     slot->last_in_epoch = slot->index_in_epoch + 1 == batches_per_epoch_ ? 1 : 0;
@@ -95,7 +95,7 @@ class TestRing {
     for (uint64_t i = 0; i < image_bytes_; ++i) image[i] = ImageByte(seq, i);
     auto* label = reinterpret_cast<int64_t*>(image + label_offset_);
     for (int64_t r = 0; r < rows_; ++r) label[r] = Label(seq, r);
-    ring::SetSlotState(slot, ring::kReady);
+    ring::PublishSlot(Header(), Order(), slots_, seq % slots_, slot, seq, ring::kReady);
     return true;
   }
 
@@ -103,7 +103,7 @@ class TestRing {
     ring::SlotHeader* slot = Slot(seq);
     if (!WaitFree(slot)) return false;
     slot->end_status = ring::kEndComplete;
-    ring::SetSlotState(slot, ring::kEnd);
+    ring::PublishSlot(Header(), Order(), slots_, seq % slots_, slot, seq, ring::kEnd);
     return true;
   }
 
@@ -146,12 +146,15 @@ class TestRing {
     d.nbytes = nbytes;
   }
 
-  static bool WaitFree(ring::SlotHeader* slot) {
+  ring::RingHeader* Header() const { return reinterpret_cast<ring::RingHeader*>(base_); }
+  uint32_t* Order() const { return reinterpret_cast<uint32_t*>(base_ + ring::OrderOffset()); }
+
+  // The test's writer fills slot seq % slots (the protocol allows any free slot).
+  bool WaitFree(ring::SlotHeader* slot) const {
     const auto deadline = Clock::now() + std::chrono::seconds(10);
-    uint32_t state = slot->state.load(std::memory_order_acquire);
-    while (state != ring::kFree) {
+    while (slot->state.load(std::memory_order_acquire) != ring::kFree) {
       if (Clock::now() > deadline) return false;
-      state = ring::WaitWhileState(slot, state, std::chrono::milliseconds(10));
+      ring::WaitForRelease(Header(), Header()->releases.load(), std::chrono::milliseconds(10));
     }
     return true;
   }

@@ -18,23 +18,31 @@
 namespace ember {
 
 // Unmaps the ring when the reader and every batch viewing it are gone.
+// Counts the slots handed back, so that the reader knows how many its batches hold
+// without trusting the shared header.
 class RingMapping {
  public:
   RingMapping(void* base, size_t size) : base_(base), size_(size) {}
   ~RingMapping() { munmap(base_, size_); }
   void* base() const { return base_; }
   size_t size() const { return size_; }
+  ring::RingHeader* header() const { return static_cast<ring::RingHeader*>(base_); }
+  std::atomic<uint64_t>& released() { return released_; }
 
  private:
   void* base_;
   size_t size_;
+  std::atomic<uint64_t> released_{0};
 };
 
 class SlotHandle {
  public:
   SlotHandle(std::shared_ptr<RingMapping> mapping, ring::SlotHeader* slot)
       : mapping_(std::move(mapping)), slot_(slot) {}
-  ~SlotHandle() { ring::SetSlotState(slot_, ring::kFree); }
+  ~SlotHandle() {
+    mapping_->released().fetch_add(1, std::memory_order_relaxed);
+    ring::ReleaseSlot(mapping_->header(), slot_);
+  }
   SlotHandle(const SlotHandle&) = delete;
   SlotHandle& operator=(const SlotHandle&) = delete;
 
@@ -61,6 +69,7 @@ struct Geometry {
   uint64_t slot_size = 0;
   uint64_t slots_offset = 0;
   uint64_t payload_offset = 0;
+  uint64_t order_offset = 0;
 };
 
 Status BadHeader(const std::string& field, const std::string& what) {
@@ -70,7 +79,8 @@ Status BadHeader(const std::string& field, const std::string& what) {
 // The header's plain fields, each read once from the shared mapping (the writer may
 // change them between two reads).
 struct HeaderFields {
-  uint64_t magic, slot_size, slots_offset, payload_offset, total_bytes, batches_per_epoch;
+  uint64_t magic, slot_size, slots_offset, payload_offset, total_bytes, batches_per_epoch,
+      order_offset;
   uint32_t version, slot_count;
 };
 
@@ -84,6 +94,7 @@ HeaderFields ReadHeader(const ring::RingHeader& header) {
   f.payload_offset = header.payload_offset;
   f.total_bytes = header.total_bytes;
   f.batches_per_epoch = header.batches_per_epoch;
+  f.order_offset = header.order_offset;
   return f;
 }
 
@@ -134,11 +145,21 @@ Result<Geometry> CheckHeader(const HeaderFields& h, uint64_t size, const StreamI
                                        to_string(h.slot_size) + " from slots_offset " +
                                        to_string(h.slots_offset) + " do not fit the mapping's " +
                                        to_string(size) + " bytes");
+  if (h.order_offset < sizeof(ring::RingHeader) || h.order_offset % sizeof(uint32_t) != 0 ||
+      h.order_offset > h.slots_offset ||
+      uint64_t{h.slot_count} > (h.slots_offset - h.order_offset) / sizeof(uint32_t))
+    return BadHeader("order_offset", "is " + to_string(h.order_offset) + ": the order table of " +
+                                         to_string(h.slot_count) +
+                                         " slot indexes does not fit between the " +
+                                         to_string(sizeof(ring::RingHeader)) +
+                                         "-byte ring header and slots_offset " +
+                                         to_string(h.slots_offset));
   Geometry g;
   g.slot_count = h.slot_count;
   g.slot_size = h.slot_size;
   g.slots_offset = h.slots_offset;
   g.payload_offset = h.payload_offset;
+  g.order_offset = h.order_offset;
   return g;
 }
 
@@ -148,7 +169,9 @@ class RingReader final : public StreamReader {
              const StreamInfo& info, std::function<bool()> alive,
              std::shared_ptr<void> stream_handle)
       : mapping_(std::move(mapping)),
-        header_(static_cast<ring::RingHeader*>(mapping_->base())),
+        header_(mapping_->header()),
+        order_(reinterpret_cast<const uint32_t*>(static_cast<uint8_t*>(mapping_->base()) +
+                                                 geometry.order_offset)),
         geometry_(geometry),
         info_(info),
         alive_(std::move(alive)),
@@ -167,33 +190,48 @@ class RingReader final : public StreamReader {
       epoch_over_ = false;
       return std::optional<RawBatch>();
     }
-    ring::SlotHeader* slot = Slot(next_sequence_ % geometry_.slot_count);
     const auto wait_start = Clock::now();
-    uint32_t state = slot->state.load(std::memory_order_acquire);
-    while (state != ring::kReady && state != ring::kEnd) {
-      if (state == ring::kReading) {
+    bool stalled = false;
+    uint32_t publications = header_->publications.load(std::memory_order_acquire);
+    // Until the writer has counted batch next_sequence_ as published.
+    while (static_cast<int32_t>(publications - static_cast<uint32_t>(next_sequence_)) <= 0) {
+      if (held() >= geometry_.slot_count) {
         if (!alive_()) return Lost(wait_start);
         return FailedPrecondition(
             "all " + std::to_string(geometry_.slot_count) +
             " ring slots are held by live batches; release older batches before taking more "
             "(or open the stream with more slots)");
       }
-      if (state != ring::kFree) {
-        AddWait(wait_start);
-        return Fail(BadSlot("state", "is " + std::to_string(state) + ", not a slot state"));
+      if (!stalled) {
+        stalled = true;
+        header_->reader_stalls.fetch_add(1, std::memory_order_relaxed);
       }
-      state = ring::WaitWhileState(slot, state, std::chrono::milliseconds(100));
-      if (state == ring::kFree && !alive_()) return Lost(wait_start);
-      if (state == ring::kFree && check) {
-        Status checked = check();
-        if (!checked.ok()) {
-          AddWait(wait_start);
-          return checked;
+      const uint32_t seen =
+          ring::WaitForPublication(header_, publications, std::chrono::milliseconds(100));
+      if (seen == publications) {
+        if (!alive_()) return Lost(wait_start);
+        if (check) {
+          Status checked = check();
+          if (!checked.ok()) {
+            AddWait(wait_start);
+            return checked;
+          }
         }
       }
+      publications = seen;
     }
     AddWait(wait_start);
+    slot_index_ = order_[next_sequence_ % geometry_.slot_count];
+    if (slot_index_ >= geometry_.slot_count)
+      return Fail(DataLoss("ring order[" + std::to_string(next_sequence_ % geometry_.slot_count) +
+                           "] (batch " + std::to_string(next_sequence_) + ") is slot " +
+                           std::to_string(slot_index_) + ", not one of the " +
+                           std::to_string(geometry_.slot_count)));
+    ring::SlotHeader* slot = Slot(slot_index_);
+    const uint32_t state = slot->state.load(std::memory_order_acquire);
     if (state == ring::kEnd) return End(slot);
+    if (state != ring::kReady)
+      return Fail(BadSlot("state", "is " + std::to_string(state) + ", not a published slot's"));
     auto batch = Take(slot);
     if (!batch.ok()) return Fail(batch.status());
     return std::optional<RawBatch>(std::move(batch).value());
@@ -221,9 +259,14 @@ class RingReader final : public StreamReader {
                                      std::memory_order_relaxed);
   }
 
+  // Batches taken and not handed back yet.
+  uint64_t held() const {
+    return batches_read_ - mapping_->released().load(std::memory_order_relaxed);
+  }
+
   // kDataLoss naming a field of the slot that holds sequence number next_sequence_.
   Status BadSlot(const std::string& field, const std::string& what) const {
-    return DataLoss("ring slot " + std::to_string(next_sequence_ % geometry_.slot_count) +
+    return DataLoss("ring slot " + std::to_string(slot_index_) +
                     " (batch " + std::to_string(next_sequence_) + "): " + field + " " + what);
   }
 
@@ -331,11 +374,13 @@ class RingReader final : public StreamReader {
 
   std::shared_ptr<RingMapping> mapping_;
   ring::RingHeader* header_;
+  const uint32_t* const order_;
   const Geometry geometry_;
   StreamInfo info_;
   std::function<bool()> alive_;
   std::shared_ptr<void> stream_handle_;
   uint64_t next_sequence_ = 0;
+  uint32_t slot_index_ = 0;  // the slot of batch next_sequence_, once published
   uint64_t batches_read_ = 0;
   bool epoch_over_ = false;
   bool ended_ = false;

@@ -1,6 +1,7 @@
 // Fuzzes the SDK's ring-header and slot validation: the input becomes a ring (a memfd)
 // that OpenRingReader maps and checks, then Next() takes its batches until it would
-// wait, and every tensor byte it hands out is read. Input: a flags byte, then the ring's
+// wait, and every tensor byte it hands out is read (the order table and the
+// publication count come from the input too). Input: a flags byte, then the ring's
 // bytes, padded with zeros to whole pages (so a read past the mapping faults).
 //   flags bit 0 clear: StreamInfo is what the header says (slot_count, slot_size,
 //     batches_per_epoch), as emberd would announce; set: it is read from the input
@@ -39,14 +40,11 @@ uint32_t Touch(const RawBatch& batch) {
   return sum;
 }
 
-// The state of the slot the reader takes next (Next() would wait on a free one).
-uint32_t NextState(const StreamReader& reader) {
-  const auto* base = static_cast<const uint8_t*>(reader.ring_base());
-  const auto* header = reinterpret_cast<const ring::RingHeader*>(base);
-  const uint64_t slot = reader.batches_read() % header->slot_count;
-  const auto* slot_header = reinterpret_cast<const ring::SlotHeader*>(
-      base + header->slots_offset + slot * header->slot_size);
-  return slot_header->state.load(std::memory_order_acquire);
+// True if the ring counts no publication past the batches read (Next() would wait).
+bool NothingPublished(const StreamReader& reader) {
+  const auto* header = static_cast<const ring::RingHeader*>(reader.ring_base());
+  const uint32_t publications = header->publications.load(std::memory_order_acquire);
+  return static_cast<int32_t>(publications - static_cast<uint32_t>(reader.batches_read())) <= 0;
 }
 
 }  // namespace
@@ -86,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!reader.ok()) return 0;
   std::vector<RawBatch> held;
   for (uint32_t i = 0; i < 2 * info.slot_count + 4 && !(*reader)->ended(); ++i) {
-    if (NextState(**reader) == ring::kFree) break;
+    if (NothingPublished(**reader)) break;
     Result<std::optional<RawBatch>> batch = (*reader)->Next();
     if (!batch.ok() || !batch->has_value()) continue;
     (void)Touch(**batch);

@@ -66,10 +66,11 @@ int Status(Client& client) {
   std::printf("\nstreams (%zu)\n", st->streams.size());
   for (const auto& s : st->streams)
     std::printf("#%-4" PRIu64 " job %-24s rank %u/%u epoch %" PRIu64 "  %10.0f samples/s  ring fill "
-                "%3.0f%% of %u slots  published %" PRIu64 " consumed %" PRIu64 " skipped %" PRIu64 "\n",
+                "%3.0f%% of %u slots (depth %u, %u touched)  published %" PRIu64 " consumed %" PRIu64
+                " skipped %" PRIu64 "\n",
                 s.stream_id, s.job.c_str(), s.rank, s.world_size, s.epoch, s.samples_per_second,
-                s.ring_fill * 100, s.slot_count, s.batches_published, s.batches_consumed,
-                s.samples_skipped);
+                s.ring_fill * 100, s.slot_count, s.prefetch_depth, s.slots_touched,
+                s.batches_published, s.batches_consumed, s.samples_skipped);
   if (!st->pending_segments.empty()) {
     // A rendezvous in progress, or one stuck on the ranks listed (segments are dropped
     // 10 minutes after they were created).

@@ -3,20 +3,29 @@
 // crosses the shared memory.
 //
 // Glossary
-//   ring    one shared-memory region (a sealed memfd): a RingHeader, then slot_count slots.
+//   ring    one shared-memory region (a sealed memfd): a RingHeader, the order table
+//           (slot_count uint32 slot indexes), then slot_count slots.
 //   slot    slot_size bytes: a SlotHeader, then the batch payload at payload_offset.
 //   batch   up to kMaxTensors tensors laid out in the slot's payload (descriptors in the
 //           SlotHeader, offsets relative to the start of the slot, 64-byte aligned).
 //
-// Protocol (single producer, single consumer, both in sequence order):
-//   The writer fills slot (seq % slot_count) only when its state is kFree, then publishes
-//   it by storing kReady (release). The reader takes slot (seq % slot_count) when it
-//   sees kReady (acquire), marks it kReading, and stores kFree (release) when the last
-//   tensor viewing it is released; slots may be released out of order. The final slot of
-//   a stream is published with state kEnd (no payload; end_status says why).
-//   A side that finds nothing to do sleeps on the slot's `state` word with a shared
-//   futex after incrementing `waiters`; the other side calls FUTEX_WAKE only when it sees
-//   waiters > 0. So the fast path has no syscall.
+// Protocol (single producer, single consumer, batches in sequence order):
+//   The writer fills any slot whose state is kFree (the lowest-numbered one, so that a
+//   ring whose reader keeps up touches only the first few slots' pages), records the
+//   slot's index in order[seq % slot_count], publishes the slot by storing kReady
+//   (release) and then counts it in `publications` (release), waking a sleeping reader.
+//   The reader takes batch seq from slot order[seq % slot_count] once `publications`
+//   is past seq, marks it kReading, and stores kFree (release) when the last tensor
+//   viewing it is released (slots may be released out of order), then counts it in
+//   `releases`, waking a sleeping writer. The final slot of a stream is published with
+//   state kEnd (no payload; end_status says why).
+//   The writer keeps at most its prefetch depth of slots out of kFree (filling, ready
+//   or held); the depth starts small and grows only when the reader had to wait while
+//   the depth held the writer back. So the ring's pages stay untouched beyond what
+//   hides production latency.
+//   A side that finds nothing to do sleeps on the other side's counter with a shared
+//   futex after incrementing its own `*_waiters`; the other side calls FUTEX_WAKE only
+//   when it sees waiters > 0. So the fast path has no syscall.
 //   Both sides treat the ring as hostile input: indexes, offsets and sizes are checked
 //   against the geometry in RingHeader before use.
 #ifndef EMBER_RING_LAYOUT_H_
@@ -30,7 +39,7 @@
 namespace ember::ring {
 
 inline constexpr uint64_t kMagic = 0x31474e4952424d45ull;  // "EMBRING1", little-endian
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxTensors = 4;
 inline constexpr uint32_t kMaxDims = 6;
@@ -88,7 +97,7 @@ struct TensorDesc {
 
 struct alignas(kCacheLine) SlotHeader {
   std::atomic<uint32_t> state;    // a SlotState; futex word
-  std::atomic<uint32_t> waiters;  // sleepers on `state`
+  uint32_t reserved;
   uint32_t num_tensors;
   uint32_t num_samples;           // rows in this batch (the last batches may be smaller)
   uint64_t sequence;              // 0, 1, 2, ... over the life of the stream
@@ -111,13 +120,20 @@ struct alignas(kCacheLine) RingHeader {
   uint64_t payload_offset;  // from the start of a slot to its payload
   uint64_t total_bytes;     // size of the whole mapping
   uint64_t batches_per_epoch;  // per rank
-  // Written by the writer only, read by anyone (status, tests).
+  uint64_t order_offset;    // from the start of the ring to order[0] (uint32 each)
+  // Written by the writer (the reader only adds to reader_waiters).
   alignas(kCacheLine) std::atomic<uint64_t> published;  // batches published so far
-  // Written by the reader only.
+  std::atomic<uint32_t> publications;    // futex word: slots published (batches and the
+                                         // end marker), modulo 2^32
+  std::atomic<uint32_t> reader_waiters;  // readers asleep on `publications`
+  // Written by the reader (the writer only adds to writer_waiters).
   alignas(kCacheLine) std::atomic<uint64_t> consumed;   // batches taken so far
   // Nanoseconds the reader waited for a batch that was not ready yet (the trainer's data
   // stall), in total; the daemon reports it as it is (the reader's own account).
   std::atomic<uint64_t> reader_wait_nanos;
+  std::atomic<uint32_t> releases;        // futex word: slots handed back, modulo 2^32
+  std::atomic<uint32_t> writer_waiters;  // writers asleep on `releases`
+  std::atomic<uint32_t> reader_stalls;   // times the reader found its batch not ready
 };
 
 static_assert(std::is_standard_layout_v<SlotHeader>);
@@ -131,6 +147,7 @@ static_assert(sizeof(RingHeader) == 3 * kCacheLine);
 static_assert(offsetof(RingHeader, published) == kCacheLine);
 static_assert(offsetof(RingHeader, consumed) == 2 * kCacheLine);
 static_assert(offsetof(RingHeader, reader_wait_nanos) == 2 * kCacheLine + 8);
+static_assert(offsetof(RingHeader, order_offset) == 56);
 
 constexpr uint64_t AlignUp(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
 
@@ -140,8 +157,14 @@ constexpr uint64_t SlotSizeFor(uint64_t payload_bytes) {
   return AlignUp(sizeof(SlotHeader), kCacheLine) + AlignUp(payload_bytes, kCacheLine);
 }
 
+// Where the order table starts and where slot 0 starts, for `slot_count` slots.
+constexpr uint64_t OrderOffset() { return AlignUp(sizeof(RingHeader), kCacheLine); }
+constexpr uint64_t SlotsOffsetFor(uint32_t slot_count) {
+  return AlignUp(OrderOffset() + uint64_t{slot_count} * sizeof(uint32_t), kCacheLine);
+}
+
 constexpr uint64_t RingBytesFor(uint32_t slot_count, uint64_t slot_size) {
-  return AlignUp(sizeof(RingHeader), kCacheLine) + uint64_t{slot_count} * slot_size;
+  return SlotsOffsetFor(slot_count) + uint64_t{slot_count} * slot_size;
 }
 
 }  // namespace ember::ring

@@ -1,6 +1,7 @@
-// Sleeping and waking on ring words shared between processes (Linux futexes on the
-// shared mapping, so not FUTEX_PRIVATE). Used by both the daemon's writer and the SDK's
-// reader; see ring_layout.h for the protocol.
+// The ring protocol's steps that touch shared words (see ring_layout.h): publishing and
+// releasing a slot, and sleeping on the other side's counter (Linux futexes on the
+// shared mapping, so not FUTEX_PRIVATE). Used by the daemon's writer and the SDK's
+// reader, so both speak the protocol through the same code.
 #ifndef EMBER_RING_SYNC_H_
 #define EMBER_RING_SYNC_H_
 
@@ -12,12 +13,28 @@
 
 namespace ember::ring {
 
-// Stores `state` into the slot (release) and wakes the other side if it sleeps.
-void SetSlotState(SlotHeader* slot, SlotState state);
+// Writer: publishes `slot` (index `index` of `slot_count`, its header and payload
+// filled) as batch `sequence`: records it in `order`, the ring's order table, stores
+// `state` (kReady or kEnd) with release, then counts the publication and wakes a
+// sleeping reader. The geometry comes from the writer, never from the shared header.
+void PublishSlot(RingHeader* header, uint32_t* order, uint32_t slot_count, uint32_t index,
+                 SlotHeader* slot, uint64_t sequence, SlotState state);
 
-// Waits until the slot's state is not `from`, sleeping at most `timeout` per sleep and
-// returning the state seen (which may still be `from` after `timeout`).
-uint32_t WaitWhileState(SlotHeader* slot, uint32_t from, std::chrono::milliseconds timeout);
+// Reader: hands `slot` back to the writer (kFree, release), counts the release and wakes
+// a sleeping writer.
+void ReleaseSlot(RingHeader* header, SlotHeader* slot);
+
+// Reader: sleeps while header->publications == `from`, at most `timeout`, and returns
+// the count seen (which may still be `from`). Spins briefly first; before sleeping it
+// wakes the writer, which may be held back by its depth with the reader now starved.
+uint32_t WaitForPublication(RingHeader* header, uint32_t from, std::chrono::milliseconds timeout);
+
+// Writer: sleeps while header->releases == `from`, at most `timeout`; returns the count
+// seen.
+uint32_t WaitForRelease(RingHeader* header, uint32_t from, std::chrono::milliseconds timeout);
+
+// Wakes a writer sleeping in WaitForRelease (it re-checks; nothing changes).
+void WakeWriter(RingHeader* header);
 
 }  // namespace ember::ring
 

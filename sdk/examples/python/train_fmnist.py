@@ -58,12 +58,12 @@ def inputs(batch):
     return x, batch["label"].long().reshape(-1)
 
 
-def test_accuracy(model, dataset, job):
+def test_accuracy(model, dataset, job, batch_size):
     """The share of `dataset` the model classifies correctly; each rank scores its part."""
     model.eval()
     counts = torch.zeros(2, dtype=torch.int64)  # correct, total
     with torch.no_grad():
-        for batch in ember.Loader(dataset, 1000, epochs=1, shuffle=False, job=job + ".eval"):
+        for batch in ember.Loader(dataset, batch_size, epochs=1, shuffle=False, job=job + ".eval"):
             x, y = inputs(batch)
             counts += torch.stack([model(x).argmax(1).eq(y).sum(), torch.tensor(len(y))])
     dist.all_reduce(counts)
@@ -136,7 +136,7 @@ def main():
                   f"loader_wait_seconds={stall:.3f}", flush=True)
     train_seconds = time.perf_counter() - start
 
-    accuracy = test_accuracy(net, args.test_dataset, loader.job)
+    accuracy = test_accuracy(net, args.test_dataset, loader.job, args.batch_size)
     if rank == 0:
         print(f"result: test_accuracy={accuracy:.4f} train_seconds={train_seconds:.2f} "
               f"ranks={dist.get_world_size()}", flush=True)

@@ -97,6 +97,8 @@ struct StreamStatus {
   double samples_per_second = 0;
   double ring_fill = 0;  // fraction of slots holding unread batches
   uint32_t slot_count = 0;
+  uint32_t prefetch_depth = 0;  // slots emberd may fill ahead (it grows when the trainer waits)
+  uint32_t slots_touched = 0;   // slots ever written: the ring memory in use
   uint64_t samples_skipped = 0;  // corrupt samples dropped (dataset on_error: skip)
   // Over the stream's life: samples and payload bytes published, samples that failed to
   // read or decode, seconds the trainer waited for a batch not ready (data stall).

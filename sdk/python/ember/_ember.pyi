@@ -35,6 +35,8 @@ class StreamStatus:
     samples_per_second: float
     ring_fill: float
     slot_count: int
+    prefetch_depth: int
+    slots_touched: int
     samples_skipped: int
     samples_published: int
     bytes_published: int

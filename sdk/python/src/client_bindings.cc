@@ -69,6 +69,8 @@ void BindRecords(py::module_& m) {
       .def_readonly("samples_per_second", &StreamStatus::samples_per_second)
       .def_readonly("ring_fill", &StreamStatus::ring_fill)
       .def_readonly("slot_count", &StreamStatus::slot_count)
+      .def_readonly("prefetch_depth", &StreamStatus::prefetch_depth)
+      .def_readonly("slots_touched", &StreamStatus::slots_touched)
       .def_readonly("samples_skipped", &StreamStatus::samples_skipped)
       .def_readonly("samples_published", &StreamStatus::samples_published)
       .def_readonly("bytes_published", &StreamStatus::bytes_published)
