@@ -13,11 +13,12 @@ Per (format, N) it measures
   - samples_per_s and ns_per_sample: loader_bench's rate over --seconds after 1 s of
     warm-up (1 rank, batch 64, --touch unless --no-touch), with the peak PSS and CPU
     seconds of reader + daemon (bench/measure.py);
-  - the file-system syscalls emberd makes (strace -f --seccomp-bpf on emberd from its
-    start: every syscall taking a path (strace's %file: openat, stat, newfstatat, statx,
-    access, readlink, ...) and getdents/getdents64) during registration, during the whole
-    stream, and during the second epoch: the last must be 0, or at least not grow with N
-    (no directory walk per epoch);
+  - the file-system syscalls emberd makes (`perf record` of the syscalls:sys_enter_*
+    tracepoints of TRACED: open*, stat*, access*, readlink*, getdents*; in the kernel,
+    no ptrace, so no cost to the daemon) during `emberctl status` (a positive control:
+    emberd lists /proc/self/fd for it), registration, the whole two-epoch stream, and
+    the second epoch: the last must be 0, or at least not grow with N (no directory walk
+    per epoch);
   - the dataset on disk (data and index bytes) and the catalog entry's size.
 
 Datasets are generated once into the cache directory (--keep) and reused:
@@ -32,7 +33,7 @@ Datasets are generated once into the cache directory (--keep) and reused:
              load does not scan the file.
 
   bench/datasets_scale.py [--sizes 10000,100000,1000000] [--formats packed,tokens]
-      [--seconds 5] [--keep DIR] [--json FILE] [--no-touch] [--no-strace]
+      [--seconds 5] [--keep DIR] [--json FILE] [--no-touch] [--no-trace]
 
 Prints one `result: {json}` line per (format, N), then a markdown table; --json FILE
 appends the records with bench/json_lines.py's head. Run from the repository root after
@@ -66,7 +67,9 @@ VOCAB = 50257
 BATCH = 64
 PACKED_PIPELINE = "steps:\n  - resize: {size: [32, 32]}\noutput: {dtype: uint8, layout: CHW}\n"
 TOKENS_PIPELINE = f"tokens:\n  seq_len: {SEQ_LEN}\n  dtype: uint16\n"
-TRACED = "%file,getdents,getdents64"
+# The syscalls that find or open files by path, and read directories.
+TRACED = ("open", "openat", "openat2", "getdents", "getdents64", "newstat", "newlstat",
+          "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat")
 MIB = 1 << 20
 
 
@@ -134,9 +137,13 @@ def make_packed(cache, n, pool_box):
     subprocess.run([EMBERCTL, "pack", src, out, "--align", "64", "--quiet"], check=True,
                    stdout=subprocess.DEVNULL)
     pack_s = time.monotonic() - start
-    shutil.rmtree(src)
-    gen = {"write_files_s": round(write_s, 2), "pack_s": round(pack_s, 2)}
-    log(f"packed-{n}: wrote {n} files in {write_s:.1f} s, packed in {pack_s:.1f} s")
+    start = time.monotonic()
+    subprocess.run(["rm", "-rf", "--", src], check=True)
+    remove_s = time.monotonic() - start
+    gen = {"write_files_s": round(write_s, 2), "pack_s": round(pack_s, 2),
+           "remove_files_s": round(remove_s, 2)}
+    log(f"packed-{n}: wrote {n} files in {write_s:.1f} s, packed in {pack_s:.1f} s, "
+        f"removed the files in {remove_s:.1f} s")
     with open(meta, "w") as f:
         json.dump(gen, f)
     return gen
@@ -207,22 +214,21 @@ def proc_cpu_s(pid):
 
 
 class Daemon:
-    """A private emberd (socket and state in a temporary directory), under strace unless
-    trace is off; like tools/lib/emberd.sh's emberd_start."""
+    """A private emberd (socket and state in a temporary directory, as tools/lib/emberd.sh's
+    emberd_start), and, if `trace`, `perf record` of its file-system syscalls (TRACED)
+    from just after it answers."""
 
     def __init__(self, trace):
         self.dir = tempfile.mkdtemp(prefix="ember-ds.")
         self.socket = os.path.join(self.dir, "emberd.sock")
-        self.trace_path = os.path.join(self.dir, "strace.log") if trace else None
         command = [EMBERD, "--socket", self.socket, "--state-dir",
                    os.path.join(self.dir, "state"), "--log-level", "warn"]
-        if trace:
-            command = ["strace", "-f", "--seccomp-bpf", "-ttt", "-e", f"trace={TRACED}",
-                       "-o", self.trace_path] + command
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
         self.log = open(os.path.join(self.dir, "emberd.log"), "wb")
         self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env)
+        self.pid = self.proc.pid
+        self.perf = None
         deadline = time.monotonic() + 30
         while subprocess.run(self.ctl("status"), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL).returncode != 0:
@@ -230,38 +236,52 @@ class Daemon:
                 self.stop()
                 raise RuntimeError(f"emberd did not start; see {self.dir}/emberd.log")
             time.sleep(0.1)
-        self.pid = self.proc.pid
         if trace:
-            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
-                self.pid = int(f.read().split()[0])
+            self.perf_data = os.path.join(self.dir, "syscalls.perf")
+            events = [a for e in TRACED for a in ("-e", f"syscalls:sys_enter_{e}")]
+            self.perf = subprocess.Popen(
+                ["perf", "record", "-q", "-k", "monotonic", *events, "-p", str(self.pid),
+                 "-o", self.perf_data], stdout=subprocess.DEVNULL,
+                stderr=open(os.path.join(self.dir, "perf.log"), "wb"))
+            time.sleep(1)  # perf attaches to every thread
+            if self.perf.poll() is not None:
+                raise RuntimeError(f"perf record failed: see {self.dir}/perf.log")
 
     def ctl(self, *args):
         return [EMBERCTL, "--socket", self.socket, *args]
 
     def stop(self):
         if self.proc.poll() is None:
-            os.kill(getattr(self, "pid", self.proc.pid), 15)
+            self.proc.terminate()
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.perf is not None and self.perf.poll() is None:
+            self.perf.send_signal(2)  # it also ends on its own when emberd has exited
+        if self.perf is not None:
+            self.perf.wait(timeout=60)
         self.log.close()
 
-    def syscalls(self, since, until):
-        """{syscall: count} of the traced syscalls made by emberd in [since, until] (unix
-        seconds)."""
-        counts = {}
-        if not self.trace_path:
+    def syscalls(self, windows):
+        """After stop(): {window name: {syscall: count}} of the traced syscalls emberd made
+        in each window of `windows` ({name: (from, to)}, unix seconds); None without trace."""
+        if self.perf is None:
             return None
-        line_re = re.compile(r"^\d+\s+(\d+\.\d+)\s+(?:<\.\.\. )?(\w+)")
-        with open(self.trace_path, errors="replace") as f:
-            for line in f:
-                m = line_re.match(line)
-                if not m or "resumed>" in line or "+++" in line or "---" in line:
-                    continue
-                if since <= float(m.group(1)) <= until:
-                    counts[m.group(2)] = counts.get(m.group(2), 0) + 1
+        # perf's clock is CLOCK_MONOTONIC (-k monotonic); the windows are wall-clock times.
+        offset = time.time() - time.monotonic()
+        script = subprocess.run(["perf", "script", "-i", self.perf_data, "-F", "time,event"],
+                                capture_output=True, text=True, check=True).stdout
+        counts = {name: {} for name in windows}
+        for line in script.splitlines():
+            m = re.match(r"\s*([\d.]+):\s+syscalls:sys_enter_(\w+):", line)
+            if not m:
+                continue
+            at = float(m.group(1)) + offset
+            for name, (since, until) in windows.items():
+                if since <= at <= until:
+                    counts[name][m.group(2)] = counts[name].get(m.group(2), 0) + 1
         return counts
 
     def remove(self):
@@ -329,7 +349,7 @@ def timed(command):
 
 
 def measure_one(args, fmt, n, path, pipeline_file, gen, data_bytes, index_bytes):
-    daemon = Daemon(trace=not args.no_strace)
+    daemon = Daemon(trace=not args.no_trace)
     try:
         record = {"scenario": "datasets", "format": fmt, "samples": n, "batch": BATCH,
                   "ranks": 1, "touch": not args.no_touch, "gen": gen,
@@ -338,7 +358,9 @@ def measure_one(args, fmt, n, path, pipeline_file, gen, data_bytes, index_bytes)
         if fmt == "tokens":
             record["seq_len"] = SEQ_LEN
         memory = {"start": proc_memory(daemon.pid)}
+        status_from = time.time()
         record["ctl_s"] = round(min(timed(daemon.ctl("status"))[0] for _ in range(3)), 4)
+        status_until = time.time()
         name = f"{fmt}-{n}"
         reg_from = time.time()
         record["register_s"] = round(timed(daemon.ctl(
@@ -349,9 +371,10 @@ def measure_one(args, fmt, n, path, pipeline_file, gen, data_bytes, index_bytes)
         catalog = os.path.join(daemon.dir, "state", "catalog.yaml")
         record["catalog_bytes"] = os.path.getsize(catalog) if os.path.exists(catalog) else None
         _, inspect = timed(daemon.ctl("dataset", "inspect", name))
-        m = re.search(r"(\d+) samples|count:?\s*(\d+)", inspect)
-        if m and int(m.group(1) or m.group(2)) != n:
-            raise RuntimeError(f"{name}: the daemon counts {m.group(0)}, expected {n}")
+        m = re.search(r" (\d+) samples ", inspect)
+        if not m or int(m.group(1)) != n:
+            raise RuntimeError(f"{name}: emberctl dataset inspect says {inspect!r}, expected "
+                               f"{n} samples")
 
         # Two whole epochs: first batch, memory at each event, the second epoch's syscalls.
         events = {}
@@ -381,11 +404,16 @@ def measure_one(args, fmt, n, path, pipeline_file, gen, data_bytes, index_bytes)
         record["emberd_mib"] = memory
         daemon.stop()
 
-        if daemon.trace_path:
-            record["syscalls_register"] = daemon.syscalls(reg_from, reg_until)
-            record["syscalls_stream"] = daemon.syscalls(stream_from, stream_until)
-            record["syscalls_epoch1"] = daemon.syscalls(*spans[1]["unix"])
-            record["syscalls_epoch1_total"] = sum(record["syscalls_epoch1"].values())
+        syscalls = daemon.syscalls({
+            "status": (status_from, status_until), "register": (reg_from, reg_until),
+            "stream": (stream_from, stream_until), "epoch1": spans[1]["unix"]})
+        if syscalls is not None:
+            if not syscalls["status"]:
+                raise RuntimeError("perf saw no syscalls of emberd's `status` replies (it "
+                                   "lists /proc/self/fd): the trace does not work")
+            for window, counts in syscalls.items():
+                record[f"syscalls_{window}"] = counts
+            record["syscalls_epoch1_total"] = sum(syscalls["epoch1"].values())
         return record
     finally:
         daemon.stop()
@@ -428,10 +456,10 @@ def main():
     parser.add_argument("--json", help="append the records to this file (JSON lines)")
     parser.add_argument("--no-touch", action="store_true",
                         help="the readers do not read the batches' bytes")
-    parser.add_argument("--no-strace", action="store_true",
-                        help="run emberd without strace (no syscall counts)")
+    parser.add_argument("--no-trace", action="store_true",
+                        help="no perf record of emberd's syscalls (no syscall counts)")
     parser.add_argument("--keep-daemon-dirs", action="store_true",
-                        help="keep each daemon's directory (log, strace.log)")
+                        help="keep each daemon's directory (its log, perf data)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     formats = [f for f in args.formats.split(",") if f]
@@ -442,8 +470,8 @@ def main():
         if not os.access(tool, os.X_OK):
             parser.error(f"{tool} is missing: bazel build //daemon:emberd //tools/emberctl "
                          "//bench:loader_bench (from the repository root)")
-    if not args.no_strace and shutil.which("strace") is None:
-        parser.error("strace is missing (apt-get install strace), or pass --no-strace")
+    if not args.no_trace and shutil.which("perf") is None:
+        parser.error("perf is missing (apt-get install linux-perf), or pass --no-trace")
     os.makedirs(args.keep, exist_ok=True)
     pipelines = {}
     for fmt, text in (("packed", PACKED_PIPELINE), ("tokens", TOKENS_PIPELINE)):
