@@ -3,8 +3,12 @@
 // long the readers waited for data. Run by bench/loader_bench.sh and bench/image_bench.sh.
 //
 //   loader_bench DATASET [--socket S] [--ranks R] [--batch-size B] [--seconds S]
-//                [--compute-ms MS [--busy-compute]] [--touch]
+//                [--compute-ms MS [--busy-compute]] [--touch] [--epochs E]
 //
+// Each reader prints, as they happen, when its first batch came ("reader R: first batch
+// ...") and when its measured window starts and ends (unix seconds, to match a trace or
+// samples of the daemon); with --epochs E it reads E whole epochs instead of 1 s of
+// warm-up and --seconds, and prints each epoch's samples, time and wall-clock span.
 // Last line: bench: samples_per_s=<float> ranks=<R> batch=<B>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,7 +43,19 @@ struct BenchOptions {
   double compute_ms = 0;
   bool busy_compute = false;
   bool touch = false;
+  uint32_t epochs = 0;  // 0: warm-up, then `seconds`; else this many whole epochs
 };
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Printed by a reader process straight away (its parent prints only after all readers end).
+void PrintNow(const std::string& line) {
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
+}
 
 // One bench reader process: pulls batches as fast as it can; with `touch`, reads every
 // byte of each (as a CPU training step would; a GPU trainer's copy from the registered
@@ -50,6 +66,8 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
   const uint32_t ranks = bench.ranks, batch = bench.batch;
   const double seconds = bench.seconds, compute_ms = bench.compute_ms;
   const bool busy_compute = bench.busy_compute;
+  using Clock = std::chrono::steady_clock;
+  const auto connect_start = Clock::now();
   ember::ClientOptions options;
   options.socket_path = socket;
   auto client = Client::Connect(options);
@@ -60,10 +78,12 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
   so.batch_size = batch;
   so.rank = rank;
   so.world_size = ranks;
-  so.epochs = 0;
+  so.epochs = bench.epochs;
+  const double open_unix = UnixSeconds();
+  const auto open_start = Clock::now();
   auto reader = (*client)->OpenStream(so);
   if (!reader.ok()) return Fail("reader " + std::to_string(rank), reader.status());
-  using Clock = std::chrono::steady_clock;
+  const auto open_end = Clock::now();
   uint64_t checksum = 0;
   auto read_one = [&]() -> int64_t {
     auto next = (*reader)->Next();
@@ -90,11 +110,60 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
     }
     return (*next)->num_samples;
   };
+  auto seconds_since = [](Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  };
+  const int64_t first = read_one();
+  if (first < 0) return 1;
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "reader %u: first batch %.6f s after OpenStream (connect %.6f s, OpenStream "
+                "%.6f s)\n",
+                rank, seconds_since(open_start),
+                std::chrono::duration<double>(open_start - connect_start).count(),
+                std::chrono::duration<double>(open_end - open_start).count());
+  PrintNow(text);
+  auto report = [&](uint64_t samples, double elapsed, double waited) {
+    std::string line = std::to_string(samples) + " " + std::to_string(elapsed) + " " +
+                       std::to_string(waited) + " " + std::to_string(checksum & 0xff) + "\n";
+    return write(out_fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) ? 0 : 1;
+  };
+  if (bench.epochs > 0) {
+    // Whole epochs from the stream's start; epoch 0's count includes the first batch.
+    uint64_t total = 0, samples = static_cast<uint64_t>(first);
+    double epoch_unix = open_unix;
+    auto epoch_start = open_start;
+    for (uint32_t epoch = 0; epoch < bench.epochs;) {
+      const int64_t n = read_one();
+      if (n < 0) return 1;
+      if (n > 0) {
+        samples += static_cast<uint64_t>(n);
+        continue;
+      }
+      const double now_unix = UnixSeconds(), took = seconds_since(epoch_start);
+      std::snprintf(text, sizeof(text),
+                    "reader %u: epoch %u: %llu samples in %.3f s (%.0f samples/s), unix "
+                    "%.6f..%.6f\n",
+                    rank, epoch, static_cast<unsigned long long>(samples), took,
+                    samples / took, epoch_unix, now_unix);
+      PrintNow(text);
+      total += samples;
+      samples = 0;
+      epoch_unix = now_unix;
+      epoch_start = Clock::now();
+      ++epoch;
+    }
+    return report(total, seconds_since(open_start),
+                  std::chrono::duration<double>((*reader)->wait_time()).count());
+  }
   const auto warm_end = Clock::now() + std::chrono::milliseconds(1000);
   while (Clock::now() < warm_end)
     if (read_one() < 0) return 1;
   uint64_t samples = 0;
   const auto wait_before = (*reader)->wait_time();
+  std::snprintf(text, sizeof(text), "reader %u: measuring from unix %.6f\n", rank,
+                UnixSeconds());
+  PrintNow(text);
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration<double>(seconds);
   while (Clock::now() < end) {
@@ -105,9 +174,10 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   const double waited =
       std::chrono::duration<double>((*reader)->wait_time() - wait_before).count();
-  std::string line = std::to_string(samples) + " " + std::to_string(elapsed) + " " +
-                     std::to_string(waited) + " " + std::to_string(checksum & 0xff) + "\n";
-  return write(out_fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) ? 0 : 1;
+  std::snprintf(text, sizeof(text), "reader %u: measured %llu samples until unix %.6f\n", rank,
+                static_cast<unsigned long long>(samples), UnixSeconds());
+  PrintNow(text);
+  return report(samples, elapsed, waited);
 }
 
 int Bench(const std::string& socket, const std::string& dataset, const BenchOptions& bench) {
@@ -195,6 +265,11 @@ int main(int argc, char** argv) {
   app.add_flag("--busy-compute", bench.busy_compute,
                "spend --compute-ms on the CPU (a CPU training step) instead of sleeping "
                "(a GPU step)");
+  app.add_option("--epochs", bench.epochs,
+                 "read this many whole epochs (no warm-up; --seconds is ignored), printing "
+                 "each epoch's time and wall-clock span; 0: warm-up, then --seconds")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   app.add_flag("--touch", bench.touch,
                "read every byte of every batch in the readers (as a CPU training step would)");
   try {

@@ -102,30 +102,32 @@ Status PackedDataset::OpenShard(Env& env, const std::string& dir,
   uint64_t records_end = kShardHeaderBytes;
   for (uint64_t i = 0; i < header.record_count; ++i) {
     const IndexEntry e = DecodeIndexEntry(index + i * kIndexEntryBytes);
-    const uint64_t at = header.index_offset + i * kIndexEntryBytes;
-    const std::string where = path + ": index entry " + std::to_string(i) + " (at byte " +
-                              std::to_string(at) + "): ";
+    // Only errors need it: building it for every entry took half of opening 1M records.
+    auto where = [&] {
+      return path + ": index entry " + std::to_string(i) + " (at byte " +
+             std::to_string(header.index_offset + i * kIndexEntryBytes) + "): ";
+    };
     if (e.offset < records_end || e.offset % header.record_alignment != 0) {
-      return DataLoss(where + "record offset " + std::to_string(e.offset) +
+      return DataLoss(where() + "record offset " + std::to_string(e.offset) +
                       " is not an aligned offset past the previous record's end " +
                       std::to_string(records_end));
     }
     if (e.offset > header.index_offset) {
-      return DataLoss(where + "record offset " + std::to_string(e.offset) +
+      return DataLoss(where() + "record offset " + std::to_string(e.offset) +
                       " is past the index at byte " + std::to_string(header.index_offset));
     }
     if (e.size > header.index_offset - e.offset) {
-      return DataLoss(where + "record at byte " + std::to_string(e.offset) + " of " +
+      return DataLoss(where() + "record at byte " + std::to_string(e.offset) + " of " +
                       std::to_string(e.size) + " bytes runs past the index at byte " +
                       std::to_string(header.index_offset));
     }
     if (e.path_offset > path_table_bytes || e.path_bytes > path_table_bytes - e.path_offset) {
-      return DataLoss(where + "path bytes " + std::to_string(e.path_offset) + "+" +
+      return DataLoss(where() + "path bytes " + std::to_string(e.path_offset) + "+" +
                       std::to_string(e.path_bytes) + " run past the path table of " +
                       std::to_string(path_table_bytes) + " bytes");
     }
     if (class_count > 0 && (e.label < 0 || static_cast<uint64_t>(e.label) >= class_count)) {
-      return DataLoss(where + "label " + std::to_string(e.label) + " is out of range: the "
+      return DataLoss(where() + "label " + std::to_string(e.label) + " is out of range: the "
                       "manifest names " + std::to_string(class_count) + " classes");
     }
     records_end = e.offset + e.size;
