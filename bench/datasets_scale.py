@@ -5,14 +5,16 @@ and 1M samples, each on a fresh private emberd.
 Per (format, N) it measures
   - register_s: the wall time of `emberctl dataset add` (ctl_s: that of `emberctl status`,
     the same process start and connection with no work, for comparison);
-  - emberd's RSS (anon and file-backed) and PSS: at start, after registration, at the first
-    batch (the dataset loaded and epoch 0's order built) and after epochs 0 and 1;
+  - emberd's RSS and PSS with their anonymous and file-backed parts (smaps_rollup): at
+    start, after registration, at the first batch (the dataset loaded and epoch 0's order
+    built; sampled as the stream runs on), after epochs 0 and 1, at the end of the
+    --seconds window and at the end;
   - first_batch_s: from OpenStream to the first batch in a bench/loader_bench reader (1
     rank, batch 64), open_stream_s the OpenStream call alone;
   - epoch_s: the two whole epochs that reader reads;
   - samples_per_s and ns_per_sample: loader_bench's rate over --seconds after 1 s of
-    warm-up (1 rank, batch 64, --touch unless --no-touch), with the peak PSS and CPU
-    seconds of reader + daemon (bench/measure.py);
+    warm-up (1 rank, batch 64, --touch unless --no-touch), and the daemon's CPU time per
+    sample over exactly that window (daemon_cpu_ns_per_sample);
   - the file-system syscalls emberd makes (`perf record` of the syscalls:sys_enter_*
     tracepoints of TRACED: open*, stat*, access*, readlink*, getdents*; in the kernel,
     no ptrace, so no cost to the daemon) during `emberctl status` (a positive control:
@@ -54,7 +56,6 @@ import tempfile
 import threading
 import time
 
-import measure  # bench/measure.py, beside this script
 
 EMBERD = "bazel-bin/daemon/emberd"
 EMBERCTL = "bazel-bin/tools/emberctl/emberctl"
@@ -290,9 +291,9 @@ class Daemon:
 
 def run_bench(daemon, name, mode, touch, events, timeout):
     """Runs loader_bench (1 reader, batch 64) on `name` with `mode` (its --epochs or
-    --seconds flags), sampling emberd's memory and CPU time, and the reader's PSS, at each
-    line it prints as it happens: events["first_batch" | "epoch0" | "epoch1" | "measuring"
-    | "measured"] = {"memory", "cpu_s", "reader_pss"}. Returns {"first_batch": (seconds
+    --seconds flags), sampling emberd's memory and CPU time at each line it prints as it
+    happens: events["first_batch" | "epoch0" | "epoch1" | "measuring" | "measured"] =
+    {"memory", "cpu_s"}. Returns {"first_batch": (seconds
     from OpenStream, seconds in OpenStream), "epochs": [{"samples", "s", "unix": (from,
     to)}], "measured": samples, "samples_per_s"}."""
     command = [LOADER_BENCH, "--socket", daemon.socket, name, "--ranks", "1", "--batch-size",
@@ -318,8 +319,7 @@ def run_bench(daemon, name, mode, touch, events, timeout):
             if kind != "rate":
                 event = "epoch" + m.group(1) if kind == "epoch" else kind
                 events[event] = {"memory": proc_memory(daemon.pid),
-                                 "cpu_s": proc_cpu_s(daemon.pid),
-                                 "reader_pss": round(measure.pss_mib(proc.pid), 1)}
+                                 "cpu_s": proc_cpu_s(daemon.pid)}
             if kind == "first_batch":
                 out["first_batch"] = (float(m.group(1)), float(m.group(2)))
             elif kind == "epoch":
@@ -398,7 +398,6 @@ def measure_one(args, fmt, n, path, pipeline_file, gen, data_bytes, index_bytes)
         record["ns_per_sample"] = round(1e9 / record["samples_per_s"], 1)
         record["daemon_cpu_ns_per_sample"] = round(
             (events["measured"]["cpu_s"] - events["measuring"]["cpu_s"]) * 1e9 / window, 1)
-        record["reader_pss_mib"] = events["measured"]["reader_pss"]
         memory["steady"] = events["measured"]["memory"]
         memory["end"] = proc_memory(daemon.pid)
         record["emberd_mib"] = memory
