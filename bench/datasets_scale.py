@@ -450,7 +450,7 @@ def main():
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--formats", default="packed,tokens")
     parser.add_argument("--seconds", type=float, default=5)
-    parser.add_argument("--keep", default="/var/tmp/ember-bench-datasets",
+    parser.add_argument("--keep", default=os.path.expanduser("~/.cache/ember/bench-data/datasets"),
                         help="cache directory of the generated datasets (reused)")
     parser.add_argument("--json", help="append the records to this file (JSON lines)")
     parser.add_argument("--no-touch", action="store_true",
