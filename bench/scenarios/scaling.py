@@ -85,13 +85,13 @@ def _dataloader(ctx, ranks, jobs):
         command = [*base, "--ranks", str(ranks)]
     else:
         command = ["bash", "-c", " & ".join([" ".join(base + ["--ranks", "1"])] * jobs) + " & wait"]
-    for attempt in (1, 2):  # Debian's torch 1.13 workers sometimes abort at shutdown
+    for attempt in (1, 2, 3):  # Debian's torch 1.13 workers sometimes abort at shutdown
         measured = measure.run(command, timeout=600)
         out = measured.pop("output")
         rates = [float(x) for x in re.findall(r"baseline: samples_per_s=([0-9.]+)", out)]
         if measured["rc"] == 0 and len(rates) == jobs:
             break
-        if attempt == 2:
+        if attempt == 3:
             ctx.fail(f"dataloader ranks={ranks} jobs={jobs}", out)
     return {**measured, "images_per_s": sum(rates), "ranks": ranks, "jobs": jobs}
 
