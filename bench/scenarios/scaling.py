@@ -165,13 +165,14 @@ def summary(records):
     """The README's rows: images/s and PSS by ranks and jobs, both loaders."""
     runs_ = by_key(records)
     cases = [f"ranks={r}" for r in RANKS] + [f"jobs={j}" for j in JOBS[1:]]
-    lines = ["| | " + " | ".join(cases) + " |", "|---" * (len(cases) + 1) + "|"]
+    lines = ["| images/s, PSS MiB | " + " | ".join(cases) + " |", "|---" * (len(cases) + 1) + "|"]
     for system in ("ember", "dataloader"):
-        for key, label, fmt in (("images_per_s", "images/s", "{:,.0f}"),
-                                ("peak_pss_mib", "PSS MiB", "{:,.0f}")):
-            cells = [fmt.format(v) if (v := _case_value(runs_, c, system, key)) else ""
-                     for c in cases]
-            lines.append(f"| {system} {label} | " + " | ".join(cells) + " |")
+        cells = []
+        for c in cases:
+            rate = _case_value(runs_, c, system, "images_per_s")
+            pss = _case_value(runs_, c, system, "peak_pss_mib")
+            cells.append(f"{rate:,.0f}, {pss:,.0f}" if rate and pss else "")
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
