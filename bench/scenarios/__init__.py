@@ -58,3 +58,19 @@ def fmt_ratio(value, target=None):
     if target is not None:
         text += " (met)" if value <= target else f" (**missed**, target {target:.2f}x)"
     return text
+
+
+def figure(columns, size):
+    """A row of `columns` plots (matplotlib, no display): (fig, axes)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt.subplots(1, columns, figsize=size)
+
+
+def save_figure(fig, title, path):
+    import matplotlib.pyplot as plt
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -9,7 +9,7 @@ import os
 import re
 
 import measure
-from scenarios import Run, by_key
+from scenarios import Run, by_key, figure, save_figure
 
 NAME = "datasets"
 TITLE = "Datasets: 10k, 100k and 1M samples"
@@ -73,11 +73,8 @@ def summary(records):
 
 
 def plot(records, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     reps = _representative(records)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = figure(3, (13, 3.6))
     for fmt, color in (("packed", "tab:orange"), ("tokens", "tab:blue")):
         rs = sorted((r for r in reps if r["format"] == fmt), key=lambda r: r["samples"])
         xs = [r["samples"] for r in rs]
@@ -89,7 +86,4 @@ def plot(records, path):
                                 "ns per sample")):
         ax.set(title=title, xscale="log", xlabel="samples")
         ax.legend()
-    fig.suptitle(TITLE)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, TITLE, path)

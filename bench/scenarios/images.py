@@ -21,7 +21,7 @@ import subprocess
 
 import measure
 from emberd import Emberd
-from scenarios import Run, by_key, median, median_spread
+from scenarios import Run, by_key, median, median_spread, figure, save_figure
 
 NAME = "images"
 TITLE = "Images: JPEG decode + RandomResizedCrop 224 + flip, uint8, batch 64"
@@ -213,12 +213,9 @@ def summary(records):
 
 
 def plot(records, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     runs_ = by_key(records)
     cases = [f"{w}, ranks={r}" for w in FOLDERS for r in RANKS]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    fig, axes = figure(2, (13, 4))
     width = 0.8 / (len(SYSTEMS) - 1)
     for i, system in enumerate(SYSTEMS[1:]):
         xs = [k + i * width for k in range(len(cases))]
@@ -236,7 +233,4 @@ def plot(records, path):
         ax.set_title(title)
     axes[0].set_yscale("log")
     axes[0].legend(fontsize=8)
-    fig.suptitle(TITLE)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, TITLE, path)

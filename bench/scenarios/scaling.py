@@ -18,7 +18,7 @@ import time
 
 import measure
 from emberd import Emberd
-from scenarios import Run, by_key, median, median_spread
+from scenarios import Run, by_key, median, median_spread, figure, save_figure
 from scenarios.images import folder, packed
 
 NAME = "scaling"
@@ -177,11 +177,8 @@ def summary(records):
 
 
 def plot(records, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     runs_ = by_key(records)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = figure(3, (13, 3.6))
     for system, color in (("ember", "tab:orange"), ("dataloader", "tab:gray")):
         xs = [r for r in RANKS if (f"ranks={r}", system) in runs_]
         axes[0].plot(xs, [_case_value(runs_, f"ranks={r}", system, "images_per_s") for r in xs],
@@ -200,7 +197,4 @@ def plot(records, path):
     for ax in axes:
         ax.legend()
         ax.set_ylim(bottom=0)
-    fig.suptitle(TITLE)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, TITLE, path)

@@ -16,7 +16,7 @@ import re
 
 import measure
 from emberd import Emberd
-from scenarios import Run, by_key, fmt_ratio, median, median_spread, ratio
+from scenarios import Run, by_key, fmt_ratio, median, median_spread, ratio, figure, save_figure
 
 NAME = "training"
 TITLE = "Training: Fashion-MNIST CNN, 2 ranks, 2 epochs"
@@ -157,12 +157,9 @@ def summary(records):
 
 
 def plot(records, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     runs_ = by_key(records)
     rows = [s for s in SYSTEMS if ("2 ranks", s) in runs_]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = figure(2, (10, 3.6))
     for ax, key, label in ((axes[0], "wall_s", "wall time, s"),
                            (axes[1], "peak_pss_mib", "peak PSS, MiB (all processes)")):
         values = [median(runs_["2 ranks", s], key) or 0 for s in rows]
@@ -170,7 +167,4 @@ def plot(records, path):
         ax.bar(rows, values, color=colors)
         ax.set_title(label)
         ax.tick_params(axis="x", rotation=30)
-    fig.suptitle(TITLE)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, TITLE, path)
