@@ -116,7 +116,8 @@ def _peer(ctx, which, ranks, script, system):
                    r'result: .*"images_per_s": ([0-9.]+)')
 
 
-def _decode_limit(ctx, which):
+def decode_limit(ctx, which):
+    """bench/decode_limit on the folder `which`: images/s and its own CPU per image."""
     measured = measure.run(["bazel-bin/bench/decode_limit", "--dir", folder(ctx, which),
                             "--pipeline", PIPELINE, "--seconds", str(ctx.seconds)], timeout=600)
     out = measured["output"]
@@ -130,7 +131,7 @@ def _decode_limit(ctx, which):
 def runs(ctx):
     out = []
     for which in FOLDERS:
-        out.append(Run("decode-limit", f"{which}", lambda ctx, w=which: _decode_limit(ctx, w)))
+        out.append(Run("decode-limit", f"{which}", lambda ctx, w=which: decode_limit(ctx, w)))
         for r in RANKS:
             case = f"{which}, ranks={r}"
             out += [Run("ember-folder", case, lambda ctx, w=which, r=r: _ember(ctx, w, r, "folder")),

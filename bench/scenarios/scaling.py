@@ -12,14 +12,14 @@ core, no loader)."""
 
 import os
 import re
-import subprocess
+import shlex
 import threading
 import time
 
 import measure
 from emberd import Emberd
 from scenarios import Run, by_key, median, median_spread, figure, save_figure
-from scenarios.images import folder, packed
+from scenarios.images import decode_limit, folder, packed
 
 NAME = "scaling"
 TITLE = "Scaling: ranks and jobs on one node"
@@ -52,6 +52,14 @@ def _touched(daemon, seconds, out):
         time.sleep(1)
 
 
+def _ranks_or_jobs(command, ranks, jobs):
+    """`command --ranks R` for one job, or J copies of `command --ranks 1` at once."""
+    if jobs == 1:
+        return [*command, "--ranks", str(ranks)]
+    one = shlex.join([*command, "--ranks", "1"])
+    return ["bash", "-c", " & ".join([one] * jobs) + " & wait"]
+
+
 def _ember(ctx, ranks, jobs):
     daemon = Emberd(ctx.tmpdir("emberd"))
     try:
@@ -59,11 +67,7 @@ def _ember(ctx, ranks, jobs):
                    "--pipeline", PIPELINE)
         bench = ["bazel-bin/bench/loader_bench", "--socket", daemon.socket, "images",
                  "--batch-size", str(BATCH), "--seconds", str(ctx.seconds)]
-        if jobs == 1:
-            command = [*bench, "--ranks", str(ranks)]
-        else:  # one loader_bench per job: each opens a job of its own
-            command = ["bash", "-c", " & ".join([" ".join(bench + ["--ranks", "1"])] * jobs) +
-                       " & wait"]
+        command = _ranks_or_jobs(bench, ranks, jobs)  # each loader_bench opens a job of its own
         seen = {}
         poll = threading.Thread(target=_touched, args=(daemon, ctx.seconds + 1, seen))
         poll.start()
@@ -81,10 +85,7 @@ def _ember(ctx, ranks, jobs):
 def _dataloader(ctx, ranks, jobs):
     base = ["/usr/bin/python3", "bench/dataloader_baseline.py", "--imagefolder", folder(ctx, "bench"),
             "--batch-size", str(BATCH), "--workers", "1", "--seconds", str(ctx.seconds)]
-    if jobs == 1:
-        command = [*base, "--ranks", str(ranks)]
-    else:
-        command = ["bash", "-c", " & ".join([" ".join(base + ["--ranks", "1"])] * jobs) + " & wait"]
+    command = _ranks_or_jobs(base, ranks, jobs)
     for attempt in (1, 2, 3):  # Debian's torch 1.13 workers sometimes abort at shutdown
         measured = measure.run(command, timeout=600)
         out = measured.pop("output")
@@ -96,17 +97,8 @@ def _dataloader(ctx, ranks, jobs):
     return {**measured, "images_per_s": sum(rates), "ranks": ranks, "jobs": jobs}
 
 
-def _decode_limit(ctx):
-    done = subprocess.run(["bazel-bin/bench/decode_limit", "--dir", folder(ctx, "bench"), "--pipeline",
-                           PIPELINE, "--seconds", str(ctx.seconds)], capture_output=True, text=True)
-    found = re.findall(r"images_per_s=([0-9.]+)", done.stdout)
-    if done.returncode != 0 or not found:
-        ctx.fail("decode_limit", done.stdout + done.stderr)
-    return {"images_per_s": float(found[-1])}
-
-
 def runs(ctx):
-    out = [Run("decode-limit", "limit", _decode_limit)]
+    out = [Run("decode-limit", "limit", lambda ctx: decode_limit(ctx, "bench"))]
     for r in RANKS:
         out.append(Run("ember", f"ranks={r}", lambda ctx, r=r: _ember(ctx, r, 1)))
         out.append(Run("dataloader", f"ranks={r}", lambda ctx, r=r: _dataloader(ctx, r, 1)))

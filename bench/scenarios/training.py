@@ -11,7 +11,6 @@ Wall time from launch to exit (Ember: the daemon is up and the datasets register
 a node where emberd runs as a service; its memory counts), the trainer's own training
 time, test accuracy, and peak PSS over every process of the run (bench/measure.py)."""
 
-import os
 import re
 
 import measure
