@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -237,32 +238,37 @@ Result<uint64_t> Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease,
     offset += ring::AlignUp(desc.nbytes, ring::kCacheLine);
   }
 
-  // Rows [begin, end) of the batch, decoded straight into the slot. A failed row's
-  // error goes into `errors[r]`; under on_error: fail, the range stops at it. A stop
-  // ends the range too, so that a slow source delays closing by one sample, not a batch.
+  // The batch's rows, decoded straight into the slot by whoever claims them next: a row
+  // at a time, so that no decode thread sits idle at the batch's end while another still
+  // has a queue of rows (images take from 0.1 to several ms each). A failed row's error
+  // goes into `errors[r]`; under on_error: fail, it ends the batch for every thread. A
+  // stop ends it too, so that a slow source delays closing by one sample, not a batch.
   const SampleContext context{params_.seed, lease.epoch};
   const bool skip_bad = info_.spec.on_error == "skip";
   std::vector<Status> errors(rows);
-  auto read_rows = [&](uint64_t begin, uint64_t end) {
+  std::atomic<uint64_t> next_row{0};
+  std::atomic<bool> failed{false};
+  auto read_rows = [&] {
     std::array<void*, ring::kMaxTensors> dsts{};
-    for (uint64_t r = begin; r < end && !stop_.load(std::memory_order_relaxed); ++r) {
+    while (!stop_.load(std::memory_order_relaxed) && !failed.load(std::memory_order_relaxed)) {
+      const uint64_t r = next_row.fetch_add(1, std::memory_order_relaxed);
+      if (r >= rows) return;
       for (size_t t = 0; t < info_.tensors.size(); ++t) dsts[t] = columns[t] + r * sample_bytes[t];
       errors[r] = source.ReadSample(lease.sample_ids[r], context, dsts.data());
-      if (!errors[r].ok() && !skip_bad) return;
+      if (!errors[r].ok() && !skip_bad) failed.store(true, std::memory_order_relaxed);
     }
   };
   if (decode_pool_ == nullptr || !source.ParallelDecode() || rows < 2) {
-    read_rows(0, rows);
+    read_rows();
   } else {
-    // Spread the rows over the decode pool and wait for all of them.
-    const uint64_t chunks = std::min<uint64_t>(rows, uint64_t{decode_pool_->threads} * 2);
+    // One task per decode thread, and wait for all of them.
+    const uint64_t tasks = std::min<uint64_t>(rows, decode_pool_->threads);
     std::mutex mu;
     std::condition_variable done_cv;
-    uint64_t pending = chunks;
-    for (uint64_t c = 0; c < chunks; ++c) {
-      const uint64_t begin = rows * c / chunks, end = rows * (c + 1) / chunks;
-      boost::asio::post(decode_pool_->pool, [&, begin, end] {
-        read_rows(begin, end);
+    uint64_t pending = tasks;
+    for (uint64_t c = 0; c < tasks; ++c) {
+      boost::asio::post(decode_pool_->pool, [&] {
+        read_rows();
         std::lock_guard<std::mutex> lock(mu);
         if (--pending == 0) done_cv.notify_one();
       });
