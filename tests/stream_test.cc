@@ -9,10 +9,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "daemon/stream/stream_testing.h"
 #include "sdk/src/ring_reader.h"
@@ -83,6 +85,34 @@ TEST_CASE("a decoding source is spread over the pool and lands in place, row by 
   // Every batch but each epoch's first was announced before it was decoded: batches of
   // 32, 32, 32 and 4 per epoch, so 68 ids per epoch.
   CHECK(source->prefetched().size() == 2 * 68);
+}
+
+TEST_CASE("the next batch starts decoding while the last rows of the one before it finish") {
+  Harness h;  // 3 decode threads
+  auto source = std::make_shared<FakeSource>(12, /*parallel=*/true);
+  source->Block(std::chrono::seconds(10));
+  auto stream = Stream::Start(1, *h.env, h.ledger, source->info(), Ready(source), &h.pool,
+                              Params(2, 1));
+  REQUIRE(stream.ok());
+  // Batch 0's two rows hold two threads; the third is already on batch 1.
+  CHECK(source->WaitUntilBlocked(std::chrono::seconds(5), /*readers=*/3));
+  source->Unblock();
+  auto reader = Reader(**stream);
+  std::vector<int32_t> ids;
+  uint64_t index = 0;
+  while (true) {
+    auto next = reader->Next();
+    REQUIRE(next.ok());
+    if (!next->has_value()) break;
+    CHECK((*next)->index_in_epoch == index++);  // published in lease order
+    const auto* image = static_cast<const int32_t*>((*next)->tensors[0].data);
+    for (uint32_t r = 0; r < (*next)->num_samples; ++r) ids.push_back(image[4 * r]);
+  }
+  CHECK(index == 6);
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  // Both slots in flight were taken within the depth.
+  CHECK((*stream)->Stats().slots_touched <= RingWriter::kInitialDepth);
 }
 
 TEST_CASE("an in-memory source is filled inline by the producer") {

@@ -56,7 +56,8 @@ RingWriter::RingWriter(std::unique_ptr<SharedMemory> shm, uint32_t slot_count, u
       payload_offset_(kPayloadOffset),
       order_(reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(shm_->data()) +
                                          ring::OrderOffset())),
-      depth_(std::min(slot_count, kInitialDepth)) {}
+      depth_(std::min(slot_count, kInitialDepth)),
+      taken_(slot_count, false) {}
 
 ring::SlotHeader* RingWriter::Slot(uint32_t i) const {
   auto* base = static_cast<uint8_t*>(shm_->data());
@@ -74,7 +75,7 @@ std::pair<uint32_t, uint32_t> RingWriter::Scan() const {
   const uint32_t touched = touched_.load(std::memory_order_relaxed);
   uint32_t lowest_free = touched < slot_count_ ? touched : slot_count_, busy = 0;
   for (uint32_t i = 0; i < touched; ++i) {
-    if (Slot(i)->state.load(std::memory_order_acquire) != ring::kFree)
+    if (taken_[i] || Slot(i)->state.load(std::memory_order_acquire) != ring::kFree)
       ++busy;
     else if (i < lowest_free)
       lowest_free = i;
@@ -85,8 +86,11 @@ std::pair<uint32_t, uint32_t> RingWriter::Scan() const {
 ring::SlotHeader* RingWriter::Take(uint32_t index) {
   if (index + 1 > touched_.load(std::memory_order_relaxed))
     touched_.store(index + 1, std::memory_order_relaxed);
+  taken_[index] = true;
   return Slot(index);
 }
+
+void RingWriter::Untake(ring::SlotHeader* slot) { taken_[IndexOf(slot)] = false; }
 
 void RingWriter::Grow() {
   const uint32_t depth = depth_.load(std::memory_order_relaxed);
@@ -124,18 +128,27 @@ ring::SlotHeader* RingWriter::Acquire(const std::atomic<bool>& stop) {
   return nullptr;
 }
 
+ring::SlotHeader* RingWriter::TryAcquireWithinDepth() {
+  const auto [free_index, busy] = Scan();
+  if (free_index < slot_count_ && busy < depth_.load(std::memory_order_relaxed))
+    return Take(free_index);
+  return nullptr;
+}
+
 ring::SlotHeader* RingWriter::TryAcquire() {
   const uint32_t free_index = Scan().first;
   return free_index < slot_count_ ? Take(free_index) : nullptr;
 }
 
 void RingWriter::Publish(ring::SlotHeader* slot) {
+  Untake(slot);
   ring::PublishSlot(header_, order_, slot_count_, IndexOf(slot), slot, next_sequence_++,
                     ring::kReady);
 }
 
 void RingWriter::PublishEnd(ring::SlotHeader* slot, ring::EndStatus status,
                             const std::string& message) {
+  Untake(slot);
   slot->num_tensors = 0;
   slot->num_samples = 0;
   slot->end_status = status;

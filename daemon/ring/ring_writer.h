@@ -14,8 +14,11 @@
 // previous wait (bursty production), and whenever the reader waits while the trainer
 // holds every slot the depth allows.
 //
-// Thread-safety: one producer thread calls Acquire/TryAcquire/Publish*; stats accessors
-// and Wake() may be called from any thread.
+// The producer may hold several acquired slots at once (filling one batch while the
+// next one starts); they count against the depth until published or Abandon()ed.
+//
+// Thread-safety: one producer thread calls Acquire/TryAcquire*/Publish*/Abandon; stats
+// accessors and Wake() may be called from any thread.
 #ifndef EMBER_DAEMON_RING_RING_WRITER_H_
 #define EMBER_DAEMON_RING_RING_WRITER_H_
 
@@ -24,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/env.h"
 #include "ember/ring_layout.h"
@@ -51,9 +55,16 @@ class RingWriter {
   // 50 ms and after Wake()).
   ring::SlotHeader* Acquire(const std::atomic<bool>& stop);
 
+  // A free slot within the prefetch depth if there is one now, else nullptr (and the
+  // depth does not count as having held the writer back). Never blocks.
+  ring::SlotHeader* TryAcquireWithinDepth();
+
   // The lowest free slot, whatever the depth (for the end marker), else nullptr. Never
   // blocks.
   ring::SlotHeader* TryAcquire();
+
+  // Gives back an acquired slot without publishing it.
+  void Abandon(ring::SlotHeader* slot) { Untake(slot); }
 
   // Index (0..slot_count-1) of a slot returned by Acquire.
   uint32_t IndexOf(const ring::SlotHeader* slot) const;
@@ -93,6 +104,7 @@ class RingWriter {
   // The lowest free slot's index (slot_count_ if none) and how many are not free.
   std::pair<uint32_t, uint32_t> Scan() const;
   ring::SlotHeader* Take(uint32_t index);
+  void Untake(ring::SlotHeader* slot);
   void Grow();
 
   std::unique_ptr<SharedMemory> shm_;
@@ -108,6 +120,7 @@ class RingWriter {
   uint32_t stalls_seen_ = 0;  // producer thread only: reader_stalls at the last Acquire
   bool held_back_ = false;    // producer thread only: the depth held it back since then
   uint32_t starved_after_held_back_ = 0;  // producer thread only: such waits so far
+  std::vector<bool> taken_;  // producer thread only: acquired, not yet published
 };
 
 }  // namespace ember::daemon

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 namespace ember::daemon {
@@ -24,6 +25,35 @@ uint64_t RowBytes(const std::vector<TensorSpec>& tensors) {
 }
 
 }  // namespace
+
+// A batch being decoded into its slot. Its decode tasks point into it: destroying it
+// waits for them, and gives the slot back if it was not published.
+struct Stream::Filling {
+  RingWriter* ring = nullptr;
+  ring::SlotHeader* slot = nullptr;  // null once published
+  BatchLease lease;
+  std::array<uint8_t*, ring::kMaxTensors> columns{};
+  std::array<uint64_t, ring::kMaxTensors> sample_bytes{};
+  // The rows go to whoever claims them next: a row at a time, so that no decode thread
+  // sits idle at the batch's end while another still has a queue of rows (images take
+  // from 0.1 to several ms each). A failed row's error goes into `errors[r]`; under
+  // on_error: fail, it ends the batch for every thread.
+  std::vector<Status> errors;
+  std::atomic<uint64_t> next_row{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::condition_variable done_cv;
+  uint64_t pending = 0;  // decode tasks not yet done; guarded by mu
+
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    done_cv.wait(lock, [&] { return pending == 0; });
+  }
+  ~Filling() {
+    Wait();
+    if (slot != nullptr) ring->Abandon(slot);
+  }
+};
 
 uint64_t BatchPayloadBytes(const std::vector<TensorSpec>& tensors, uint32_t batch_size) {
   uint64_t bytes = 0;
@@ -158,39 +188,64 @@ Status Stream::Produce() {
   std::shared_ptr<const Source> source = *loaded;
   source_future_ = DatasetCache::SourceFuture();  // keep only the shared_ptr
 
+  // Batches being decoded, oldest first. With a decode pool, a second batch starts while
+  // the first one's last rows finish (when the depth leaves a slot for it), so that the
+  // pool's threads go on to it instead of waiting for the producer between batches.
+  // Declared after `source`, so that the decode tasks end before it goes.
+  std::deque<std::unique_ptr<Filling>> filling;
+  const size_t max_filling = decode_pool_ != nullptr && source->ParallelDecode() ? 2 : 1;
   std::optional<BatchLease> ahead;  // the next batch, leased early for prefetching
   for (uint64_t epoch = params_.rejoin ? params_.rejoin_epoch : params_.start_epoch;
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
     epoch_.store(epoch, std::memory_order_relaxed);
-    for (bool epoch_done = false; !epoch_done;) {
-      ring::SlotHeader* slot = ring_->Acquire(stop_);
-      if (slot == nullptr) return Cancelled("stream closed");
-      filling_.store(true);
-      if (drain_.load()) {
-        filling_.store(false);
-        while (!stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        return Cancelled("stream closed");
-      }
-      EMBER_RETURN_IF_ERROR(CommitConsumed());
-      BatchLease lease;
-      if (ahead) {
-        lease = std::move(*ahead);
+    for (bool epoch_done = false; !epoch_done || !filling.empty();) {
+      while (!epoch_done && filling.size() < max_filling) {
+        ring::SlotHeader* slot = nullptr;
+        if (filling.empty()) {
+          slot = ring_->Acquire(stop_);
+          if (slot == nullptr) return Cancelled("stream closed");
+          filling_.store(true);
+        } else if (drain_.load() || (slot = ring_->TryAcquireWithinDepth()) == nullptr) {
+          break;
+        }
+        if (drain_.load()) {  // only with nothing in flight: see above
+          ring_->Abandon(slot);
+          filling_.store(false);
+          while (!stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return Cancelled("stream closed");
+        }
+        Status committed = CommitConsumed();
+        if (!committed.ok()) {
+          ring_->Abandon(slot);
+          return committed;
+        }
+        Result<BatchLease> lease = ahead ? Result<BatchLease>(std::move(*ahead)) : NextLease(epoch);
         ahead.reset();
-      } else {
-        EMBER_ASSIGN_OR_RETURN(lease, NextLease(epoch));
+        if (!lease.ok()) {
+          ring_->Abandon(slot);
+          return lease.status();
+        }
+        epoch_done = lease->last_in_epoch;
+        if (source->ParallelDecode() && !epoch_done) {
+          // Lease the next batch now so the source can start reading its files while this
+          // one decodes.
+          Result<BatchLease> next = NextLease(epoch);
+          if (!next.ok()) {
+            ring_->Abandon(slot);
+            return next.status();
+          }
+          source->Prefetch(next->sample_ids.data(), next->sample_ids.size());
+          ahead = std::move(next).value();
+        }
+        filling.push_back(StartFill(slot, std::move(lease).value(), *source));
       }
-      epoch_done = lease.last_in_epoch;
-      if (source->ParallelDecode() && !epoch_done) {
-        // Lease the next batch now so the source can start reading its files while this
-        // one decodes.
-        EMBER_ASSIGN_OR_RETURN(BatchLease next, NextLease(epoch));
-        source->Prefetch(next.sample_ids.data(), next.sample_ids.size());
-        ahead = std::move(next);
-      }
-      EMBER_ASSIGN_OR_RETURN(const uint64_t rows, Fill(slot, lease, *source));
-      const uint64_t samples = lease.sample_ids.size();
-      Status published = Publish(slot, std::move(lease), rows);
-      filling_.store(false);
+      std::unique_ptr<Filling> oldest = std::move(filling.front());
+      filling.pop_front();
+      EMBER_ASSIGN_OR_RETURN(const uint64_t rows, FinishFill(*oldest));
+      const uint64_t samples = oldest->lease.sample_ids.size();
+      Status published = Publish(oldest->slot, std::move(oldest->lease), rows);
+      oldest->slot = nullptr;  // published (or the stream is closing)
+      if (filling.empty()) filling_.store(false);
       EMBER_RETURN_IF_ERROR(published);
 
       std::lock_guard<std::mutex> lock(rate_mu_);
@@ -209,22 +264,24 @@ Status Stream::Produce() {
 
 void Stream::Drain() { drain_.store(true); }
 
-Result<uint64_t> Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease,
-                              const Source& source) {
+std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, BatchLease lease,
+                                                   const Source& source) {
+  auto f = std::make_unique<Filling>();
+  f->ring = ring_.get();
+  f->slot = slot;
+  f->lease = std::move(lease);
   uint8_t* base = ring_->SlotBase(slot);
-  const uint64_t rows = lease.sample_ids.size();
+  const uint64_t rows = f->lease.sample_ids.size();
   uint64_t offset = ring_->payload_offset();
   slot->num_tensors = static_cast<uint32_t>(tensors_.size());
   slot->num_samples = static_cast<uint32_t>(rows);
-  slot->epoch = lease.epoch;
-  slot->index_in_epoch = lease.index_in_epoch;
-  slot->last_in_epoch = lease.last_in_epoch ? 1 : 0;
-  slot->position = lease.step_end;
-  std::array<uint8_t*, ring::kMaxTensors> columns{};
-  std::array<uint64_t, ring::kMaxTensors> sample_bytes{};
+  slot->epoch = f->lease.epoch;
+  slot->index_in_epoch = f->lease.index_in_epoch;
+  slot->last_in_epoch = f->lease.last_in_epoch ? 1 : 0;
+  slot->position = f->lease.step_end;
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const TensorSpec& spec = tensors_[t];
-    sample_bytes[t] = spec.SampleBytes();
+    f->sample_bytes[t] = spec.SampleBytes();
     ring::TensorDesc& desc = slot->tensors[t];
     std::memset(desc.name, 0, sizeof(desc.name));
     std::strncpy(desc.name, spec.name.c_str(), sizeof(desc.name) - 1);
@@ -233,49 +290,54 @@ Result<uint64_t> Stream::Fill(ring::SlotHeader* slot, const BatchLease& lease,
     desc.shape[0] = static_cast<int64_t>(rows);
     for (size_t k = 0; k < spec.shape.size(); ++k) desc.shape[k + 1] = spec.shape[k];
     desc.offset = offset;
-    desc.nbytes = sample_bytes[t] * rows;
-    columns[t] = base + offset;
+    desc.nbytes = f->sample_bytes[t] * rows;
+    f->columns[t] = base + offset;
     offset += ring::AlignUp(desc.nbytes, ring::kCacheLine);
   }
+  f->errors.resize(rows);
 
-  // The batch's rows, decoded straight into the slot by whoever claims them next: a row
-  // at a time, so that no decode thread sits idle at the batch's end while another still
-  // has a queue of rows (images take from 0.1 to several ms each). A failed row's error
-  // goes into `errors[r]`; under on_error: fail, it ends the batch for every thread. A
-  // stop ends it too, so that a slow source delays closing by one sample, not a batch.
-  const SampleContext context{params_.seed, lease.epoch};
-  const bool skip_bad = info_.spec.on_error == "skip";
-  std::vector<Status> errors(rows);
-  std::atomic<uint64_t> next_row{0};
-  std::atomic<bool> failed{false};
-  auto read_rows = [&] {
+  // Decodes rows straight into the slot until none is left. A stop ends it too, so that a
+  // slow source delays closing by one sample, not a batch.
+  auto read_rows = [this, &source, f = f.get()] {
+    const SampleContext context{params_.seed, f->lease.epoch};
+    const bool skip_bad = info_.spec.on_error == "skip";
+    const uint64_t rows = f->lease.sample_ids.size();
     std::array<void*, ring::kMaxTensors> dsts{};
-    while (!stop_.load(std::memory_order_relaxed) && !failed.load(std::memory_order_relaxed)) {
-      const uint64_t r = next_row.fetch_add(1, std::memory_order_relaxed);
+    while (!stop_.load(std::memory_order_relaxed) && !f->failed.load(std::memory_order_relaxed)) {
+      const uint64_t r = f->next_row.fetch_add(1, std::memory_order_relaxed);
       if (r >= rows) return;
-      for (size_t t = 0; t < info_.tensors.size(); ++t) dsts[t] = columns[t] + r * sample_bytes[t];
-      errors[r] = source.ReadSample(lease.sample_ids[r], context, dsts.data());
-      if (!errors[r].ok() && !skip_bad) failed.store(true, std::memory_order_relaxed);
+      for (size_t t = 0; t < info_.tensors.size(); ++t)
+        dsts[t] = f->columns[t] + r * f->sample_bytes[t];
+      f->errors[r] = source.ReadSample(f->lease.sample_ids[r], context, dsts.data());
+      if (!f->errors[r].ok() && !skip_bad) f->failed.store(true, std::memory_order_relaxed);
     }
   };
   if (decode_pool_ == nullptr || !source.ParallelDecode() || rows < 2) {
     read_rows();
-  } else {
-    // One task per decode thread, and wait for all of them.
-    const uint64_t tasks = std::min<uint64_t>(rows, decode_pool_->threads);
-    std::mutex mu;
-    std::condition_variable done_cv;
-    uint64_t pending = tasks;
-    for (uint64_t c = 0; c < tasks; ++c) {
-      boost::asio::post(decode_pool_->pool, [&] {
-        read_rows();
-        std::lock_guard<std::mutex> lock(mu);
-        if (--pending == 0) done_cv.notify_one();
-      });
-    }
-    std::unique_lock<std::mutex> lock(mu);
-    done_cv.wait(lock, [&] { return pending == 0; });
+    return f;
   }
+  // One task per decode thread; FinishFill waits for all of them.
+  const uint64_t tasks = std::min<uint64_t>(rows, decode_pool_->threads);
+  f->pending = tasks;
+  for (uint64_t c = 0; c < tasks; ++c) {
+    boost::asio::post(decode_pool_->pool, [read_rows, f = f.get()] {
+      read_rows();
+      std::lock_guard<std::mutex> lock(f->mu);
+      if (--f->pending == 0) f->done_cv.notify_one();
+    });
+  }
+  return f;
+}
+
+Result<uint64_t> Stream::FinishFill(Filling& f) {
+  f.Wait();
+  ring::SlotHeader* slot = f.slot;
+  const BatchLease& lease = f.lease;
+  const std::vector<Status>& errors = f.errors;
+  const auto& columns = f.columns;
+  const auto& sample_bytes = f.sample_bytes;
+  const uint64_t rows = lease.sample_ids.size();
+  const bool skip_bad = info_.spec.on_error == "skip";
   if (stop_.load()) return Cancelled("stream closed");
   if (params_.sample_ids) {
     auto* ids = reinterpret_cast<int64_t*>(columns[tensors_.size() - 1]);

@@ -119,11 +119,12 @@ class Stream {
   // it neither leases nor publishes another batch. Idempotent.
   void Stop();
 
-  // The daemon is shutting down: the producer finishes the batch it is writing, publishes
-  // it, and then writes no other, waiting for Stop(). Returns at once; idempotent.
+  // The daemon is shutting down: the producer finishes the batches it is writing,
+  // publishes them, and then writes no other, waiting for Stop(). Returns at once;
+  // idempotent.
   void Drain();
   // True while the producer writes a batch into a slot (from taking the slot to
-  // publishing it); false for good once drained.
+  // publishing it; it may write two at once); false for good once drained.
   bool filling() const { return filling_.load(); }
   // True once the producer thread has returned (destroying the Stream then waits for
   // nothing).
@@ -147,10 +148,14 @@ class Stream {
          uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring);
   void Run();
   Status Produce();
-  // Decodes the lease's samples into the slot and returns the rows written. A corrupt
-  // sample fails the batch, or under on_error: skip is logged, counted and left out (the
-  // batch gets fewer rows).
-  Result<uint64_t> Fill(ring::SlotHeader* slot, const BatchLease& lease, const Source& source);
+  // Starts decoding the lease's samples into the slot (on the decode pool if the source
+  // decodes, else here and now).
+  struct Filling;
+  std::unique_ptr<Filling> StartFill(ring::SlotHeader* slot, BatchLease lease,
+                                     const Source& source);
+  // Waits for the batch and returns the rows written. A corrupt sample fails the batch,
+  // or under on_error: skip is logged, counted and left out (the batch gets fewer rows).
+  Result<uint64_t> FinishFill(Filling& filling);
   // This rank's next batch of `epoch` from the ledger; kCancelled once stopped.
   Result<BatchLease> NextLease(uint64_t epoch);
   // Commits the batches whose slots the reader has handed back. kCancelled once stopped.

@@ -63,10 +63,11 @@ class FakeSource : public Source {
     blocked_ = false;
     changed_.notify_all();
   }
-  // Waits up to `timeout` until a ReadSample is blocked; true if one is.
-  bool WaitUntilBlocked(std::chrono::milliseconds timeout) const {
+  // Waits up to `timeout` until `readers` ReadSample calls are blocked at once; true if
+  // they are.
+  bool WaitUntilBlocked(std::chrono::milliseconds timeout, int readers = 1) const {
     std::unique_lock<std::mutex> lock(mu_);
-    return changed_.wait_for(lock, timeout, [&] { return blocked_readers_ > 0; });
+    return changed_.wait_for(lock, timeout, [&] { return blocked_readers_ >= readers; });
   }
 
   Status ReadSample(uint64_t id, const SampleContext& ctx, void* const* dsts) const override {

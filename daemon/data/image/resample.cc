@@ -359,22 +359,31 @@ EMBER_AVX2 inline __m256i VerticalSixteen(const int16_t* row, size_t stride, con
 
 // The uint8 vertical pass (n <= kMaxByteTaps) of one output row: for each channel c, the
 // `count` values of plane c (at rows + c * count) into outs[c], 32 (then 16) at a time;
-// returns how many of each were done (count rounded down to 16).
+// returns how many of each were done (count rounded down to 16). With `stream`, stores
+// to 32-byte aligned places bypass the cache (the output is the image's final place,
+// read later by another process: a normal store would first read each line from memory
+// and then evict the decoder's working set with it); the caller fences.
 template <int kTaps>
 EMBER_AVX2 int VerticalBytesAvx2(const int16_t* rows, size_t stride, const int16_t* w, int n,
-                                 int count, uint8_t* const outs[3]) {
+                                 int count, uint8_t* const outs[3], bool stream) {
   __m256i weights[kMaxByteTaps];
   for (int k = 0; k < n; ++k) weights[k] = _mm256_set1_epi16(w[k]);
   const int done32 = count / 32 * 32, done = count / 16 * 16;
   for (int c = 0; c < 3; ++c) {
     const int16_t* plane = rows + size_t(c) * count;
+    const bool aligned = stream && reinterpret_cast<uintptr_t>(outs[c]) % 32 == 0;
     for (int i = 0; i < done32; i += 32) {
       const __m256i first = VerticalSixteen<kTaps>(plane + i, stride, weights, n);
       const __m256i second = VerticalSixteen<kTaps>(plane + i + 16, stride, weights, n);
       // packus interleaves the lanes of its two inputs; permute4x64 puts them back.
-      _mm256_storeu_si256(
-          reinterpret_cast<__m256i*>(outs[c] + i),
-          _mm256_permute4x64_epi64(_mm256_packus_epi16(first, second), _MM_SHUFFLE(3, 1, 2, 0)));
+      const __m256i bytes =
+          _mm256_permute4x64_epi64(_mm256_packus_epi16(first, second), _MM_SHUFFLE(3, 1, 2, 0));
+      auto* to = reinterpret_cast<__m256i*>(outs[c] + i);
+      if (aligned) {
+        _mm256_stream_si256(to, bytes);
+      } else {
+        _mm256_storeu_si256(to, bytes);
+      }
     }
     if (done > done32) {
       const __m256i values = VerticalSixteen<kTaps>(plane + done32, stride, weights, n);
@@ -567,6 +576,7 @@ void ResampleImage(const RgbImage& image, const ResampleTaps& x, const ResampleT
 
   // Vertical pass per output row and channel.
   const size_t plane = size_t(out_width) * out_height;
+  [[maybe_unused]] const bool stream = !output.hwc;  // CHW goes straight to the output
   for (int o = 0; o < out_height; ++o) {
     const int16_t* rows = &scratch.rows[row_values * (y.start[o] - y.lowest)];
     const int16_t* w = &y.weights[size_t(o) * y.n];
@@ -592,10 +602,10 @@ void ResampleImage(const RgbImage& image, const ResampleTaps& x, const ResampleT
 #ifdef EMBER_RESAMPLE_AVX2
       if (simd) {
         switch (y.n) {
-          case 2: done = VerticalBytesAvx2<2>(rows, row_values, w, 2, out_width, outs); break;
-          case 3: done = VerticalBytesAvx2<3>(rows, row_values, w, 3, out_width, outs); break;
-          case 4: done = VerticalBytesAvx2<4>(rows, row_values, w, 4, out_width, outs); break;
-          default: done = VerticalBytesAvx2<0>(rows, row_values, w, y.n, out_width, outs); break;
+          case 2: done = VerticalBytesAvx2<2>(rows, row_values, w, 2, out_width, outs, stream); break;
+          case 3: done = VerticalBytesAvx2<3>(rows, row_values, w, 3, out_width, outs, stream); break;
+          case 4: done = VerticalBytesAvx2<4>(rows, row_values, w, 4, out_width, outs, stream); break;
+          default: done = VerticalBytesAvx2<0>(rows, row_values, w, y.n, out_width, outs, stream); break;
         }
       }
 #endif
@@ -605,6 +615,11 @@ void ResampleImage(const RgbImage& image, const ResampleTaps& x, const ResampleT
     }
     if (output.hwc) StoreBytesHwc(scratch.bytes.data(), out_width, o, output);
   }
+#ifdef EMBER_RESAMPLE_AVX2
+  // The streaming stores are weakly ordered: make them visible before whatever publishes
+  // the output.
+  if (simd && stream && !output.float32) _mm_sfence();
+#endif
 }
 
 }  // namespace ember::daemon
