@@ -4,7 +4,7 @@ Fashion-MNIST images upscaled to 256x256, smooth and small) and real photographs
 (bench/make_photo_folder.py: 2,000 crops of 300-500 px from Debian's mate-backgrounds).
 Systems, each at its best documented configuration for 2 cores (bench/README.md says why):
   decode-limit   bench/decode_limit: emberd's decode code, one process per core, files in
-                 memory, no loader: the ceiling
+                 memory, no loader, output written to shared memory: the ceiling
   ember-folder   emberd on the folder (imagefolder format) + bench/loader_bench readers
   ember-packed   the same on the folder packed (emberctl pack)
   dataloader     torch DataLoader + torchvision (bench/dataloader_baseline.py), workers =
