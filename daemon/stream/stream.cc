@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/post.hpp>
 
 #include <algorithm>
 #include <array>
@@ -43,11 +42,17 @@ struct Stream::Filling {
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::condition_variable done_cv;
-  uint64_t pending = 0;  // decode tasks not yet done; guarded by mu
+  uint64_t pending = 0;        // decode tasks not yet done; guarded by mu
+  bool rows_claimed = false;   // a task found no row left to claim; guarded by mu
 
   void Wait() {
     std::unique_lock<std::mutex> lock(mu);
     done_cv.wait(lock, [&] { return pending == 0; });
+  }
+  // Until a decode thread is out of rows (or all are done).
+  void WaitUntilRowsClaimed() {
+    std::unique_lock<std::mutex> lock(mu);
+    done_cv.wait(lock, [&] { return rows_claimed || pending == 0; });
   }
   ~Filling() {
     Wait();
@@ -188,56 +193,35 @@ Status Stream::Produce() {
   std::shared_ptr<const Source> source = *loaded;
   source_future_ = DatasetCache::SourceFuture();  // keep only the shared_ptr
 
-  // Batches being decoded, oldest first. With a decode pool, a second batch starts while
-  // the first one's last rows finish (when the depth leaves a slot for it), so that the
-  // pool's threads go on to it instead of waiting for the producer between batches.
-  // Declared after `source`, so that the decode tasks end before it goes.
+  // Batches being decoded, oldest first: at most two. When a decode thread runs out of
+  // the current batch's rows and nothing else waits for the pool (no other stream's
+  // batch), the next batch starts at once if the depth leaves a slot for it, so that the
+  // pool does not idle while the last rows finish and the producer publishes. Declared
+  // after `source`, so that the decode tasks end before it goes.
   std::deque<std::unique_ptr<Filling>> filling;
-  const size_t max_filling = decode_pool_ != nullptr && source->ParallelDecode() ? 2 : 1;
+  const bool overlap = decode_pool_ != nullptr && source->ParallelDecode();
   std::optional<BatchLease> ahead;  // the next batch, leased early for prefetching
   for (uint64_t epoch = params_.rejoin ? params_.rejoin_epoch : params_.start_epoch;
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
     epoch_.store(epoch, std::memory_order_relaxed);
     for (bool epoch_done = false; !epoch_done || !filling.empty();) {
-      while (!epoch_done && filling.size() < max_filling) {
-        ring::SlotHeader* slot = nullptr;
-        if (filling.empty()) {
-          slot = ring_->Acquire(stop_);
-          if (slot == nullptr) return Cancelled("stream closed");
-          filling_.store(true);
-        } else if (drain_.load() || (slot = ring_->TryAcquireWithinDepth()) == nullptr) {
-          break;
-        }
-        if (drain_.load()) {  // only with nothing in flight: see above
+      if (filling.empty()) {
+        ring::SlotHeader* slot = ring_->Acquire(stop_);
+        if (slot == nullptr) return Cancelled("stream closed");
+        filling_.store(true);
+        if (drain_.load()) {
           ring_->Abandon(slot);
           filling_.store(false);
           while (!stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
           return Cancelled("stream closed");
         }
-        Status committed = CommitConsumed();
-        if (!committed.ok()) {
-          ring_->Abandon(slot);
-          return committed;
-        }
-        Result<BatchLease> lease = ahead ? Result<BatchLease>(std::move(*ahead)) : NextLease(epoch);
-        ahead.reset();
-        if (!lease.ok()) {
-          ring_->Abandon(slot);
-          return lease.status();
-        }
-        epoch_done = lease->last_in_epoch;
-        if (source->ParallelDecode() && !epoch_done) {
-          // Lease the next batch now so the source can start reading its files while this
-          // one decodes.
-          Result<BatchLease> next = NextLease(epoch);
-          if (!next.ok()) {
-            ring_->Abandon(slot);
-            return next.status();
-          }
-          source->Prefetch(next->sample_ids.data(), next->sample_ids.size());
-          ahead = std::move(next).value();
-        }
-        filling.push_back(StartFill(slot, std::move(lease).value(), *source));
+        EMBER_RETURN_IF_ERROR(StartNext(slot, epoch, *source, ahead, epoch_done, filling));
+      }
+      if (overlap && filling.size() == 1 && !epoch_done) {
+        filling.front()->WaitUntilRowsClaimed();
+        if (decode_pool_->queued.load(std::memory_order_relaxed) == 0 && !drain_.load())
+          if (ring::SlotHeader* slot = ring_->TryAcquireWithinDepth())
+            EMBER_RETURN_IF_ERROR(StartNext(slot, epoch, *source, ahead, epoch_done, filling));
       }
       std::unique_ptr<Filling> oldest = std::move(filling.front());
       filling.pop_front();
@@ -259,6 +243,36 @@ Status Stream::Produce() {
       }
     }
   }
+  return Status::Ok();
+}
+
+Status Stream::StartNext(ring::SlotHeader* slot, uint64_t epoch, const Source& source,
+                         std::optional<BatchLease>& ahead, bool& epoch_done,
+                         std::deque<std::unique_ptr<Filling>>& filling) {
+  Status committed = CommitConsumed();
+  if (!committed.ok()) {
+    ring_->Abandon(slot);
+    return committed;
+  }
+  Result<BatchLease> lease = ahead ? Result<BatchLease>(std::move(*ahead)) : NextLease(epoch);
+  ahead.reset();
+  if (!lease.ok()) {
+    ring_->Abandon(slot);
+    return lease.status();
+  }
+  epoch_done = lease->last_in_epoch;
+  if (source.ParallelDecode() && !epoch_done) {
+    // Lease the next batch now so the source can start reading its files while this one
+    // decodes.
+    Result<BatchLease> next = NextLease(epoch);
+    if (!next.ok()) {
+      ring_->Abandon(slot);
+      return next.status();
+    }
+    source.Prefetch(next->sample_ids.data(), next->sample_ids.size());
+    ahead = std::move(next).value();
+  }
+  filling.push_back(StartFill(slot, std::move(lease).value(), source));
   return Status::Ok();
 }
 
@@ -305,7 +319,14 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
     std::array<void*, ring::kMaxTensors> dsts{};
     while (!stop_.load(std::memory_order_relaxed) && !f->failed.load(std::memory_order_relaxed)) {
       const uint64_t r = f->next_row.fetch_add(1, std::memory_order_relaxed);
-      if (r >= rows) return;
+      if (r >= rows) {
+        std::lock_guard<std::mutex> lock(f->mu);
+        if (!f->rows_claimed) {
+          f->rows_claimed = true;
+          f->done_cv.notify_all();
+        }
+        return;
+      }
       for (size_t t = 0; t < info_.tensors.size(); ++t)
         dsts[t] = f->columns[t] + r * f->sample_bytes[t];
       f->errors[r] = source.ReadSample(f->lease.sample_ids[r], context, dsts.data());
@@ -320,10 +341,10 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
   const uint64_t tasks = std::min<uint64_t>(rows, decode_pool_->threads);
   f->pending = tasks;
   for (uint64_t c = 0; c < tasks; ++c) {
-    boost::asio::post(decode_pool_->pool, [read_rows, f = f.get()] {
+    decode_pool_->Post([read_rows, f = f.get()] {
       read_rows();
       std::lock_guard<std::mutex> lock(f->mu);
-      if (--f->pending == 0) f->done_cv.notify_one();
+      if (--f->pending == 0) f->done_cv.notify_all();
     });
   }
   return f;

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include "daemon/catalog/dataset.h"
@@ -86,8 +88,18 @@ struct StreamStats {
 // The daemon's decode threads, shared by all streams (sized by the decode_threads key).
 struct DecodePool {
   explicit DecodePool(unsigned n) : threads(n == 0 ? 1 : n), pool(threads) {}
+  // Runs `task` on one of the threads.
+  template <typename Task>
+  void Post(Task task) {
+    queued.fetch_add(1, std::memory_order_relaxed);
+    boost::asio::post(pool, [this, task = std::move(task)]() mutable {
+      queued.fetch_sub(1, std::memory_order_relaxed);
+      task();
+    });
+  }
   const unsigned threads;
   boost::asio::thread_pool pool;
+  std::atomic<uint64_t> queued{0};  // tasks posted and not yet started
 };
 
 // Bytes of payload one batch of `batch_size` samples with `tensors` needs in a slot.
@@ -153,6 +165,11 @@ class Stream {
   struct Filling;
   std::unique_ptr<Filling> StartFill(ring::SlotHeader* slot, BatchLease lease,
                                      const Source& source);
+  // Leases the next batch of `epoch` into `slot` and starts it; `epoch_done` becomes
+  // whether it is the epoch's last. Gives the slot back on error.
+  Status StartNext(ring::SlotHeader* slot, uint64_t epoch, const Source& source,
+                   std::optional<BatchLease>& ahead, bool& epoch_done,
+                   std::deque<std::unique_ptr<Filling>>& filling);
   // Waits for the batch and returns the rows written. A corrupt sample fails the batch,
   // or under on_error: skip is logged, counted and left out (the batch gets fewer rows).
   Result<uint64_t> FinishFill(Filling& filling);

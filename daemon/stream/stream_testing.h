@@ -50,13 +50,19 @@ class FakeSource : public Source {
   // out with a single decoder.
   void RequireTwoThreads() { require_two_threads_ = true; }
 
-  // Makes ReadSample block until Unblock() or until `limit` has passed (so that a test
-  // of code that wrongly waits for the read fails instead of hanging). Call before
-  // reading starts.
-  void Block(std::chrono::milliseconds limit) {
+  // Makes ReadSample (of the samples in `only`, or of all if it is empty) block until
+  // Unblock() or until `limit` has passed (so that a test of code that wrongly waits for
+  // the read fails instead of hanging). Call before reading starts.
+  void Block(std::chrono::milliseconds limit, std::set<uint64_t> only = {}) {
     std::lock_guard<std::mutex> lock(mu_);
     blocked_ = true;
     block_limit_ = limit;
+    block_only_ = std::move(only);
+  }
+  // Waits up to `timeout` until sample `id` has been read; true if it has.
+  bool WaitUntilRead(uint64_t id, std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return changed_.wait_for(lock, timeout, [&] { return read_.count(id) != 0; });
   }
   void Unblock() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -78,7 +84,7 @@ class FakeSource : public Source {
         changed_.notify_all();
         changed_.wait_for(lock, std::chrono::seconds(10), [&] { return threads_.size() >= 2; });
       }
-      if (blocked_) {
+      if (blocked_ && (block_only_.empty() || block_only_.count(id) != 0)) {
         ++blocked_readers_;
         changed_.notify_all();
         changed_.wait_for(lock, block_limit_, [&] { return !blocked_; });
@@ -91,6 +97,9 @@ class FakeSource : public Source {
                               static_cast<int32_t>(ctx.epoch), static_cast<int32_t>(thread)};
     std::memcpy(dsts[0], image, sizeof(image));
     *static_cast<uint8_t*>(dsts[1]) = static_cast<uint8_t>(id % 7);
+    std::lock_guard<std::mutex> lock(mu_);
+    read_.insert(id);
+    changed_.notify_all();
     return Status::Ok();
   }
 
@@ -103,7 +112,9 @@ class FakeSource : public Source {
   mutable std::condition_variable changed_;
   mutable std::vector<uint64_t> prefetched_;  // guarded by mu_
   mutable std::set<std::thread::id> threads_;  // guarded by mu_
+  mutable std::set<uint64_t> read_;            // guarded by mu_
   bool blocked_ = false;                       // guarded by mu_
+  std::set<uint64_t> block_only_;              // guarded by mu_
   std::chrono::milliseconds block_limit_{0};   // guarded by mu_
   mutable int blocked_readers_ = 0;            // guarded by mu_
 };
