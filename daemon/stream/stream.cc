@@ -228,7 +228,7 @@ Status Stream::Produce() {
       EMBER_ASSIGN_OR_RETURN(const uint64_t rows, FinishFill(*oldest));
       const uint64_t samples = oldest->lease.sample_ids.size();
       Status published = Publish(oldest->slot, std::move(oldest->lease), rows);
-      oldest->slot = nullptr;  // published (or the stream is closing)
+      if (published.ok()) oldest->slot = nullptr;  // else it goes back with `oldest`
       if (filling.empty()) filling_.store(false);
       EMBER_RETURN_IF_ERROR(published);
 
