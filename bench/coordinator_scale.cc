@@ -34,7 +34,8 @@
 //
 //   coordinator_scale [--nodes 64] [--ranks-per-node 8] [--steps-per-second 10]
 //                     [--seconds 10] [--warmup 2] [--batch 32] [--steps-per-epoch 0]
-//                     [--samples 0] [--spread 0] [--threads 1] [--per-rank] [--emberd PATH]
+//                     [--samples 0] [--spread 0] [--threads 1] [--peer-threads 0]
+//                     [--per-rank] [--emberd PATH]
 //                     [--coordinator HOST:PORT --coordinator-pid PID --journal PATH]
 //                     [--keep] [--json FILE]
 // --samples 0: enough for one epoch to last the whole run (no epoch boundary in the
@@ -97,6 +98,7 @@ struct Flags {
   uint64_t samples = 0;
   double spread = 0;
   uint32_t threads = 1;
+  uint32_t peer_threads = 0;
   bool per_rank = false;
   std::string emberd;
   std::string coordinator;
@@ -566,7 +568,8 @@ uint64_t ProcStatusKib(int pid, const std::string& key) {
 // its directory removed on destruction unless `keep`.
 class Coordinator {
  public:
-  Coordinator(Env& env, std::string emberd, bool keep) : env_(env), emberd_(std::move(emberd)), keep_(keep) {}
+  Coordinator(Env& env, std::string emberd, uint32_t peer_threads, bool keep)
+      : env_(env), emberd_(std::move(emberd)), peer_threads_(peer_threads), keep_(keep) {}
   ~Coordinator() {
     Stop();
     if (!dir_.empty() && !keep_) (void)env_.RemoveAll(dir_);
@@ -579,7 +582,8 @@ class Coordinator {
     dir_ = pattern;
     const std::string config = dir_ + "/emberd.yaml";
     EMBER_RETURN_IF_ERROR(env_.WriteFileAtomic(
-        config, "listen: 127.0.0.1:0\ntls: off\nnode: coordinator\n"));
+        config, "listen: 127.0.0.1:0\ntls: off\nnode: coordinator\npeer_threads: " +
+                    std::to_string(peer_threads_) + "\n"));
     const std::vector<std::string> argv = {emberd_,
                                            "--config", config,
                                            "--socket", dir_ + "/emberd.sock",
@@ -656,6 +660,7 @@ class Coordinator {
  private:
   Env& env_;
   const std::string emberd_;
+  const uint32_t peer_threads_;
   const bool keep_;
   std::string dir_;
   std::string address_;
@@ -669,7 +674,7 @@ int Fail(const std::string& message) {
 
 int Run(const Flags& flags) {
   std::unique_ptr<Env> env = NewPosixEnv();
-  Coordinator coordinator(*env, flags.emberd, flags.keep);
+  Coordinator coordinator(*env, flags.emberd, flags.peer_threads, flags.keep);
   Schedule schedule;
   int pid = flags.coordinator_pid;
   std::string journal = flags.journal;
@@ -796,7 +801,7 @@ int Run(const Flags& flags) {
   const std::string fields = StringPrintf(
       "\"nodes\": %u, \"ranks_per_node\": %u, \"ranks\": %u, \"batch\": %u, "
       "\"num_samples\": %llu, \"steps_per_epoch\": %llu, \"target_steps_per_second\": %g, "
-      "\"seconds\": %g, \"warmup\": %g, \"spread\": %g, \"threads\": %u, \"tls\": false, "
+      "\"seconds\": %g, \"warmup\": %g, \"spread\": %g, \"threads\": %u, \"peer_threads\": %u, \"tls\": false, "
       "\"protocol\": \"%s\", "
       "\"loadavg_1min_before\": %s, "
       "\"steps_per_second\": %.2f, \"late_rank_ticks\": %llu, "
@@ -813,7 +818,7 @@ int Run(const Flags& flags) {
       static_cast<unsigned long long>(schedule.num_samples),
       static_cast<unsigned long long>((schedule.num_samples + global_batch - 1) / global_batch),
       flags.steps_per_second, flags.seconds, flags.warmup, flags.spread, flags.threads,
-      flags.per_rank ? "per-rank" : "per-node", load_before.c_str(), steps / flags.seconds, static_cast<unsigned long long>(late),
+      flags.peer_threads, flags.per_rank ? "per-rank" : "per-node", load_before.c_str(), steps / flags.seconds, static_cast<unsigned long long>(late),
       1000 * cpu_s * per_step, 1e6 * cpu_s * per_step / world, cpu_s / flags.seconds,
       cpu_s * per_step * flags.steps_per_second, busiest.c_str(), busiest_s / flags.seconds,
       Quantile(lease_ms, 0.5), Quantile(lease_ms, 0.99), Quantile(lease_ms, 1.0),
@@ -873,6 +878,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", flags.threads, "event loop threads simulating the nodes")
       ->check(CLI::Range(1u, 64u))
       ->capture_default_str();
+  app.add_option("--peer-threads", flags.peer_threads,
+                 "the started emberd's peer_threads (0: its default, one per core, at most 4)")
+      ->check(CLI::Range(0, 64));
   app.add_flag("--per-rank", flags.per_rank,
                "one commit and one next RPC per rank (protocol 1), not one exchange per node");
   app.add_option("--emberd", flags.emberd, "the emberd binary to start")->capture_default_str();

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <algorithm>
 #include <thread>
 
 #include "daemon/catalog/catalog.h"
@@ -43,6 +44,7 @@
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/metrics/prometheus_text.h"
 #include "daemon/peer/host_port.h"
+#include "daemon/peer/loop_links.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/peer/peer_tls.h"
 #include "daemon/rpc/daemon_server.h"
@@ -224,17 +226,30 @@ std::string NodeName(const DaemonConfig& config) {
 // The TCP endpoint for other daemons (key `listen`) serving PeerServer on each
 // connection. Logs where it listens and writes the bound port, in decimal, to
 // <state_dir>/peer.port (for port 0: how tests and scripts learn it).
+// Connections are served on config.peer_threads peer loops; their openJob reaches the
+// stores, which live on `io`'s loop, through `links`.
 Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContext& io,
                                                      const DaemonConfig& config, PeerTls* tls,
-                                                     JobLedger* jobs,
-                                                     DaemonService* service) {
+                                                     JobLedger* jobs, DaemonService* service,
+                                                     LoopLinks* links) {
   const std::string node = NodeName(config);
-  EMBER_ASSIGN_OR_RETURN(
-      std::unique_ptr<PeerListener> listener,
-      PeerListener::Start(io, config.listen, tls, [&io, node, jobs, service](const PeerInfo& peer) {
-        return capnp::Capability::Client(
-            kj::heap<PeerServer>(node, peer, jobs, service, &io.provider->getTimer()));
-      }));
+  PeerListenerOptions options;
+  options.serve_threads = config.peer_threads != 0
+                              ? config.peer_threads
+                              : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  // On the loop serving the connection; the stores' PeerServer on the main loop.
+  auto factory = [&io, links, node, jobs, service](const PeerInfo& peer,
+                                                   kj::AsyncIoContext& loop) {
+    auto at_home = [&io, node, peer, service] {
+      return capnp::Capability::Client(
+          kj::heap<PeerServer>(node, peer, nullptr, service, &io.provider->getTimer()));
+    };
+    if (&loop == &io) return at_home();
+    return capnp::Capability::Client(kj::heap<PeerServer>(
+        node, peer, jobs, [links, &loop, at_home] { return links->Connect(loop, at_home); }));
+  };
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<PeerListener> listener,
+                         PeerListener::Start(io, config.listen, tls, factory, options));
   EMBER_ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(config.listen));
   bound.port = listener->port();
   EMBER_RETURN_IF_ERROR(env.WriteFileAtomic(config.state_dir + "/peer.port",
@@ -244,8 +259,8 @@ Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContex
                  "encrypted; set tls: {{cert, key, ca}} for mutual TLS",
                  bound.ToString());
   }
-  spdlog::info("listening for peers on {} (tls: {}) as node '{}'", bound.ToString(),
-               tls == nullptr ? "off" : "on", node);
+  spdlog::info("listening for peers on {} (tls: {}) as node '{}', {} peer threads",
+               bound.ToString(), tls == nullptr ? "off" : "on", node, options.serve_threads);
   return listener;
 }
 
@@ -415,9 +430,11 @@ int Serve(const CommandLine& cli) {
     LogErrors log_errors;
     kj::TaskSet connections(log_errors);
     // Before the unix socket: once it answers, <state_dir>/peer.port is there.
+    LoopLinks links(io);  // outlives the listener: its connections' links to this loop
     std::unique_ptr<PeerListener> peers;
     if (!config->listen.empty()) {
-      auto listening = ListenForPeers(*env, io, *config, peer_tls.get(), &ledger, &service);
+      auto listening =
+          ListenForPeers(*env, io, *config, peer_tls.get(), &ledger, &service, &links);
       if (!listening.ok()) {
         spdlog::error("{}", listening.status().message());
         return 2;
@@ -541,6 +558,8 @@ int Serve(const CommandLine& cli) {
                    config->drain_timeout_s, undrained);
     }
     for (auto& [address, remote] : remotes) remote->Shutdown();
+    // Peer connections close on their loops while this one runs (their links end here).
+    if (peers) peers->Stop().wait(io.waitScope);
   }  // drops the listener and every connection: their streams close and free their rings
   // Let file work in flight (a dataset being probed) finish while the event loop it
   // would report to still exists; its caller is gone, so the result is dropped.

@@ -110,7 +110,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "plugins", "listen", "tls", "node",
                                                   "reconnect_timeout", "job_fill_timeout",
                                                   "user_limits", "share_group",
-                                                  "drain_timeout", "metrics_listen"}));
+                                                  "drain_timeout", "metrics_listen",
+                                                  "peer_threads"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -136,6 +137,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       if (!bytes.ok()) return yaml.Error(value, Key(key) + ": " + bytes.status().message());
       if (*bytes == 0) return yaml.Error(value, Key(key) + " must be positive, got '" + text + "'");
       config.shm_budget_bytes = *bytes;
+    } else if (key == "peer_threads") {
+      EMBER_ASSIGN_OR_RETURN(config.peer_threads, yaml.Unsigned(value, Key(key), 0, 64));
     } else if (key == "reconnect_timeout") {
       EMBER_ASSIGN_OR_RETURN(config.reconnect_timeout_s, yaml.Unsigned(value, Key(key), 1, 3600));
     } else if (key == "job_fill_timeout") {

@@ -41,6 +41,9 @@ struct DaemonConfig {
   PeerTlsMode tls = PeerTlsMode::kUnset;  // key: tls; off or {cert, key, ca}
   PeerTlsFiles tls_files;                 // when tls is kOn
   std::string node_name;                  // key: node; empty: the host's name
+  // key: peer_threads; event-loop threads (1..64) serving other daemons' connections
+  // (with `listen`); 0: one per core, at most 4.
+  uint32_t peer_threads = 0;
   // key: metrics_listen; HOST:PORT of the HTTP endpoint serving Prometheus metrics at
   // /metrics (daemon/metrics/metrics_server.h), port 0 for any free one; empty: none.
   std::string metrics_listen;

@@ -86,6 +86,8 @@ ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded
   restart("listen", OrNone(running.listen), OrNone(loaded.listen));
   restart("tls", TlsText(running), TlsText(loaded));
   restart("node", OrNone(running.node_name), OrNone(loaded.node_name));
+  restart("peer_threads", std::to_string(running.peer_threads),
+          std::to_string(loaded.peer_threads));
   restart("reconnect_timeout", std::to_string(running.reconnect_timeout_s) + " s",
           std::to_string(loaded.reconnect_timeout_s) + " s");
   restart("user_limits", UserLimitsText(running.user_limits),

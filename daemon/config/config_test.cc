@@ -33,6 +33,7 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.reconnect_timeout_s == 60);
   CHECK(c.job_fill_timeout_s == 600);
   CHECK(c.drain_timeout_s == 10);
+  CHECK(c.peer_threads == 0);
 }
 
 TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names every key") {
@@ -48,7 +49,7 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
   std::string text = *env->ReadFile(path);
   for (const char* key :
        {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level",
-        "plugins", "reconnect_timeout", "job_fill_timeout", "drain_timeout"}) {
+        "plugins", "reconnect_timeout", "job_fill_timeout", "drain_timeout", "peer_threads"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
@@ -78,7 +79,8 @@ TEST_CASE("every key is read") {
       "log_level: debug\n"
       "reconnect_timeout: 5\n"
       "job_fill_timeout: 30\n"
-      "drain_timeout: 0\n",
+      "drain_timeout: 0\n"
+      "peer_threads: 3\n",
       "all.yaml");
   INFO(config.status().ToString());
   REQUIRE(config.ok());
@@ -93,6 +95,8 @@ TEST_CASE("every key is read") {
   CHECK(config->job_fill_timeout_s == 30);
   CHECK_THAT(ErrorOf("job_fill_timeout: 0\n"), Catch::Contains("1..86400"));
   CHECK(config->drain_timeout_s == 0);
+  CHECK(config->peer_threads == 3);
+  CHECK_THAT(ErrorOf("peer_threads: 65\n"), Catch::Contains("0..64"));
   CHECK_THAT(ErrorOf("drain_timeout: 301\n"), Catch::Contains("0..300"));
 }
 

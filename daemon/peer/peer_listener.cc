@@ -1,9 +1,14 @@
 #include "daemon/peer/peer_listener.h"
 
+#include <fcntl.h>
+
 #include <kj/compat/tls.h>
 #include <kj/debug.h>
+#include <kj/io.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "daemon/peer/tcp_listen.h"
@@ -37,23 +42,35 @@ Result<std::unique_ptr<PeerListener>> PeerListener::Start(kj::AsyncIoContext& io
                                                           PeerListenerOptions options) {
   EMBER_ASSIGN_OR_RETURN(kj::Own<kj::ConnectionReceiver> receiver,
                          ListenTcp(io, address, "peers"));
-  return std::unique_ptr<PeerListener>(new PeerListener(io.provider->getTimer(), tls,
-                                                        std::move(factory), options,
-                                                        kj::mv(receiver)));
+  return std::unique_ptr<PeerListener>(
+      new PeerListener(io, tls, std::move(factory), options, kj::mv(receiver)));
 }
 
-PeerListener::PeerListener(kj::Timer& timer, PeerTls* tls, PeerBootstrapFactory factory,
+PeerListener::PeerListener(kj::AsyncIoContext& io, PeerTls* tls, PeerBootstrapFactory factory,
                            PeerListenerOptions options, kj::Own<kj::ConnectionReceiver> receiver)
-    : timer_(timer),
+    : io_(io),
       tls_(tls),
       factory_(std::move(factory)),
       options_(options),
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
-      tasks_(*this),
+      loops_(options.serve_threads == 0 ? nullptr
+                                        : std::make_unique<PeerLoops>(options.serve_threads)),
+      tasks_(kj::heap<kj::TaskSet>(static_cast<kj::TaskSet::ErrorHandler&>(*this))),
       accepting_(AcceptLoop().eagerlyEvaluate(nullptr)) {}
 
-PeerListener::~PeerListener() = default;
+PeerListener::~PeerListener() {
+  accepting_ = nullptr;
+  tasks_ = nullptr;
+  loops_.reset();  // each loop's connections go on its thread
+}
+
+kj::Promise<void> PeerListener::Stop() {
+  accepting_ = nullptr;
+  tasks_ = kj::heap<kj::TaskSet>(static_cast<kj::TaskSet::ErrorHandler&>(*this));  // this loop's connections, or hand-offs
+  if (loops_ == nullptr) return kj::READY_NOW;
+  return loops_->Clear();
+}
 
 kj::Promise<void> PeerListener::AcceptLoop() {
   // evalNow: accepting may throw at once (EMFILE), not only fail its promise.
@@ -64,29 +81,60 @@ kj::Promise<void> PeerListener::AcceptLoop() {
       }, [this](kj::Exception&& e) -> kj::Promise<void> {
         spdlog::error("accepting peers on port {} failed, retrying in 1 s: {}", port_,
                       e.getDescription().cStr());
-        return timer_.afterDelay(kAcceptRetryDelay);
+        return io_.provider->getTimer().afterDelay(kAcceptRetryDelay);
       })
       .then([this] { return AcceptLoop(); });
 }
 
 void PeerListener::OnAccepted(kj::AuthenticatedStream raw) {
   std::string address = raw.peerIdentity->toString().cStr();
-  if (handshakes_ >= options_.max_handshakes) {
-    Refuse(address, std::to_string(handshakes_) + " handshakes are in flight already");
+  // With tls: off there is no handshake to bound.
+  if (tls_ != nullptr) {
+    if (handshakes_.load() >= options_.max_handshakes) {
+      Refuse(address, std::to_string(handshakes_.load()) + " handshakes are in flight already");
+      return;
+    }
+    ++handshakes_;
+  }
+  if (loops_ == nullptr) {
+    tasks_->add(Handshake(io_, std::move(address), kj::mv(raw)));
     return;
   }
-  tasks_.add(Handshake(std::move(address), kj::mv(raw)));
+  HandOff(std::move(address), kj::mv(raw));
 }
 
-kj::Promise<void> PeerListener::Handshake(std::string address, kj::AuthenticatedStream raw) {
-  ++handshakes_;
+void PeerListener::HandOff(std::string address, kj::AuthenticatedStream raw) {
+  int moved = -1;
+  KJ_IF_MAYBE(fd, raw.stream->getFd()) { moved = fcntl(*fd, F_DUPFD_CLOEXEC, 0); }
+  if (moved < 0) {
+    EndHandshake();
+    Refuse(address, std::string("cannot hand the connection to a peer loop: ") +
+                        (errno != 0 ? std::strerror(errno) : "no descriptor"));
+    return;
+  }
+  // The stream's end takes the socket out of this loop's event port; the duplicate stays.
+  raw.stream = nullptr;
+  kj::AutoCloseFd socket(moved);
+  tasks_->add(loops_->Run([this, address = std::move(address),
+                          socket = kj::mv(socket)](PeerLoops::Loop& loop) mutable {
+    constexpr uint kFlags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
+                            kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC |
+                            kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK;
+    kj::AuthenticatedStream here{loop.io.lowLevelProvider->wrapSocketFd(socket.release(), kFlags),
+                                 kj::UnknownPeerIdentity::newInstance()};
+    loop.tasks->add(Handshake(loop.io, std::move(address), kj::mv(here)));
+  }));
+}
+
+kj::Promise<void> PeerListener::Handshake(kj::AsyncIoContext& io, std::string address,
+                                          kj::AuthenticatedStream raw) {
   // TLS reads a record's header, then its body: buffered, one read of the socket.
   if (tls_ != nullptr) raw.stream = BufferReads(kj::mv(raw.stream));
   kj::Promise<kj::AuthenticatedStream> secured =
       tls_ == nullptr ? kj::Promise<kj::AuthenticatedStream>(kj::mv(raw))
                       : tls_->context().wrapServer(kj::mv(raw));
   const uint64_t timeout_ms = options_.handshake_timeout / kj::MILLISECONDS;
-  auto deadline = timer_.afterDelay(options_.handshake_timeout)
+  auto deadline = io.provider->getTimer().afterDelay(options_.handshake_timeout)
                       .then([timeout_ms]() -> kj::Promise<kj::AuthenticatedStream> {
                         return KJ_EXCEPTION(DISCONNECTED,
                                             kj::str("no TLS handshake within ", timeout_ms,
@@ -94,17 +142,17 @@ kj::Promise<void> PeerListener::Handshake(std::string address, kj::Authenticated
                       });
   return secured.exclusiveJoin(kj::mv(deadline))
       .then(
-          [this, address](kj::AuthenticatedStream&& stream) {
-            --handshakes_;
-            return Serve(address, kj::mv(stream));
+          [this, &io, address](kj::AuthenticatedStream&& stream) {
+            EndHandshake();
+            return Serve(io, address, kj::mv(stream));
           },
           [this, address](kj::Exception&& e) {
-            --handshakes_;
+            EndHandshake();
             Refuse(address, DescribeTlsError(e));
           });
 }
 
-kj::Promise<void> PeerListener::Serve(const std::string& address,
+kj::Promise<void> PeerListener::Serve(kj::AsyncIoContext& io, const std::string& address,
                                       kj::AuthenticatedStream secured) {
   PeerInfo peer{address, ""};
   if (tls_ != nullptr) {
@@ -122,14 +170,18 @@ kj::Promise<void> PeerListener::Serve(const std::string& address,
   static constexpr uint8_t kAccepted = kPeerAcceptedByte;
   kj::AsyncIoStream& stream = *secured.stream;
   return stream.write(&kAccepted, 1)
-      .then([this, address, peer, stream = kj::mv(secured.stream)]() mutable {
+      .then([this, &io, address, peer, stream = kj::mv(secured.stream)]() mutable {
         // The RPC system reads a message's first word, then its body: buffered.
-        auto connection = kj::heap<Connection>(BufferReads(kj::mv(stream)), factory_(peer));
+        auto connection = kj::heap<Connection>(BufferReads(kj::mv(stream)), factory_(peer, io));
         auto disconnected = connection->network.onDisconnect();
         return disconnected.attach(kj::mv(connection)).then([address] {
           spdlog::info("peer {} disconnected", address);
         });
       });
+}
+
+void PeerListener::EndHandshake() {
+  if (tls_ != nullptr) --handshakes_;
 }
 
 void PeerListener::Refuse(const std::string& address, const std::string& reason) {

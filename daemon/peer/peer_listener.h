@@ -7,6 +7,11 @@
 // does not finish it within the handshake deadline is refused: its connection is closed
 // and "refused peer ADDRESS: REASON" is logged (spdlog warn). Handshakes run concurrently
 // and never hold up accepting others.
+//
+// With serve_threads > 0 the listener accepts on its loop and hands each connection, before
+// its handshake, to one of that many peer loops (peer_loops.h, round robin), which does the
+// TLS handshake and serves the RPC system on it: one core no longer bounds how many nodes
+// are answered at once.
 #ifndef EMBER_DAEMON_PEER_PEER_LISTENER_H_
 #define EMBER_DAEMON_PEER_PEER_LISTENER_H_
 
@@ -14,11 +19,13 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "daemon/peer/peer_loops.h"
 #include "daemon/peer/peer_tls.h"
 #include "ember/status.h"
 
@@ -30,19 +37,25 @@ struct PeerInfo {
   std::string common_name;  // the CN of its certificate; empty with tls: off
 };
 
-// Makes the bootstrap capability served on one connection. Called on the event loop's
-// thread, once per authenticated connection.
-using PeerBootstrapFactory = std::function<capnp::Capability::Client(const PeerInfo& peer)>;
+// Makes the bootstrap capability served on one connection. Called on the thread of the
+// loop that serves it (`loop`: the listener's own, or a peer loop's), once per authenticated
+// connection; what it makes lives on that loop.
+using PeerBootstrapFactory =
+    std::function<capnp::Capability::Client(const PeerInfo& peer, kj::AsyncIoContext& loop)>;
 
 struct PeerListenerOptions {
   // From accepting a connection to the end of its TLS handshake.
   kj::Duration handshake_timeout = 10 * kj::SECONDS;
-  // Handshakes in flight at once; a connection beyond them is refused at once.
+  // TLS handshakes in flight at once (from accepting, through the wait for a peer loop, to
+  // the handshake's end); a connection beyond them is refused at once.
   uint32_t max_handshakes = 64;
+  // Peer loops serving the connections; 0: the listener's own loop serves them.
+  unsigned serve_threads = 0;
 };
 
 // Lives on the thread of the kj event loop it was started on; not thread-safe. Destroying
-// it stops accepting and closes every connection it accepted.
+// it stops accepting and closes every connection it accepted; with serve threads, wait for
+// Stop() first (what the connections call back on this loop must be able to finish).
 class PeerListener final : private kj::TaskSet::ErrorHandler {
  public:
   // Binds `address` (HOST:PORT, host_port.h; port 0: any free port) and starts accepting
@@ -56,35 +69,47 @@ class PeerListener final : private kj::TaskSet::ErrorHandler {
                                                      PeerListenerOptions options = {});
   ~PeerListener();
 
+  // Stops accepting and closes every connection, each on its loop; resolves on this loop
+  // once they are closed. Once is enough; destroying the listener then only joins threads.
+  kj::Promise<void> Stop();
+
   // The bound port (the one chosen when the address asked for port 0).
   uint16_t port() const { return port_; }
   // Connections authenticated and served, and connections refused, so far.
-  uint64_t accepted() const { return accepted_; }
-  uint64_t refused() const { return refused_; }
+  uint64_t accepted() const { return accepted_.load(); }
+  uint64_t refused() const { return refused_.load(); }
 
  private:
   struct Connection;
 
-  PeerListener(kj::Timer& timer, PeerTls* tls, PeerBootstrapFactory factory,
+  PeerListener(kj::AsyncIoContext& io, PeerTls* tls, PeerBootstrapFactory factory,
                PeerListenerOptions options, kj::Own<kj::ConnectionReceiver> receiver);
 
   kj::Promise<void> AcceptLoop();
   void OnAccepted(kj::AuthenticatedStream raw);
-  kj::Promise<void> Handshake(std::string address, kj::AuthenticatedStream raw);
-  kj::Promise<void> Serve(const std::string& address, kj::AuthenticatedStream secured);
+  // Hands `raw` to a peer loop (its descriptor leaves this loop's event port).
+  void HandOff(std::string address, kj::AuthenticatedStream raw);
+  // On the loop `io` that serves the connection, as the ones below.
+  kj::Promise<void> Handshake(kj::AsyncIoContext& io, std::string address,
+                              kj::AuthenticatedStream raw);
+  kj::Promise<void> Serve(kj::AsyncIoContext& io, const std::string& address,
+                          kj::AuthenticatedStream secured);
+  void EndHandshake();  // of a connection accepted, refused or handed to its RPC system
   void Refuse(const std::string& address, const std::string& reason);
   void taskFailed(kj::Exception&& exception) override;
 
-  kj::Timer& timer_;
+  // Read-only after construction, or atomic: the peer loops use them too.
+  kj::AsyncIoContext& io_;
   PeerTls* const tls_;
   const PeerBootstrapFactory factory_;
   const PeerListenerOptions options_;
   kj::Own<kj::ConnectionReceiver> receiver_;
   const uint16_t port_;
-  uint64_t accepted_ = 0;
-  uint64_t refused_ = 0;
-  uint32_t handshakes_ = 0;  // in flight
-  kj::TaskSet tasks_;        // handshakes and connections
+  std::atomic<uint64_t> accepted_{0};
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint32_t> handshakes_{0};  // in flight
+  std::unique_ptr<PeerLoops> loops_;      // null: serve on io_'s loop
+  kj::Own<kj::TaskSet> tasks_;  // this loop's: handshakes and connections, or hand-offs
   kj::Promise<void> accepting_;
 };
 

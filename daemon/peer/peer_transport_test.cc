@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <sstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -88,7 +89,8 @@ struct Server {
   Server(kj::AsyncIoContext& io, PeerTls* tls, PeerListenerOptions options = {}) {
     Result<std::unique_ptr<PeerListener>> started = PeerListener::Start(
         io, "127.0.0.1:0", tls,
-        [this](const PeerInfo& peer) {
+        [this](const PeerInfo& peer, kj::AsyncIoContext&) {
+          std::lock_guard<std::mutex> lock(mu);  // on a peer loop with serve_threads
           peers.push_back(peer);
           return capnp::Capability::Client(kj::heap<EchoPeer>(peer));
         },
@@ -99,7 +101,12 @@ struct Server {
     REQUIRE(listener->port() != 0);
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(listener->port()); }
+  std::vector<PeerInfo> Peers() {
+    std::lock_guard<std::mutex> lock(mu);
+    return peers;
+  }
 
+  std::mutex mu;
   std::vector<PeerInfo> peers;
   std::unique_ptr<PeerListener> listener;
 };
@@ -109,6 +116,15 @@ Result<std::unique_ptr<PeerConnection>> Connect(kj::AsyncIoContext& io, PeerTls*
                                                 PeerConnectOptions options = {}) {
   options.timeout = 5 * kj::SECONDS;
   return ConnectToPeer(*io.provider, tls, address, options).wait(io.waitScope);
+}
+
+// Listener options serving on the listener's loop, then (a second run of the test case)
+// on two peer loops.
+PeerListenerOptions Threaded() {
+  PeerListenerOptions options;
+  options.serve_threads = GENERATE(0u, 2u);
+  UNSCOPED_INFO("serve_threads " << options.serve_threads);
+  return options;
 }
 
 // Says hello; returns the node name the server answered with (the CN it saw).
@@ -134,15 +150,15 @@ TEST_CASE("mutual TLS connects and the server sees the client's common name") {
   Pki pki("transport_mutual");
   auto server_tls = pki.Load(pki.server, pki.ca);
   kj::AsyncIoContext& io = pki.io;
-  Server server(io, server_tls.get());
+  Server server(io, server_tls.get(), Threaded());
   auto connection = Connect(io, pki.client_tls.get(), server.address());
   INFO(connection.status().ToString());
   REQUIRE(connection.ok());
   CHECK((*connection)->address() == server.address());
   CHECK(Hello(io, **connection) == "client");
-  REQUIRE(server.peers.size() == 1);
-  CHECK(server.peers[0].common_name == "client");
-  CHECK_THAT(server.peers[0].address, Catch::StartsWith("127.0.0.1:"));
+  REQUIRE(server.Peers().size() == 1);
+  CHECK(server.Peers()[0].common_name == "client");
+  CHECK_THAT(server.Peers()[0].address, Catch::StartsWith("127.0.0.1:"));
   CHECK(server.listener->accepted() == 1);
   CHECK(server.listener->refused() == 0);
 }
@@ -155,7 +171,7 @@ TEST_CASE("a client with a certificate from another CA is refused, logged, and o
   auto stranger_tls = pki.Load(pki.stranger, pki.ca);
   kj::AsyncIoContext& io = pki.io;
   LogCapture log;
-  Server server(io, server_tls.get());
+  Server server(io, server_tls.get(), Threaded());
 
   auto refused = Connect(io, stranger_tls.get(), server.address());
   REQUIRE_FALSE(refused.ok());
@@ -164,7 +180,7 @@ TEST_CASE("a client with a certificate from another CA is refused, logged, and o
   CHECK_THAT(refused.status().message(),
              Catch::StartsWith("peer " + server.address() + ": the server refused this node: "));
   REQUIRE(RunUntil(io, [&] { return server.listener->refused() == 1; }));
-  CHECK(server.peers.empty());
+  CHECK(server.Peers().empty());
   CHECK_THAT(log.text(), Catch::Contains("refused peer 127.0.0.1:") &&
                              Catch::Contains("certificate verify failed"));
 
@@ -211,7 +227,7 @@ TEST_CASE("a client without a certificate is refused") {
   }
   CHECK(read == 0);
   REQUIRE(RunUntil(io, [&] { return server.listener->refused() == 1; }));
-  CHECK(server.peers.empty());
+  CHECK(server.Peers().empty());
   CHECK_THAT(log.text(), Catch::Contains("refused peer 127.0.0.1:"));
 }
 
@@ -227,7 +243,7 @@ TEST_CASE("a server with a certificate from another CA is refused by the client"
   CHECK_THAT(connection.status().message(),
              Catch::StartsWith("peer " + server.address() + ": TLS handshake failed: ") &&
                  Catch::Contains("certificate verify failed"));
-  CHECK(server.peers.empty());
+  CHECK(server.Peers().empty());
 }
 
 TEST_CASE("the server's certificate must name the host the client dials") {
@@ -268,6 +284,8 @@ TEST_CASE("a peer that connects and sends nothing blocks no one and is dropped a
   LogCapture log;
   PeerListenerOptions options;
   options.handshake_timeout = 1500 * kj::MILLISECONDS;
+  options.serve_threads = GENERATE(0u, 2u);
+  INFO("serve_threads " << options.serve_threads);
   Server server(io, server_tls.get(), options);
   auto address = io.provider->getNetwork()
                      .parseAddress("127.0.0.1", server.listener->port())
@@ -311,13 +329,13 @@ TEST_CASE("handshakes in flight are bounded") {
 
 TEST_CASE("tls: off serves plain Cap'n Proto over TCP") {
   auto io = kj::setupAsyncIo();
-  Server server(io, nullptr);
+  Server server(io, nullptr, Threaded());
   auto connection = Connect(io, nullptr, server.address());
   INFO(connection.status().ToString());
   REQUIRE(connection.ok());
   CHECK(Hello(io, **connection).empty());  // no certificate, no common name
-  REQUIRE(server.peers.size() == 1);
-  CHECK(server.peers[0].common_name.empty());
+  REQUIRE(server.Peers().size() == 1);
+  CHECK(server.Peers()[0].common_name.empty());
 
   // A bare TCP stream: the accepted byte, then nothing but Cap'n Proto.
   auto address = io.provider->getNetwork()
@@ -391,7 +409,7 @@ TEST_CASE("connecting fails with the address and the reason") {
 TEST_CASE("PeerListener::Start names the address it cannot listen on") {
   auto io = kj::setupAsyncIo();
   Server first(io, nullptr);
-  auto factory = [](const PeerInfo&) -> capnp::Capability::Client {
+  auto factory = [](const PeerInfo&, kj::AsyncIoContext&) -> capnp::Capability::Client {
     return kj::heap<EchoPeer>(PeerInfo{});
   };
   auto taken = PeerListener::Start(io, first.address(), nullptr, factory);

@@ -132,6 +132,14 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
 
 kj::Promise<void> PeerServer::openJob(OpenJobContext context) {
   const auto p = context.getParams();
+  if (job_home_) {
+    if (home_ == nullptr) home_ = job_home_();
+    auto forwarded = home_->capability().castAs<rpc::Peer>().openJobRequest();
+    forwarded.setJob(p.getJob());
+    forwarded.setNode(p.getNode());
+    if (p.hasCaller()) forwarded.setCaller(p.getCaller());
+    return context.tailCall(kj::mv(forwarded));
+  }
   if (service_ == nullptr || timer_ == nullptr)
     Throw(FailedPrecondition("node '" + node_ + "' coordinates no jobs"));
   if (!session_) session_ = std::make_shared<Session>(*service_, PeerCredentials{}, AccessPolicy::Peer());

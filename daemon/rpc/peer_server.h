@@ -1,11 +1,14 @@
 // PeerServer: the Cap'n Proto shell of the daemon-to-daemon interface (schemas/peer.capnp)
 // served on each connection a PeerListener accepts. It only translates; coordination logic
 // lives outside daemon/rpc.
-// Thread-safety: lives on the RPC event-loop thread.
+// Thread-safety: lives on the thread of the event loop serving its connection (the main
+// loop's, or a peer loop's: then openJob goes to a PeerServer on the main loop, where the
+// stores are, through `job_home`).
 #ifndef EMBER_DAEMON_RPC_PEER_SERVER_H_
 #define EMBER_DAEMON_RPC_PEER_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -14,6 +17,7 @@
 #include <kj/timer.h>
 
 #include "daemon/coordinator/job_ledger.h"
+#include "daemon/peer/loop_links.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/service/daemon_service.h"
 #include "daemon/service/session.h"
@@ -40,6 +44,14 @@ class PeerServer final : public rpc::Peer::Server {
              DaemonService* service = nullptr, kj::Timer* timer = nullptr)
       : node_(std::move(node)), peer_(std::move(peer)), jobs_(jobs), service_(service),
         timer_(timer) {}
+  // For a connection served away from the main loop: `jobs` as above (thread-safe);
+  // openJob is forwarded to the Peer that `job_home` connects (once, at the first openJob;
+  // a PeerServer with `service` and `timer` on the main loop, for this peer alone, so its
+  // memberships end with this connection).
+  using JobHome = std::function<std::unique_ptr<LoopLinks::Link>()>;
+  PeerServer(std::string node, PeerInfo peer, JobLedger* jobs, JobHome job_home)
+      : node_(std::move(node)), peer_(std::move(peer)), jobs_(jobs), service_(nullptr),
+        timer_(nullptr), job_home_(std::move(job_home)) {}
 
  protected:
   // Fails with CheckPeerProtocol's error for another protocol version.
@@ -57,6 +69,8 @@ class PeerServer final : public rpc::Peer::Server {
   JobLedger* const jobs_;
   DaemonService* const service_;
   kj::Timer* const timer_;
+  const JobHome job_home_;
+  std::unique_ptr<LoopLinks::Link> home_;  // job_home_'s, from the first openJob
   std::shared_ptr<Session> session_;  // the peer's memberships; made on the first openJob
   std::shared_ptr<Members> members_ = std::make_shared<Members>();
 };

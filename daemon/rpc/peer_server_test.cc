@@ -54,7 +54,7 @@ struct Loopback {
 };
 
 TEST_CASE("hello answers with this daemon's node name and protocol") {
-  Loopback loopback([](const PeerInfo& peer) -> capnp::Capability::Client {
+  Loopback loopback([](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
     return kj::heap<PeerServer>("node-a", peer);
   });
   Result<PeerHello> hello = loopback.Hello("node-b");
@@ -66,7 +66,7 @@ TEST_CASE("hello answers with this daemon's node name and protocol") {
 }
 
 TEST_CASE("the server refuses another protocol version, naming both") {
-  Loopback loopback([](const PeerInfo& peer) -> capnp::Capability::Client {
+  Loopback loopback([](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
     return kj::heap<PeerServer>("node-a", peer);
   });
   auto request = loopback.connection->Bootstrap<rpc::Peer>().helloRequest();
@@ -84,7 +84,7 @@ TEST_CASE("the server refuses another protocol version, naming both") {
 
 TEST_CASE("SayHello refuses a server of another protocol version, naming both") {
   Loopback loopback(
-      [](const PeerInfo&) -> capnp::Capability::Client { return kj::heap<FuturePeer>(); });
+      [](const PeerInfo&, kj::AsyncIoContext&) -> capnp::Capability::Client { return kj::heap<FuturePeer>(); });
   Result<PeerHello> hello = loopback.Hello("node-b");
   REQUIRE_FALSE(hello.ok());
   CHECK(hello.status().code() == StatusCode::kFailedPrecondition);
@@ -109,7 +109,7 @@ rpc::JobParams::Builder SetParams(rpc::JobParams::Builder b) {
 
 TEST_CASE("exchange serves only the ranks joined through the calling connection") {
   JobLedger ledger;
-  Loopback loopback([&ledger](const PeerInfo& peer) -> capnp::Capability::Client {
+  Loopback loopback([&ledger](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
     return kj::heap<PeerServer>("node-a", peer, &ledger);
   });
   auto& ws = loopback.io.waitScope;
