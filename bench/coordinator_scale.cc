@@ -76,7 +76,11 @@
 #include "bench/stats.h"
 #include "common/env.h"
 #include "common/rpc_status.h"
+#include "bench/peer_wire_client.h"
 #include "daemon/peer/peer_connector.h"
+#include "daemon/peer/peer_wire.h"
+#include "daemon/peer/read_buffer.h"
+#include "daemon/rpc/peer_protocol.h"
 #include "daemon/rpc/peer_client.h"
 #include "schemas/peer.capnp.h"
 
@@ -100,6 +104,7 @@ struct Flags {
   uint32_t threads = 1;
   uint32_t peer_threads = 0;
   bool per_rank = false;
+  bool rpc_client = false;
   std::string emberd;
   std::string coordinator;
   int coordinator_pid = 0;
@@ -120,6 +125,11 @@ constexpr char kDataset[] = "coordinator-scale";
 
 std::string NodeName(uint32_t node) { return "sim-" + std::to_string(node); }
 
+// Peer's methods by ordinal (schemas/peer.capnp), for the light client.
+constexpr uint16_t kHelloMethod = 0;
+constexpr uint16_t kJoinJobMethod = 1;
+constexpr uint16_t kExchangeMethod = 3;
+
 // The job every simulated rank joins, and the schedule (fixed before the threads start,
 // except `start` and the window, which the main thread sets once every node has joined).
 struct Schedule {
@@ -132,6 +142,7 @@ struct Schedule {
   uint32_t world_size = 0;
   uint32_t ranks_per_node = 8;
   bool per_rank = false;     // one commit and one next RPC per rank, not an exchange per node
+  bool light = false;        // nodes speak through PeerWireClient, not an RpcSystem
   double interval_s = 0.1;   // 1 / steps per second
   double spread = 0;         // node i's tick is offset by spread x interval x i / nodes
   uint32_t nodes = 0;
@@ -219,7 +230,8 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
   };
   struct Node {
     uint32_t index = 0;
-    std::unique_ptr<daemon::PeerConnection> connection;
+    std::unique_ptr<daemon::PeerConnection> connection;  // the RPC client's
+    std::unique_ptr<PeerWireClient> wire;                // the light client's
     std::vector<Rank> ranks;
     bool pending = false;  // an exchange is outstanding
     // The last exchange's answer, released once the next exchange is sent, as the proxy
@@ -276,8 +288,10 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
       KJ_FAIL_REQUIRE("the main thread never finished measuring");
   }
 
-  // Connects node `node`, says hello and joins its ranks (pipelined, as the proxy does).
+  // Connects node `node`, says hello and joins its ranks: through the light wire client,
+  // or (per-rank protocol, --rpc-client) a real RpcSystem, pipelined as the proxy does.
   kj::Promise<void> Join(Node& node) {
+    if (schedule_.light) return JoinLight(node);
     const std::string name = NodeName(node.index);
     return daemon::ConnectToPeer(*io_->provider, /*tls=*/nullptr, schedule_.address)
         .then([this, &node, name](Result<std::unique_ptr<daemon::PeerConnection>> connection) {
@@ -294,16 +308,7 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
                 kj::Vector<kj::Promise<void>> joins;
                 for (uint32_t r = 0; r < node.ranks.size(); ++r) {
                   auto request = peer.joinJobRequest();
-                  request.setJob(schedule_.job);
-                  request.setRank(node.index * schedule_.ranks_per_node + r);
-                  auto params = request.initParams();
-                  params.setDataset(kDataset);
-                  params.setNumSamples(schedule_.num_samples);
-                  params.setBatchSize(schedule_.batch_size);
-                  params.setWorldSize(schedule_.world_size);
-                  params.setSeed(1);
-                  params.setShuffle(true);
-                  request.setNode(name);
+                  FillJoin(node, r, request);
                   auto response = request.send();
                   node.ranks[r].coordination = response.getCoordination();
                   joins.add(response.ignoreResult());
@@ -311,6 +316,64 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
                 return kj::joinPromises(joins.releaseAsArray());
               });
         });
+  }
+
+  // Join through PeerWireClient: TCP, the accepted byte, bootstrap, hello, a joinJob per
+  // rank (one after another).
+  kj::Promise<void> JoinLight(Node& node) {
+    const std::string name = NodeName(node.index);
+    return io_->provider->getNetwork()
+        .parseAddress(kj::StringPtr(schedule_.address.c_str()))
+        .then([](kj::Own<kj::NetworkAddress> address) {
+          return address->connect().attach(kj::mv(address));
+        })
+        .then([this, &node](kj::Own<kj::AsyncIoStream> stream) {
+          auto accepted = kj::heap<uint8_t>(0);
+          auto read = stream->tryRead(accepted.get(), 1, 1);
+          return read.then([this, &node, stream = kj::mv(stream),
+                            accepted = kj::mv(accepted)](size_t n) mutable {
+            KJ_REQUIRE(n == 1 && *accepted == daemon::kPeerAcceptedByte,
+                       "the coordinator did not accept this node");
+            node.wire = std::make_unique<PeerWireClient>(daemon::BufferReads(kj::mv(stream)));
+            return node.wire->Bootstrap();
+          });
+        })
+        .then([&node, name] {
+          return node.wire->Call(kHelloMethod, [name](capnp::AnyPointer::Builder params) {
+            auto hello = params.initAs<rpc::Peer::HelloParams>();
+            hello.setNode(name);
+            hello.setProtocol(daemon::kPeerProtocol);
+          });
+        })
+        .then([this, &node](PeerWireClient::Answer&&) { return JoinRanks(node, 0); })
+        .catch_([name](kj::Exception&& e) -> kj::Promise<void> {
+          return kj::Exception(e.getType(), __FILE__, __LINE__,
+                               kj::str("node '", name.c_str(), "': ", e.getDescription()));
+        });
+  }
+
+  kj::Promise<void> JoinRanks(Node& node, uint32_t r) {
+    if (r == node.ranks.size()) return kj::READY_NOW;
+    return node.wire
+        ->Call(kJoinJobMethod,
+               [this, &node, r](capnp::AnyPointer::Builder params) {
+                 FillJoin(node, r, params.initAs<rpc::Peer::JoinJobParams>());
+               })
+        .then([this, &node, r](PeerWireClient::Answer&&) { return JoinRanks(node, r + 1); });
+  }
+
+  // Rank r of `node` joins the schedule's job.
+  void FillJoin(const Node& node, uint32_t r, rpc::Peer::JoinJobParams::Builder request) {
+    request.setJob(schedule_.job);
+    request.setRank(node.index * schedule_.ranks_per_node + r);
+    auto params = request.initParams();
+    params.setDataset(kDataset);
+    params.setNumSamples(schedule_.num_samples);
+    params.setBatchSize(schedule_.batch_size);
+    params.setWorldSize(schedule_.world_size);
+    params.setSeed(1);
+    params.setShuffle(true);
+    request.setNode(NodeName(node.index));
   }
 
   // Tick `step` (1-based) of `node` and the ticks after it.
@@ -351,61 +414,82 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
       stats_.late_ticks += node.ranks.size();
       return;
     }
-    auto request = node.connection->Bootstrap<rpc::Peer>().exchangeRequest();
-    request.setJob(schedule_.job);
-    const uint32_t base = node.index * schedule_.ranks_per_node;
-    uint32_t holding = 0;
-    for (const Rank& rank : node.ranks) holding += rank.holds ? 1 : 0;
-    auto commits = request.initCommits(holding);
-    auto wants = request.initWants(node.ranks.size());
-    uint32_t c = 0;
-    for (uint32_t r = 0; r < node.ranks.size(); ++r) {
-      Rank& rank = node.ranks[r];
-      if (rank.holds) {
-        commits[c].setRank(base + r);
-        commits[c].setEpoch(rank.held_epoch);
-        commits[c].setBatch(rank.held_batch);
-        ++c;
-        rank.holds = false;
+    auto fill = [this, &node](rpc::Peer::ExchangeParams::Builder request) {
+      request.setJob(schedule_.job);
+      const uint32_t base = node.index * schedule_.ranks_per_node;
+      uint32_t holding = 0;
+      for (const Rank& rank : node.ranks) holding += rank.holds ? 1 : 0;
+      auto commits = request.initCommits(holding);
+      auto wants = request.initWants(node.ranks.size());
+      uint32_t c = 0;
+      for (uint32_t r = 0; r < node.ranks.size(); ++r) {
+        Rank& rank = node.ranks[r];
+        if (rank.holds) {
+          commits[c].setRank(base + r);
+          commits[c].setEpoch(rank.held_epoch);
+          commits[c].setBatch(rank.held_batch);
+          ++c;
+          rank.holds = false;
+        }
+        wants[r].setRank(base + r);
+        wants[r].setEpoch(rank.epoch);
       }
-      wants[r].setRank(base + r);
-      wants[r].setEpoch(rank.epoch);
-    }
+    };
     node.pending = true;
     ++outstanding_;
     if (counted) ++stats_.rpcs_in_window;
     const Clock::time_point sent = Clock::now();
+    auto failed = [this, &node](kj::Exception&& e) {
+      node.pending = false;
+      Failed(node, 0, "exchange", e);
+    };
+    if (schedule_.light) {
+      auto reply = node.wire->Call(kExchangeMethod, [&fill](capnp::AnyPointer::Builder params) {
+        fill(params.initAs<rpc::Peer::ExchangeParams>());
+      });
+      tasks_->add(reply.then(
+          [this, &node, sent, counted](PeerWireClient::Answer&& answer) {
+            Exchanged(node, sent, counted, answer.content.getAs<rpc::Peer::ExchangeResults>());
+          },
+          kj::mv(failed)));
+      return;
+    }
+    auto request = node.connection->Bootstrap<rpc::Peer>().exchangeRequest();
+    fill(request);
     auto reply = request.send();
     node.answered = nullptr;
     tasks_->add(reply.then(
         [this, &node, sent, counted](capnp::Response<rpc::Peer::ExchangeResults>&& response) {
-          const Clock::time_point answered = Clock::now();
-          node.pending = false;
-          --outstanding_;
-          if (response.getCommitErrors().size() > 0 && stats_.error.empty())
-            stats_.error = "node '" + NodeName(node.index) +
-                           "' commit: " + std::string(response.getCommitErrors()[0]);
-          auto results = response.getResults();
-          for (uint32_t r = 0; r < node.ranks.size() && r < results.size(); ++r) {
-            if (!results[r].isLease()) {
-              if (stats_.error.empty())
-                stats_.error = "node '" + NodeName(node.index) + "' rank " +
-                               std::to_string(results[r].getRank()) +
-                               " next: " + std::string(results[r].getError());
-              continue;
-            }
-            Hold(node.ranks[r], results[r].getLease());
-            if (counted)
-              stats_.lease_ms.push_back(
-                  std::chrono::duration<double, std::milli>(answered - sent).count());
-            if (InWindow(answered)) ++stats_.leases_in_window;
-          }
+          Exchanged(node, sent, counted, response);
           node.answered = kj::mv(response);
         },
-        [this, &node](kj::Exception&& e) {
-          node.pending = false;
-          Failed(node, 0, "exchange", e);
-        }));
+        kj::mv(failed)));
+  }
+
+  // The answer to `node`'s exchange sent at `sent`.
+  void Exchanged(Node& node, Clock::time_point sent, bool counted,
+                 rpc::Peer::ExchangeResults::Reader response) {
+    const Clock::time_point answered = Clock::now();
+    node.pending = false;
+    --outstanding_;
+    if (response.getCommitErrors().size() > 0 && stats_.error.empty())
+      stats_.error = "node '" + NodeName(node.index) +
+                     "' commit: " + std::string(response.getCommitErrors()[0]);
+    auto results = response.getResults();
+    for (uint32_t r = 0; r < node.ranks.size() && r < results.size(); ++r) {
+      if (!results[r].isLease()) {
+        if (stats_.error.empty())
+          stats_.error = "node '" + NodeName(node.index) + "' rank " +
+                         std::to_string(results[r].getRank()) +
+                         " next: " + std::string(results[r].getError());
+        continue;
+      }
+      Hold(node.ranks[r], results[r].getLease());
+      if (counted)
+        stats_.lease_ms.push_back(
+            std::chrono::duration<double, std::milli>(answered - sent).count());
+      if (InWindow(answered)) ++stats_.leases_in_window;
+    }
   }
 
   void Hold(Rank& rank, rpc::BatchLease::Reader lease) {
@@ -695,6 +779,7 @@ int Run(const Flags& flags) {
   schedule.nodes = flags.nodes;
   schedule.ranks_per_node = flags.ranks_per_node;
   schedule.per_rank = flags.per_rank;
+  schedule.light = !flags.per_rank && !flags.rpc_client;
   // Ticks go on half a second past the window, so that its end is still steady state.
   schedule.timed_steps = static_cast<uint64_t>(
       std::ceil((flags.warmup + flags.seconds + 0.5) * flags.steps_per_second));
@@ -764,6 +849,10 @@ int Run(const Flags& flags) {
   const double self_cpu_end = SelfCpuSeconds();
   const uint64_t rss_kib = pid > 0 ? ProcStatusKib(pid, "VmHWM") : 0;
   const uint64_t coordinator_threads = pid > 0 ? cpu_end.threads.size() : 0;
+  // The threads serving peer connections (emberd names them emberd-peer-N).
+  uint64_t peer_loops = 0;
+  for (const auto& thread : cpu_end.threads)
+    if (thread.second.first.rfind("emberd-peer", 0) == 0) ++peer_loops;
   join_all();
 
   std::vector<double> lease_ms;
@@ -802,7 +891,7 @@ int Run(const Flags& flags) {
       "\"nodes\": %u, \"ranks_per_node\": %u, \"ranks\": %u, \"batch\": %u, "
       "\"num_samples\": %llu, \"steps_per_epoch\": %llu, \"target_steps_per_second\": %g, "
       "\"seconds\": %g, \"warmup\": %g, \"spread\": %g, \"threads\": %u, \"peer_threads\": %u, \"tls\": false, "
-      "\"protocol\": \"%s\", "
+      "\"protocol\": \"%s\", \"client\": \"%s\", "
       "\"loadavg_1min_before\": %s, "
       "\"steps_per_second\": %.2f, \"late_rank_ticks\": %llu, "
       "\"coordinator_cpu_ms_per_step\": %.2f, \"coordinator_cpu_us_per_rank_step\": %.1f, "
@@ -813,12 +902,13 @@ int Run(const Flags& flags) {
       "\"rpcs_per_step\": %.0f, \"client_tx_bytes_per_step\": %.0f, "
       "\"client_rx_bytes_per_step\": %.0f, \"client_cores\": %.3f, "
       "\"connect_s\": %.2f, \"first_step_s\": %.3f, \"coordinator_peak_rss_mib\": %.1f, "
-      "\"coordinator_threads\": %llu, \"coordinator_fds\": %llu",
+      "\"coordinator_threads\": %llu, \"coordinator_peer_loops\": %llu, "
+      "\"coordinator_fds\": %llu",
       flags.nodes, flags.ranks_per_node, world, flags.batch,
       static_cast<unsigned long long>(schedule.num_samples),
       static_cast<unsigned long long>((schedule.num_samples + global_batch - 1) / global_batch),
       flags.steps_per_second, flags.seconds, flags.warmup, flags.spread, flags.threads,
-      flags.peer_threads, flags.per_rank ? "per-rank" : "per-node", load_before.c_str(), steps / flags.seconds, static_cast<unsigned long long>(late),
+      flags.peer_threads, flags.per_rank ? "per-rank" : "per-node", schedule.light ? "light" : "rpc", load_before.c_str(), steps / flags.seconds, static_cast<unsigned long long>(late),
       1000 * cpu_s * per_step, 1e6 * cpu_s * per_step / world, cpu_s / flags.seconds,
       cpu_s * per_step * flags.steps_per_second, busiest.c_str(), busiest_s / flags.seconds,
       Quantile(lease_ms, 0.5), Quantile(lease_ms, 0.99), Quantile(lease_ms, 1.0),
@@ -828,7 +918,7 @@ int Run(const Flags& flags) {
       static_cast<double>(io_end.rchar - io_begin.rchar) * per_step,
       (self_cpu_end - self_cpu_begin) / flags.seconds, connect_s, first_lease_s,
       static_cast<double>(rss_kib) / 1024, static_cast<unsigned long long>(coordinator_threads),
-      static_cast<unsigned long long>(coordinator_fds));
+      static_cast<unsigned long long>(peer_loops), static_cast<unsigned long long>(coordinator_fds));
   std::printf("{\"tool\": \"coordinator_scale\", %s}\n", fields.c_str());
   JsonLines(flags.json, "coordinator_scale").Append(fields);
   return 0;
@@ -881,6 +971,8 @@ int main(int argc, char** argv) {
   app.add_option("--peer-threads", flags.peer_threads,
                  "the started emberd's peer_threads (0: its default, one per core, at most 4)")
       ->check(CLI::Range(0, 64));
+  app.add_flag("--rpc-client", flags.rpc_client,
+               "simulated nodes run a real Cap'n Proto RpcSystem each, not the light client");
   app.add_flag("--per-rank", flags.per_rank,
                "one commit and one next RPC per rank (protocol 1), not one exchange per node");
   app.add_option("--emberd", flags.emberd, "the emberd binary to start")->capture_default_str();
