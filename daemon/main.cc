@@ -18,6 +18,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -25,7 +26,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <algorithm>
 #include <thread>
 
 #include "daemon/catalog/catalog.h"
@@ -237,14 +237,13 @@ Result<std::unique_ptr<PeerListener>> ListenForPeers(Env& env, kj::AsyncIoContex
   options.serve_threads = config.peer_threads != 0
                               ? config.peer_threads
                               : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
-  // On the loop serving the connection; the stores' PeerServer on the main loop.
+  // On the peer loop serving the connection; the stores' PeerServer (at_home) on the main loop.
   auto factory = [&io, links, node, jobs, service](const PeerInfo& peer,
                                                    kj::AsyncIoContext& loop) {
     auto at_home = [&io, node, peer, service] {
       return capnp::Capability::Client(
           kj::heap<PeerServer>(node, peer, nullptr, service, &io.provider->getTimer()));
     };
-    if (&loop == &io) return at_home();
     return capnp::Capability::Client(kj::heap<PeerServer>(
         node, peer, jobs, [links, &loop, at_home] { return links->Connect(loop, at_home); }));
   };

@@ -88,9 +88,7 @@ BRACKET_SECONDS = 4
 
 def _bracket_limit(ctx, which):
     """The decode limit's images/s on `which`, a short run next to an Ember run."""
-    measured = measure.run(["bazel-bin/bench/decode_limit", "--dir", folder(ctx, which),
-                            "--pipeline", PIPELINE, "--seconds", str(BRACKET_SECONDS)],
-                           timeout=600)
+    measured = _run_limit(ctx, which, BRACKET_SECONDS)
     found = re.findall(r"images_per_s=([0-9.]+)", measured["output"])
     if measured["rc"] != 0 or not found:
         ctx.fail(f"decode_limit {which} (bracket)", measured["output"])
@@ -144,10 +142,14 @@ def _peer(ctx, which, ranks, script, system):
                    r'result: .*"images_per_s": ([0-9.]+)')
 
 
+def _run_limit(ctx, which, seconds):
+    return measure.run(["bazel-bin/bench/decode_limit", "--dir", folder(ctx, which),
+                        "--pipeline", PIPELINE, "--seconds", str(seconds)], timeout=600)
+
+
 def decode_limit(ctx, which):
     """bench/decode_limit on the folder `which`: images/s and its own CPU per image."""
-    measured = measure.run(["bazel-bin/bench/decode_limit", "--dir", folder(ctx, which),
-                            "--pipeline", PIPELINE, "--seconds", str(ctx.seconds)], timeout=600)
+    measured = _run_limit(ctx, which, ctx.seconds)
     out = measured["output"]
     record = _finish(ctx, f"decode_limit {which}", measured, r"images_per_s=([0-9.]+)")
     found = re.findall(r"cpu_us_per_image=([0-9.]+)", out)
