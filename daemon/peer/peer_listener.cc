@@ -67,7 +67,8 @@ PeerListener::~PeerListener() {
 
 kj::Promise<void> PeerListener::Stop() {
   accepting_ = nullptr;
-  tasks_ = kj::heap<kj::TaskSet>(static_cast<kj::TaskSet::ErrorHandler&>(*this));  // this loop's connections, or hand-offs
+  // This loop's connections, or its hand-offs.
+  tasks_ = kj::heap<kj::TaskSet>(static_cast<kj::TaskSet::ErrorHandler&>(*this));
   if (loops_ == nullptr) return kj::READY_NOW;
   return loops_->Clear();
 }
@@ -105,11 +106,14 @@ void PeerListener::OnAccepted(kj::AuthenticatedStream raw) {
 
 void PeerListener::HandOff(std::string address, kj::AuthenticatedStream raw) {
   int moved = -1;
-  KJ_IF_MAYBE(fd, raw.stream->getFd()) { moved = fcntl(*fd, F_DUPFD_CLOEXEC, 0); }
+  std::string why = "the stream has no descriptor";
+  KJ_IF_MAYBE(fd, raw.stream->getFd()) {
+    moved = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+    if (moved < 0) why = std::strerror(errno);
+  }
   if (moved < 0) {
     EndHandshake();
-    Refuse(address, std::string("cannot hand the connection to a peer loop: ") +
-                        (errno != 0 ? std::strerror(errno) : "no descriptor"));
+    Refuse(address, "cannot hand the connection to a peer loop: " + why);
     return;
   }
   // The stream's end takes the socket out of this loop's event port; the duplicate stays.
