@@ -1,5 +1,7 @@
 #include "sdk/sync/gloo_communicator.h"
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <algorithm>
 #include <exception>
@@ -19,6 +21,19 @@ namespace ember::sdk {
 namespace {
 
 constexpr const char* kLoopback = "127.0.0.1";
+
+// Gloo writes to its TCP pairs without MSG_NOSIGNAL: once a peer has died, a write gets
+// SIGPIPE, whose default action ends this process without a word instead of failing the
+// collective with the peer named. Python ignores SIGPIPE, a C++ trainer may not; a
+// handler the program installed itself is left alone.
+void IgnoreDefaultSigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, nullptr);
+}
 
 // The first error of a communicator, shared with its pending collectives.
 class Health {
@@ -190,6 +205,7 @@ std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Stor
   } catch (const std::exception& e) {
     TORCH_CHECK(false, where, ": rendezvous failed: ", ErrorMessage(e));
   }
+  IgnoreDefaultSigpipe();
   try {
     store->setTimeout(timeout);
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("ember/gloo/" + name, store);

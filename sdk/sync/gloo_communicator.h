@@ -24,7 +24,8 @@ namespace ember::sdk {
 // `timeout` bounds the rendezvous and every later collective (it also becomes the
 // store's timeout). The communicator keeps `store` alive. Blocks until every rank has
 // joined; throws c10::Error naming the rank, world and group if the arguments are bad or
-// the rendezvous fails or times out.
+// the rendezvous fails or times out. If SIGPIPE has its default action, sets it to
+// ignored (Gloo's writes to a dead peer would otherwise end the process silently).
 std::unique_ptr<Communicator> MakeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store,
                                                    int rank, int world_size,
                                                    std::chrono::milliseconds timeout,

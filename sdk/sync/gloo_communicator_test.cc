@@ -1,5 +1,7 @@
 #include "sdk/sync/gloo_communicator.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <functional>
 #include <string>
@@ -124,6 +126,29 @@ TEST_CASE("a single rank needs no peers") {
   std::vector<torch::Tensor> undefined = {torch::Tensor()};
   CHECK(ErrorOf([&] { comm->AllReduceSum(undefined); }).find("tensor 0 is undefined") !=
         std::string::npos);
+}
+
+void NoteSigpipe(int) {}
+
+TEST_CASE("SIGPIPE's default action becomes ignored; a handler the program set stays") {
+  // A write to a dead peer must fail the collective, not end the process (Gloo sends
+  // without MSG_NOSIGNAL).
+  const auto disposition = [] {
+    struct sigaction current {};
+    REQUIRE(sigaction(SIGPIPE, nullptr, &current) == 0);
+    return current.sa_handler;
+  };
+  const auto make = [] {
+    return MakeGlooCommunicator(c10::make_intrusive<c10d::HashStore>(), 0, 1,
+                                milliseconds(1000));
+  };
+  signal(SIGPIPE, SIG_DFL);
+  make();
+  CHECK(disposition() == SIG_IGN);
+  signal(SIGPIPE, NoteSigpipe);
+  make();
+  CHECK(disposition() == &NoteSigpipe);
+  signal(SIGPIPE, SIG_DFL);
 }
 
 TEST_CASE("bad arguments are rejected with the rank and world") {

@@ -35,8 +35,9 @@ namespace ember {
 // interface named by $GLOO_SOCKET_IFNAME, else on the address this host's name resolves
 // to (the store is then the coordinating daemon's, through $EMBER_COORDINATOR).
 // `timeout` bounds the rendezvous and every collective. Blocks until all `world_size`
-// ranks have joined; throws c10::Error if that fails or times out.
-// `client` must outlive the communicator.
+// ranks have joined; throws c10::Error if that fails or times out. Sets SIGPIPE to
+// ignored if it has its default action, so that a dead peer fails a collective (naming
+// it) rather than ending the process. `client` must outlive the communicator.
 std::unique_ptr<Communicator> MakeGlooCommunicator(
     Client& client, const std::string& job, int rank, int world_size,
     std::chrono::milliseconds timeout = std::chrono::seconds(300),
