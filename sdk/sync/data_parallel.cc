@@ -1,10 +1,12 @@
 #include "ember/data_parallel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -61,10 +63,14 @@ struct DataParallel::State {
                   " is not dense");
       params.push_back(Param{all[i], i, 0});
     }
-    // Buckets close when they reach bucket_bytes; each is keyed by dtype and device and
-    // ordered by its first parameter, so the order follows reverse registration.
-    std::map<std::tuple<int, int, int>, size_t> open;  // (dtype, device type, index) -> bucket
+    // Buckets close when they reach their limit (first_bucket_bytes for a key's first,
+    // bucket_bytes after); each is keyed by dtype and device and ordered by its first
+    // parameter, so the order follows reverse registration.
+    using Key = std::tuple<int, int, int>;  // dtype, device type, device index
+    std::map<Key, size_t> open;             // -> bucket
+    std::set<Key> closed_one;               // keys whose first bucket has closed
     std::vector<int64_t> bytes;
+    const int64_t first_limit = std::min(options.first_bucket_bytes, options.bucket_bytes);
     for (size_t p = 0; p < params.size(); ++p) {
       const torch::Tensor& tensor = params[p].tensor;
       const auto key = std::make_tuple(static_cast<int>(tensor.scalar_type()),
@@ -83,7 +89,10 @@ struct DataParallel::State {
       bucket.offsets.push_back(bucket.numel);
       bucket.numel += tensor.numel();
       bytes[b] += tensor.numel() * static_cast<int64_t>(tensor.element_size());
-      if (bytes[b] >= options.bucket_bytes) open.erase(it);
+      if (bytes[b] >= (closed_one.count(key) != 0 ? options.bucket_bytes : first_limit)) {
+        closed_one.insert(key);
+        open.erase(it);
+      }
     }
     for (Bucket& bucket : buckets) {
       const torch::Tensor& first = params[bucket.params.front()].tensor;
@@ -132,7 +141,9 @@ struct DataParallel::State {
     comm->AllReduceSum(mismatches);
     const int64_t differing = mismatches[0].item<int64_t>();
     TORCH_CHECK(differing == 0, Where(), ": the gradient buckets differ from rank 0's on ",
-                differing, " rank(s) (parameters that require grad, or bucket_bytes, differ)",
+                differing,
+                " rank(s) (parameters that require grad, bucket_bytes or first_bucket_bytes "
+                "differ)",
                 same ? "" : "; this rank is one of them");
   }
 
@@ -186,6 +197,7 @@ struct DataParallel::State {
 
   // Runs once when a synced backward pass has finished.
   void FinishBackward() {
+    const auto start = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mutex);
     Guarded([&] {
       while (next_bucket < buckets.size()) {
@@ -209,6 +221,7 @@ struct DataParallel::State {
     next_bucket = 0;
     in_backward = false;
     ++stats.synced_backward_passes;
+    stats.finish_time += std::chrono::steady_clock::now() - start;
   }
 
   // Runs `f`; an exception marks the object broken before it propagates.
@@ -301,6 +314,9 @@ DataParallel::DataParallel(torch::nn::Module& module, std::shared_ptr<Communicat
   TORCH_CHECK(comm != nullptr, "DataParallel: no communicator");
   TORCH_CHECK(options.bucket_bytes > 0, "DataParallel: bucket_bytes must be positive, got ",
               options.bucket_bytes);
+  TORCH_CHECK(options.first_bucket_bytes > 0,
+              "DataParallel: first_bucket_bytes must be positive, got ",
+              options.first_bucket_bytes);
   state_ = std::make_unique<State>(module, comm, options);
   ModelSync(module, comm).BroadcastParameters();
   state_->AssignBuckets();

@@ -48,7 +48,13 @@ TEST_CASE("three ranks with several buckets match single-process training") {
 }
 
 TEST_CASE("the default bucket size gives one bucket per dtype and the same result") {
-  TrainAndExpectSuccess("default_buckets", 2, {"--min-buckets", "2"});
+  TrainAndExpectSuccess("default_buckets", 2, {"--min-buckets", "2", "--max-buckets", "2"});
+}
+
+TEST_CASE("a small first bucket splits off the last layers' gradients, same result") {
+  // float32: extra's and head's gradients reach 100 bytes, the rest follow; float64: scale.
+  TrainAndExpectSuccess("first_bucket", 2, {"--first-bucket-bytes", "100", "--min-buckets", "3",
+                                            "--max-buckets", "3"});
 }
 
 TEST_CASE("accumulating two micro-batches under NoSync equals one big batch") {

@@ -145,12 +145,15 @@ int main(int argc, char** argv) {
   ember::sdk::testing::WorkerFlags flags;
   flags.steps = 20;
   std::string unused_name = "none";
-  int micros = 1, min_buckets = 1, stall_after_step = -1;
-  int64_t bucket_bytes = 25 * 1024 * 1024;
+  int micros = 1, min_buckets = 1, max_buckets = 1 << 20, stall_after_step = -1;
+  int64_t bucket_bytes = ember::DataParallelOptions{}.bucket_bytes;
+  int64_t first_bucket_bytes = ember::DataParallelOptions{}.first_bucket_bytes;
   ember::sdk::testing::AddWorkerFlags(app, flags);
   app.add_option("--micro-batches", micros, "backward passes per step, all but the last in NoSync");
   app.add_option("--bucket-bytes", bucket_bytes);
+  app.add_option("--first-bucket-bytes", first_bucket_bytes);
   app.add_option("--min-buckets", min_buckets, "fail unless there are at least this many");
+  app.add_option("--max-buckets", max_buckets, "fail unless there are at most this many");
   app.add_option("--unused", unused_name, "none, one-rank (aux on rank 0 only) or all-ranks")
       ->check(CLI::IsMember({"none", "one-rank", "all-ranks"}));
   app.add_option("--stall-after-step", stall_after_step,
@@ -175,6 +178,7 @@ int main(int argc, char** argv) {
     Net net = MakeNet(kInitSeed + rank);
     ember::DataParallelOptions options;
     options.bucket_bytes = bucket_bytes;
+    options.first_bucket_bytes = first_bucket_bytes;
     ember::DataParallel ddp(*net, comm, options);
     ember::ModelSync check(*net, comm);
     if (!check.MatchesRoot()) {
@@ -183,9 +187,10 @@ int main(int argc, char** argv) {
     }
     const auto layout = ddp.BucketLayout();
     if (static_cast<int>(layout.size()) < min_buckets ||
+        static_cast<int>(layout.size()) > max_buckets ||
         !BucketsAreReversed(layout, static_cast<int64_t>(net->parameters().size()))) {
-      std::fprintf(stderr, "rank %d: bad bucket layout (%zu buckets, at least %d wanted)\n", rank,
-                   layout.size(), min_buckets);
+      std::fprintf(stderr, "rank %d: bad bucket layout (%zu buckets, %d to %d wanted)\n", rank,
+                   layout.size(), min_buckets, max_buckets);
       Exit(7);
     }
     const int64_t buckets = static_cast<int64_t>(layout.size());
@@ -215,6 +220,7 @@ int main(int argc, char** argv) {
       const ember::DataParallelStats stats = ddp.stats();
       const int64_t launched = stats.buckets_launched_during_backward + stats.buckets_launched_at_end;
       if (stats.synced_backward_passes != step || launched != step * buckets ||
+          stats.finish_time <= std::chrono::nanoseconds::zero() ||
           (all_used_here && stats.buckets_launched_at_end != 0) ||
           (!all_used_here && stats.buckets_launched_at_end == 0)) {
         std::fprintf(stderr,

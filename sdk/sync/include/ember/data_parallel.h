@@ -18,7 +18,9 @@
 //
 // Glossary. Bucket: the gradients of several parameters of one dtype and device, sent
 // as one flat buffer. Buckets take parameters in reverse registration order (roughly
-// the order in which backward produces their gradients), up to bucket_bytes each.
+// the order in which backward produces their gradients), up to bucket_bytes each; the
+// first of each dtype and device only up to first_bucket_bytes, as in DDP, so that
+// communication starts early in backward even when the whole model fits in one bucket.
 // A bucket's all-reduce is launched from a gradient hook as soon as all its parameters
 // have their gradient, so communication overlaps the rest of backward; buckets are
 // launched strictly in bucket order, so the ranks' collectives match. When backward
@@ -37,6 +39,7 @@
 #ifndef EMBER_DATA_PARALLEL_H_
 #define EMBER_DATA_PARALLEL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -48,9 +51,12 @@
 namespace ember {
 
 struct DataParallelOptions {
-  // Upper bound on the gradient bytes of one bucket; a parameter larger than this gets
-  // a bucket of its own. Must be positive.
+  // A bucket closes once its gradients reach this many bytes (so a parameter larger
+  // than this ends a bucket, and may have one of its own). Must be positive.
   int64_t bucket_bytes = 25 * 1024 * 1024;
+  // The same for the first bucket of each dtype and device (capped at bucket_bytes).
+  // Must be positive.
+  int64_t first_bucket_bytes = 1024 * 1024;
 };
 
 // Counters since construction.
@@ -61,6 +67,10 @@ struct DataParallelStats {
   // Buckets launched once backward had finished (they held a parameter that had no
   // gradient on this rank, or came after such a bucket).
   int64_t buckets_launched_at_end = 0;
+  // Time spent once backward had produced its gradients: launching the buckets left,
+  // waiting for every all-reduce and averaging into .grad. The communication backward
+  // did not hide (an all-reduce still running, a slower rank, the shared-memory queue).
+  std::chrono::nanoseconds finish_time{0};
 };
 
 // Keeps a reference to `module`, which must outlive this object, and registers hooks on
