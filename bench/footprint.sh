@@ -6,21 +6,24 @@
 #   cpp-train  the same stopped after the last training step (--stop-after-steps), no
 #              evaluation: evaluation must not raise the peak above this
 #   python-none  bench/python_ddp.py --loader none: the ranks' torch and model with no
-#              loader at all, the floor of any Python loader's total
-# Appends the three breakdowns to bench/results/footprint.md.
+#              loader at all, each rank holding the dataset as tensors
+#   python-ember  bench/python_ddp.py --loader ember, fed by a private emberd
+#   python-dataloader  bench/python_ddp.py --loader dataloader --workers 1
+# Appends the breakdowns to bench/results/footprint.md. --variants picks some of them.
 #
-#   bench/footprint.sh [--epochs 2]
+#   bench/footprint.sh [--epochs 2] [--variants "cpp cpp-train python-none python-ember python-dataloader"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epochs=2
 # shellcheck disable=SC2034  # read by parse_options
-declare -A options=([--epochs]=epochs)
+variants="cpp cpp-train python-none python-ember python-dataloader"
+declare -A options=([--epochs]=epochs [--variants]=variants)
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 parse_options footprint "$@"
 
 bazel build //daemon:emberd //tools/emberctl:emberctl //tools/ember_run:ember-run \
-  //sdk/examples:fashion_mnist_train >/dev/null
+  //sdk/examples:fashion_mnist_train //sdk/python:ember >/dev/null
 make_bench_tmp
 steps=$(((60000 + 127) / 128 * epochs))  # global steps of 2 x 64 (the tail rule: ceil)
 run=(bazel-bin/tools/ember_run/ember-run --nproc 2)
@@ -41,23 +44,49 @@ one() {  # title, then the command (the daemon's pid is added when one runs)
     echo
   } >>"${out}"
 }
-for variant in cpp cpp-train; do
-  mkdir -p "${tmp}/${variant}"
-  start_daemon "${tmp}/${variant}"
+# The built `ember` package, as bench/compare lays it out.
+python_path="${tmp}/python"
+mkdir -p "${python_path}/ember"
+cp sdk/python/ember/*.py bazel-bin/sdk/python/ember/_ember.so "${python_path}/ember/"
+python_ddp=(/usr/bin/python3 bench/python_ddp.py --task fmnist --epochs "${epochs}" --batch-size 64)
+with_daemon() {  # variant: a private emberd with Fashion-MNIST registered
+  mkdir -p "${tmp}/$1"
+  start_daemon "${tmp}/$1"
   "${ctl[@]}" dataset add fmnist-train --format idx --path /usr/share/datasets/fashion-mnist \
     --split train >/dev/null
   "${ctl[@]}" dataset add fmnist-test --format idx --path /usr/share/datasets/fashion-mnist \
     --split test >/dev/null
-  extra=()
-  [[ "${variant}" == cpp ]] || extra=(--stop-after-steps "${steps}")
-  one "${variant}: C++ trainer$([[ "${variant}" == cpp ]] && echo ", evaluation included" || echo ", stopped after step ${steps}, no evaluation")" \
-    "${run[@]}" --socket "${emberd_socket}" -- "${trainer[@]}" "${extra[@]}"
-  stop_daemon
+}
+for variant in ${variants}; do
+  rm -f "${tmp}/store"
+  case "${variant}" in
+    cpp | cpp-train)
+      with_daemon "${variant}"
+      extra=()
+      [[ "${variant}" == cpp ]] || extra=(--stop-after-steps "${steps}")
+      one "${variant}: C++ trainer$([[ "${variant}" == cpp ]] && echo ", evaluation included" || echo ", stopped after step ${steps}, no evaluation")" \
+        "${run[@]}" --socket "${emberd_socket}" -- "${trainer[@]}" "${extra[@]}"
+      stop_daemon
+      ;;
+    python-none)
+      one "python-none: bench/python_ddp.py --loader none (no loader)" "${run[@]}" -- \
+        "${python_ddp[@]}" --loader none --store "${tmp}/store"
+      ;;
+    python-ember)
+      with_daemon "${variant}"
+      PYTHONPATH="${python_path}" one "python-ember: bench/python_ddp.py --loader ember" \
+        "${run[@]}" --socket "${emberd_socket}" -- "${python_ddp[@]}" --loader ember \
+        --store "${tmp}/store"
+      stop_daemon
+      ;;
+    python-dataloader)
+      one "python-dataloader: bench/python_ddp.py --loader dataloader --workers 1" "${run[@]}" -- \
+        "${python_ddp[@]}" --loader dataloader --workers 1 --store "${tmp}/store"
+      ;;
+    *) echo "footprint: unknown variant '${variant}'" >&2; exit 2 ;;
+  esac
 done
-one "python-none: bench/python_ddp.py --loader none (no loader)" "${run[@]}" -- /usr/bin/python3 \
-  bench/python_ddp.py --task fmnist --loader none --epochs "${epochs}" --batch-size 64 \
-  --store "${tmp}/store"
 {
-  results_heading "bench/footprint.sh --epochs ${epochs}"
+  results_heading "bench/footprint.sh --epochs ${epochs} --variants \"${variants}\""
   cat "${out}"
 } | tee -a bench/results/footprint.md
