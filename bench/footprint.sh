@@ -6,7 +6,8 @@
 #   cpp-train  the same stopped after the last training step (--stop-after-steps), no
 #              evaluation: evaluation must not raise the peak above this
 #   python-none  bench/python_ddp.py --loader none: the ranks' torch and model with no
-#              loader at all, each rank holding the dataset as tensors
+#              loader and no dataset (one batch of zeros), the floor of any Python
+#              loader's total
 #   python-ember  bench/python_ddp.py --loader ember, fed by a private emberd
 #   python-dataloader  bench/python_ddp.py --loader dataloader --workers 1
 # Appends the breakdowns to bench/results/footprint.md. --variants picks some of them.

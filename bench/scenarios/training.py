@@ -50,13 +50,13 @@ def _parse(output, pattern):
 
 def _seed(ctx):
     """This round's seed, the same for every system of the round."""
-    return str(ctx.round - 1)
+    return ctx.round - 1
 
 
 def _result(ctx, system, measured, accuracy_re, train_re):
     out = measured.pop("output")
     record = {**measured, "accuracy": _parse(out, accuracy_re), "train_s": _parse(out, train_re),
-              "seed": int(_seed(ctx))}
+              "seed": _seed(ctx)}
     if measured["rc"] != 0 or record["accuracy"] is None:
         ctx.fail(system, out)
     return record
@@ -68,11 +68,11 @@ def _ember(ctx, python):
         if python:
             program = ["/usr/bin/python3", "bench/python_ddp.py", "--task", "fmnist", "--loader",
                        "ember", "--epochs", str(ctx.epochs), "--batch-size", "64",
-                       "--seed", _seed(ctx), "--store", ctx.tmpdir("store") + "/store"]
+                       "--seed", str(_seed(ctx)), "--store", ctx.tmpdir("store") + "/store"]
         else:
             program = [TRAINER, "--train-dataset", "fmnist-train", "--test-dataset", "fmnist-test",
                        "--epochs", str(ctx.epochs), "--batch-size", "64", "--lr", "0.001",
-                       "--seed", _seed(ctx)]
+                       "--seed", str(_seed(ctx))]
         env = {**daemon.env(), "PYTHONPATH": ctx.python_ember()}
         measured = measure.run([EMBER_RUN, "--nproc", "2", "--socket", daemon.socket, "--",
                                 *program], env=env, pids=[daemon.pid], timeout=3600)
@@ -85,7 +85,8 @@ def _ember(ctx, python):
 def _dataloader(ctx, workers):
     program = ["/usr/bin/python3", "bench/python_ddp.py", "--task", "fmnist", "--loader",
                "dataloader", "--workers", str(workers), "--epochs", str(ctx.epochs),
-               "--batch-size", "64", "--seed", _seed(ctx), "--store", ctx.tmpdir("store") + "/store"]
+               "--batch-size", "64", "--seed", str(_seed(ctx)),
+               "--store", ctx.tmpdir("store") + "/store"]
     # Debian's torch 1.13 DataLoader now and then loses a worker to an abort at shutdown
     # (bench/image_bench.sh): two retries.
     for attempt in (1, 2, 3):
@@ -101,7 +102,7 @@ def _ray(ctx):
     temp = ctx.tmpdir("ray")
     measured = measure.run([ctx.venv_python(), "bench/baselines/ray_train_fmnist.py",
                             "--temp-dir", temp, "--epochs", str(ctx.epochs),
-                            "--seed", _seed(ctx)],
+                            "--seed", str(_seed(ctx))],
                            match=[temp], timeout=3600)
     return _result(ctx, "ray-train", measured, r'"accuracy": ([0-9.]+)', r'"train_s": ([0-9.]+)')
 
