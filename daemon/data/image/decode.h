@@ -100,9 +100,10 @@ struct RgbImage {
 Result<ImageHeader> ReadImageHeader(const std::string& name, const uint8_t* data, size_t size,
                                     const ImageDecodeOptions& options);
 
-// The smallest of libjpeg's DCT scaling factors (1/8, 2/8, ... 1) that is >= min_scale,
-// so the decoded image keeps at least min_scale of the resolution on both axes; 1 for
-// min_scale >= 1 (or NaN).
+// The smallest of the DCT scaling factors 1/8, 1/4, 1/2, 1 that is >= min_scale, so the
+// decoded image keeps at least min_scale of the resolution on both axes; 1 for
+// min_scale >= 1 (or NaN). libjpeg also scales by 3/8, 5/8, ..., but without SIMD: slower
+// than a power of two and a resample of the larger image.
 JpegScale ChooseJpegScale(double min_scale);
 
 // The size DecodeImage gives the image `header` describes, at `min_scale`: a JPEG's at
