@@ -7,6 +7,12 @@ per rank, the same hyperparameters everywhere:
   dataloader-w2   the same, 2 workers per rank
   ray-train       bench/baselines/ray_train_fmnist.py: Ray Train TorchTrainer, 2 CPU
                   workers, Ray Data + iter_torch_batches (bench-only virtual environment)
+and two floors, in the same interleaved rounds, that no loader can go below:
+  floor-python    bench/python_ddp.py --loader none: the two DDP ranks training on a batch
+                  of zeros, no loader and no dataset (a Python trainer's time and PSS floor)
+  floor-compute   bench/compute_floor under ember-run, 2 processes: the CNN's forward,
+                  backward and Adam for one rank's steps on data in memory, no sync (the
+                  compute floor of every system on this machine)
 Wall time from launch to exit (Ember: the daemon is up and the datasets registered, as on
 a node where emberd runs as a service; its memory counts), the trainer's own training
 time, test accuracy, and peak PSS over every process of the run (bench/measure.py).
@@ -26,8 +32,11 @@ FMNIST = "/usr/share/datasets/fashion-mnist"
 EMBER_RUN = "bazel-bin/tools/ember_run/ember-run"
 TRAINER = "bazel-bin/sdk/examples/fashion_mnist_train"
 SYSTEMS = ["ember-cpp", "ember-python", "dataloader-w1", "dataloader-w2", "ray-train"]
+FLOORS = ["floor-python", "floor-compute"]
+COMPUTE_FLOOR = "bazel-bin/bench/compute_floor"
 BUILD = ["//daemon:emberd", "//tools/emberctl:emberctl", "//tools/ember_run:ember-run",
-         "//sdk/examples:fashion_mnist_train", "//sdk/python:ember"]
+         "//sdk/examples:fashion_mnist_train", "//sdk/python:ember", "//bench:compute_floor"]
+STEPS_PER_EPOCH = -(-60000 // (64 * 2))  # a rank's steps: batch 64, 2 ranks
 
 
 def prepare(ctx):
@@ -54,10 +63,12 @@ def _seed(ctx):
 
 
 def _result(ctx, system, measured, accuracy_re, train_re):
+    """The run's record; accuracy_re None: a floor, which has no accuracy to report."""
     out = measured.pop("output")
-    record = {**measured, "accuracy": _parse(out, accuracy_re), "train_s": _parse(out, train_re),
+    accuracy = _parse(out, accuracy_re) if accuracy_re else None
+    record = {**measured, "accuracy": accuracy, "train_s": _parse(out, train_re),
               "seed": _seed(ctx)}
-    if measured["rc"] != 0 or record["accuracy"] is None:
+    if measured["rc"] != 0 or (accuracy_re and accuracy is None) or record["train_s"] is None:
         ctx.fail(system, out)
     return record
 
@@ -66,9 +77,7 @@ def _ember(ctx, python):
     daemon = _ember_daemon(ctx, "ember-python" if python else "ember-cpp")
     try:
         if python:
-            program = ["/usr/bin/python3", "bench/python_ddp.py", "--task", "fmnist", "--loader",
-                       "ember", "--epochs", str(ctx.epochs), "--batch-size", "64",
-                       "--seed", str(_seed(ctx)), "--store", ctx.tmpdir("store") + "/store"]
+            program = _python_ddp(ctx, "ember")
         else:
             program = [TRAINER, "--train-dataset", "fmnist-train", "--test-dataset", "fmnist-test",
                        "--epochs", str(ctx.epochs), "--batch-size", "64", "--lr", "0.001",
@@ -82,11 +91,31 @@ def _ember(ctx, python):
                    r"test_accuracy=([0-9.]+)", r"train_seconds=([0-9.]+)")
 
 
+def _python_ddp(ctx, loader, *flags):
+    return ["/usr/bin/python3", "bench/python_ddp.py", "--task", "fmnist", "--loader", loader,
+            *flags, "--epochs", str(ctx.epochs), "--batch-size", "64", "--seed", str(_seed(ctx)),
+            "--store", ctx.tmpdir("store") + "/store"]
+
+
+def _floor_python(ctx):
+    measured = measure.run([EMBER_RUN, "--nproc", "2", "--", *_python_ddp(ctx, "none")],
+                           timeout=3600)
+    return _result(ctx, "floor-python", measured, None, r"train_seconds=([0-9.]+)")
+
+
+def _floor_compute(ctx):
+    program = [COMPUTE_FLOOR, "--steps", str(ctx.epochs * STEPS_PER_EPOCH), "--batch-size",
+               "64", "--seed", str(_seed(ctx)), "--data", FMNIST]
+    measured = measure.run([EMBER_RUN, "--nproc", "2", "--", *program], timeout=3600)
+    # Each process prints its seconds; the slower one is the pair's.
+    seconds = [float(v) for v in re.findall(r"floor: .* seconds=([0-9.]+)", measured["output"])]
+    record = _result(ctx, "floor-compute", measured, None, r"floor: .* seconds=([0-9.]+)")
+    record["train_s"] = max(seconds)
+    return record
+
+
 def _dataloader(ctx, workers):
-    program = ["/usr/bin/python3", "bench/python_ddp.py", "--task", "fmnist", "--loader",
-               "dataloader", "--workers", str(workers), "--epochs", str(ctx.epochs),
-               "--batch-size", "64", "--seed", str(_seed(ctx)),
-               "--store", ctx.tmpdir("store") + "/store"]
+    program = _python_ddp(ctx, "dataloader", "--workers", str(workers))
     # Debian's torch 1.13 DataLoader now and then loses a worker to an abort at shutdown
     # (bench/image_bench.sh): two retries.
     for attempt in (1, 2, 3):
@@ -112,12 +141,14 @@ def runs(ctx):
             Run("ember-python", "2 ranks", lambda ctx: _ember(ctx, python=True)),
             Run("dataloader-w1", "2 ranks", lambda ctx: _dataloader(ctx, 1)),
             Run("dataloader-w2", "2 ranks", lambda ctx: _dataloader(ctx, 2)),
-            Run("ray-train", "2 ranks", _ray)]
+            Run("ray-train", "2 ranks", _ray),
+            Run("floor-python", "2 ranks", _floor_python),
+            Run("floor-compute", "2 ranks", _floor_compute)]
 
 
 def report(records):
     runs_ = by_key(records)
-    rows = [s for s in SYSTEMS if ("2 ranks", s) in runs_]
+    rows = [s for s in SYSTEMS + FLOORS if ("2 ranks", s) in runs_]
     py, cpp = runs_.get(("2 ranks", "ember-python"), {}), runs_.get(("2 ranks", "ember-cpp"), {})
     lines = ["| system | wall s | train s | test accuracy | peak PSS MiB | CPU s "
              "| ember-python time / PSS vs this | ember-cpp time / PSS vs this |",
@@ -126,7 +157,7 @@ def report(records):
         r = runs_["2 ranks", system]
         versus = []
         for ember in (py, cpp):
-            if system.startswith("ember") or not ember:
+            if system.startswith(("ember", "floor")) or not ember:
                 versus.append("")
                 continue
             time_target = {"ray-train": 0.5, "dataloader-w1": 1.0, "dataloader-w2": 1.0}.get(system)
@@ -140,8 +171,35 @@ def report(records):
                      f"| {median_spread(r, 'accuracy', '{:.4f}')} "
                      f"| {median_spread(r, 'peak_pss_mib', '{:.0f}')} "
                      f"| {median_spread(r, 'cpu_s', '{:.0f}')} | {versus[0]} | {versus[1]} |")
-    lines.extend(["", _accuracy_verdict(runs_, rows)])
+    systems = [s for s in rows if s in SYSTEMS]
+    lines.extend(["", _accuracy_verdict(runs_, systems), "", *_floor_verdicts(runs_)])
     return "\n".join(lines)
+
+
+# Each target that a floor bounds: (baseline, what of it, its key, the target's factor,
+# the floor, its key, what the floor is).
+FLOOR_BOUNDS = [
+    ("ray-train", "wall time", "wall_s", 0.5, "floor-compute", "train_s",
+     "the CNN's compute alone (floor-compute, no loader, no sync) took"),
+    ("dataloader-w1", "peak PSS", "peak_pss_mib", 0.75, "floor-python", "peak_pss_mib",
+     "two Python DDP ranks with no loader (floor-python) peaked at"),
+]
+
+
+def _floor_verdicts(runs_):
+    """What the time target against Ray and the PSS target against the DataLoader ask,
+    beside the floors measured in the same rounds."""
+    lines = []
+    for baseline, what, key, factor, floor, floor_key, floor_what in FLOOR_BOUNDS:
+        target = median(runs_.get(("2 ranks", baseline), {}), key)
+        value = median(runs_.get(("2 ranks", floor), {}), floor_key)
+        if target and value:
+            unit, digits = ("s", 1) if key.endswith("_s") else ("MiB", 0)
+            lines.append(f"- Floors: {factor}x of {baseline}'s {what} is "
+                         f"{factor * target:.{digits}f} {unit}; {floor_what} "
+                         f"{value:.{digits}f} {unit}, "
+                         f"{value / (factor * target):.2f}x that.")
+    return lines
 
 
 def _accuracy_verdict(runs_, rows):
@@ -162,30 +220,33 @@ def _accuracy_verdict(runs_, rows):
 
 def summary(records):
     """The README's rows: each system's wall time, accuracy and PSS, and ember-python's
-    ratios against it."""
+    ratios against it; then the floors' time and PSS."""
     runs_ = by_key(records)
     py = runs_.get(("2 ranks", "ember-python"), {})
     lines = ["| system | wall s | test accuracy | peak PSS MiB | ember-python time / PSS vs this |",
              "|---|---|---|---|---|"]
-    for system in SYSTEMS:
+    for system in SYSTEMS + FLOORS:
         r = runs_.get(("2 ranks", system))
         if not r:
             continue
-        versus = "" if system.startswith("ember") or not py else (
+        versus = "" if system.startswith(("ember", "floor")) or not py else (
             f"{fmt_ratio(ratio(py, r, 'wall_s'))} / {fmt_ratio(ratio(py, r, 'peak_pss_mib'))}")
-        lines.append(f"| {system} | {median(r, 'wall_s'):.1f} | {median(r, 'accuracy'):.4f} "
+        accuracy = median(r, "accuracy")
+        lines.append(f"| {system} | {median(r, 'wall_s'):.1f} "
+                     f"| {'' if accuracy is None else f'{accuracy:.4f}'} "
                      f"| {median(r, 'peak_pss_mib'):,.0f} | {versus} |")
     return "\n".join(lines)
 
 
 def plot(records, path):
     runs_ = by_key(records)
-    rows = [s for s in SYSTEMS if ("2 ranks", s) in runs_]
+    rows = [s for s in SYSTEMS + FLOORS if ("2 ranks", s) in runs_]
     fig, axes = figure(2, (10, 3.6))
     for ax, key, label in ((axes[0], "wall_s", "wall time, s"),
                            (axes[1], "peak_pss_mib", "peak PSS, MiB (all processes)")):
         values = [median(runs_["2 ranks", s], key) or 0 for s in rows]
-        colors = ["tab:orange" if s.startswith("ember") else "tab:gray" for s in rows]
+        colors = ["tab:orange" if s.startswith("ember") else
+                  "lightgray" if s.startswith("floor") else "tab:gray" for s in rows]
         ax.bar(rows, values, color=colors)
         ax.set_title(label)
         ax.tick_params(axis="x", rotation=30)
