@@ -57,6 +57,12 @@ def _parse(output, pattern):
     return float(found[-1]) if found else None
 
 
+def _timeout(ctx):
+    """A run's deadline: a few times what 2 epochs take on 2 slow cores (60-150 s), so that a
+    rank hung at exit (torch 1.13's DataLoader, now and then) costs minutes, not an hour."""
+    return 300 + 300 * ctx.epochs
+
+
 def _seed(ctx):
     """This round's seed, the same for every system of the round."""
     return ctx.round - 1
@@ -84,7 +90,7 @@ def _ember(ctx, python):
                        "--seed", str(_seed(ctx))]
         env = {**daemon.env(), "PYTHONPATH": ctx.python_ember()}
         measured = measure.run([EMBER_RUN, "--nproc", "2", "--socket", daemon.socket, "--",
-                                *program], env=env, pids=[daemon.pid], timeout=3600)
+                                *program], env=env, pids=[daemon.pid], timeout=_timeout(ctx))
     finally:
         daemon.close()
     return _result(ctx, "ember-python" if python else "ember-cpp", measured,
@@ -99,14 +105,14 @@ def _python_ddp(ctx, loader, *flags):
 
 def _floor_python(ctx):
     measured = measure.run([EMBER_RUN, "--nproc", "2", "--", *_python_ddp(ctx, "none")],
-                           timeout=3600)
+                           timeout=_timeout(ctx))
     return _result(ctx, "floor-python", measured, None, r"train_seconds=([0-9.]+)")
 
 
 def _floor_compute(ctx):
     program = [COMPUTE_FLOOR, "--steps", str(ctx.epochs * STEPS_PER_EPOCH), "--batch-size",
                "64", "--seed", str(_seed(ctx)), "--data", FMNIST]
-    measured = measure.run([EMBER_RUN, "--nproc", "2", "--", *program], timeout=3600)
+    measured = measure.run([EMBER_RUN, "--nproc", "2", "--", *program], timeout=_timeout(ctx))
     # Each process prints its seconds; the slower one is the pair's.
     seconds = [float(v) for v in re.findall(r"floor: .* seconds=([0-9.]+)", measured["output"])]
     record = _result(ctx, "floor-compute", measured, None, r"floor: .* seconds=([0-9.]+)")
@@ -117,9 +123,9 @@ def _floor_compute(ctx):
 def _dataloader(ctx, workers):
     program = _python_ddp(ctx, "dataloader", "--workers", str(workers))
     # Debian's torch 1.13 DataLoader now and then loses a worker to an abort at shutdown
-    # (bench/image_bench.sh): two retries.
+    # (bench/image_bench.sh) or leaves a rank hung at exit (killed at _timeout): two retries.
     for attempt in (1, 2, 3):
-        measured = measure.run([EMBER_RUN, "--nproc", "2", "--", *program], timeout=3600)
+        measured = measure.run([EMBER_RUN, "--nproc", "2", "--", *program], timeout=_timeout(ctx))
         if measured["rc"] == 0 or attempt == 3:
             break
         ctx.log(f"dataloader-w{workers}: attempt {attempt} failed, retrying")
@@ -132,7 +138,7 @@ def _ray(ctx):
     measured = measure.run([ctx.venv_python(), "bench/baselines/ray_train_fmnist.py",
                             "--temp-dir", temp, "--epochs", str(ctx.epochs),
                             "--seed", str(_seed(ctx))],
-                           match=[temp], timeout=3600)
+                           match=[temp], timeout=_timeout(ctx))
     return _result(ctx, "ray-train", measured, r'"accuracy": ([0-9.]+)', r'"train_s": ([0-9.]+)')
 
 
