@@ -162,6 +162,34 @@ TEST_CASE("CallerEnv resolves symlinks and checks where they lead") {
   CHECK(env->ReadFile(link3).ok());
 }
 
+TEST_CASE("CallerEnv checks the real path when a directory on the way is a symlink") {
+  if (!CanMakeOtherUsersFiles()) return;
+  SearchableDir dir;
+  auto base = NewPosixEnv();
+  auto env = NewCallerEnv(base.get(), User());
+  // closed/ (0700) holds open/ (0755) and open/file (0644): the way to the file is shut.
+  const std::string closed = dir.Dir("closed", 0700);
+  REQUIRE(mkdir((closed + "/open").c_str(), 0755) == 0);
+  WriteTestFile(closed + "/open/file", "x");
+  chmod((closed + "/open/file").c_str(), 0644);
+  // mine/link -> closed/open: every directory the path names, link included (stat follows
+  // it to open/, 0755), is searchable, but the real way goes through closed/.
+  const std::string mine = dir.Dir("mine", 0755, kUser, kUserGroup);
+  REQUIRE(symlink((closed + "/open").c_str(), (mine + "/link").c_str()) == 0);
+  auto denied = env->ReadFile(mine + "/link/file");
+  REQUIRE(denied.status().code() == StatusCode::kPermissionDenied);
+  CHECK(denied.status().message() ==
+        mine + "/link/file: permission denied for uid 4242 (search " + closed + ")");
+  CHECK(base->ReadFile(mine + "/link/file").ok());
+
+  // A path with "." or ".." is resolved before it is checked, and read when it may be.
+  const std::string fine = dir.File("fine", 0644);
+  CHECK(*env->ReadFile(mine + "/../fine") == "contents of fine");
+  CHECK(*env->ReadFile(dir.path() + "/./fine") == "contents of fine");
+  CHECK(env->ReadFile(mine + "/../closed/open/file").status().code() ==
+        StatusCode::kPermissionDenied);
+}
+
 TEST_CASE("CallerEnv refuses a FIFO without opening it") {
   SearchableDir dir;
   auto base = NewPosixEnv();
