@@ -8,9 +8,10 @@ broadcast before every forward). Every rank makes one fixed random batch (seeded
 rank) once and trains on it again and again: zero_grad, forward, cross-entropy,
 backward (DDP's all-reduces overlap it), optimizer step, with torch.set_num_threads(T).
 The models are the ones of bench/sync_bench: the Fashion-MNIST example CNN
-(sdk/examples/fashion_cnn.cc) and ResNet-18 in its CIFAR form (bench/models/resnet18.h:
-torchvision's resnet18 with a 3x3 stride-1 stem and no max-pool). After W warm-up steps,
-S steps are timed on rank 0, which prints, last:
+(sdk/examples/fashion_cnn.cc; imported from sdk/examples/python/fashion_cnn.py) and
+ResNet-18 in its CIFAR form (bench/models/resnet18.h: torchvision's resnet18 with a 3x3
+stride-1 stem and no max-pool). After W warm-up steps, S steps are timed on rank 0,
+which prints, last:
 
   ddp_baseline: impl=torch_ddp model=<M> params=<N> ranks=<R> batch=<B> steps=<S>
     step_ms_mean=... step_ms_median=... forward_ms=... backward_ms=... sync_ms=0.00
@@ -40,24 +41,13 @@ from torch import nn
 import json_lines  # bench/json_lines.py, beside this script
 import rank_results  # bench/rank_results.py, beside this script
 
+# The example CNN, the same module the Python example trains (also imported from here by
+# python_ddp.py and the Ray baseline).
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                             "sdk", "examples", "python"))
+from fashion_cnn import FashionCnn  # noqa: E402  sdk/examples/python/fashion_cnn.py
+
 CLASSES = 10
-
-
-class FashionCnn(nn.Module):
-    """sdk/examples/fashion_cnn.cc: input [B, 1, 28, 28], logits [B, 10]."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.fc1 = nn.Linear(64 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc2(x)
 
 
 def resnet18():

@@ -27,28 +27,12 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ember
+from fashion_cnn import FashionCnn  # fashion_cnn.py, beside this script
 
 PIXEL_MEAN, PIXEL_STD = 0.2860, 0.3530
-
-
-class FashionCnn(nn.Module):
-    """sdk/examples/fashion_cnn.cc: images [B, 1, 28, 28] -> logits [B, 10]."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.fc1 = nn.Linear(64 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
 def inputs(batch):
