@@ -79,6 +79,12 @@ class JobCoordinator {
                         uint64_t batch) = 0;
   virtual void Leave(const std::string& job, uint32_t rank) = 0;
   virtual Result<uint64_t> BatchesPerRank(const std::string& job) const = 0;
+
+  // True for a proxy whose calls wait for another daemon through an event loop: a caller
+  // must not hold a lock across them that code on that loop takes. A lease such a
+  // coordinator grants to a rank that has left belongs to the membership it left and goes
+  // back with it. False (the local ledger): calls take only the ledger's own lock.
+  virtual bool remote() const { return false; }
 };
 
 }  // namespace ember::daemon

@@ -102,6 +102,7 @@ class RemoteCoordinator final : public JobCoordinator {
   Status Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch) override;
   void Leave(const std::string& job, uint32_t rank) override;
   Result<uint64_t> BatchesPerRank(const std::string& job) const override;
+  bool remote() const override { return true; }
 
   // The store and barriers of `job` at the coordinator (Peer.openJob), pipelined: calls on
   // it wait for the connection. Event loop's thread only.

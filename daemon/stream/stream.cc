@@ -404,23 +404,45 @@ void Stream::LogSkipsHeldBack(uint64_t held_back) const {
 }
 
 Result<BatchLease> Stream::NextLease(uint64_t epoch) {
-  std::lock_guard<std::mutex> lock(ledger_mu_);
+  std::unique_lock<std::mutex> lock(ledger_mu_);
   if (left_job_) return Cancelled("stream closed");
-  auto lease = ledger_.Next(params_.job, params_.rank, epoch);
+  Result<BatchLease> lease = Internal("unset");
+  if (ledger_.remote()) {
+    // The answer may take the coordinator's deadline, and Stop() may come meanwhile on
+    // the loop the call waits for. A lease answered after Stop() left the job went back
+    // with the membership it was granted to.
+    lock.unlock();
+    lease = ledger_.Next(params_.job, params_.rank, epoch);
+    lock.lock();
+    if (left_job_) return Cancelled("stream closed");
+  } else {
+    lease = ledger_.Next(params_.job, params_.rank, epoch);
+  }
   if (!lease.ok()) return lease.status().WithContext("job '" + params_.job + "'");
   return lease;
 }
 
 Status Stream::CommitConsumed() {
+  // The batches handed back, committed without ledger_mu_ (a remote coordinator's Commit
+  // waits for its loop, where Stop() may be waiting for the lock). They stay in in_slot_
+  // until committed, so that a Stop() meanwhile commits them too (commits are idempotent)
+  // before it leaves the job.
+  struct Consumed {
+    uint32_t slot;
+    uint64_t epoch, batch;
+  };
+  std::vector<Consumed> consumed;
+  {
+    std::lock_guard<std::mutex> lock(ledger_mu_);
+    if (left_job_) return Cancelled("stream closed");
+    for (uint32_t i = 0; i < in_slot_.size(); ++i)
+      if (in_slot_[i] && ring_->SlotFree(i))
+        consumed.push_back({i, in_slot_[i]->epoch, in_slot_[i]->batch});
+  }
+  for (const Consumed& c : consumed) (void)ledger_.Commit(params_.job, params_.rank, c.epoch, c.batch);
   std::lock_guard<std::mutex> lock(ledger_mu_);
   if (left_job_) return Cancelled("stream closed");
-  for (uint32_t i = 0; i < in_slot_.size(); ++i) {
-    std::optional<BatchLease>& consumed = in_slot_[i];
-    if (consumed && ring_->SlotFree(i)) {
-      (void)ledger_.Commit(params_.job, params_.rank, consumed->epoch, consumed->batch);
-      consumed.reset();
-    }
-  }
+  for (const Consumed& c : consumed) in_slot_[c.slot].reset();
   return Status::Ok();
 }
 

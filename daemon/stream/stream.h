@@ -209,7 +209,9 @@ class Stream {
   std::atomic<bool> filling_{false};
 
   // Orders the producer's ledger calls and publishing against Stop(): once Stop() has
-  // left the job, no batch is leased, committed or published by this stream.
+  // left the job, no batch is leased or published by this stream, and every batch it
+  // committed was consumed. Never held across a call that waits for another daemon
+  // (JobCoordinator::remote()), so that Stop() on the event loop returns at once.
   std::mutex ledger_mu_;
   bool left_job_ = false;  // guarded by ledger_mu_
   // The lease whose batch sits in each slot, until committed; guarded by ledger_mu_.
