@@ -72,17 +72,7 @@ TestImage TexturedImage(int width, int height) {
 
 // A JPEG with the given chroma subsampling (TJSAMP_*), optionally progressive.
 std::string EncodeSampledJpeg(const TestImage& image, int subsampling, bool progressive) {
-  tjhandle handle = tjInitCompress();
-  REQUIRE(handle != nullptr);
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  const int ok = tjCompress2(handle, image.pixels.data(), image.width, image.width * 3, image.height,
-                             TJPF_RGB, &out, &size, subsampling, 90,
-                             progressive ? TJFLAG_PROGRESSIVE : 0);
-  std::string bytes;
-  if (ok == 0) bytes.assign(reinterpret_cast<const char*>(out), size);
-  tjFree(out);
-  tjDestroy(handle);
+  std::string bytes = EncodeJpeg(image, 90, subsampling, progressive);
   REQUIRE(!bytes.empty());
   return bytes;
 }

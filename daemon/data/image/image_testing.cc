@@ -30,20 +30,21 @@ TestImage GradientImage(int width, int height) {
 }
 
 std::string EncodeJpeg(const TestImage& image, int quality) {
+  return EncodeJpeg(image, quality, image.channels == 1 ? TJSAMP_GRAY : TJSAMP_444, false);
+}
+
+std::string EncodeJpeg(const TestImage& image, int quality, int subsampling, bool progressive) {
   tjhandle handle = tjInitCompress();
   if (handle == nullptr) return "";
-  int format = TJPF_RGB, subsampling = TJSAMP_444;
-  if (image.channels == 1) {
-    format = TJPF_GRAY;
-    subsampling = TJSAMP_GRAY;
-  } else if (image.channels == 4) {
-    format = TJPF_CMYK;
-  }
+  const int format = image.channels == 1   ? TJPF_GRAY
+                     : image.channels == 4 ? TJPF_CMYK
+                                           : TJPF_RGB;
   unsigned char* out = nullptr;
   unsigned long size = 0;
   std::string bytes;
   if (tjCompress2(handle, image.pixels.data(), image.width, image.width * image.channels,
-                  image.height, format, &out, &size, subsampling, quality, 0) == 0) {
+                  image.height, format, &out, &size, subsampling, quality,
+                  progressive ? TJFLAG_PROGRESSIVE : 0) == 0) {
     bytes.assign(reinterpret_cast<const char*>(out), size);
   }
   tjFree(out);

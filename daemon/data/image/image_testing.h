@@ -27,6 +27,9 @@ TestImage GradientImage(int width, int height);
 // Lossy JPEG (4:4:4, or grayscale for 1 channel; 4 channels are encoded as CMYK).
 // Empty on failure.
 std::string EncodeJpeg(const TestImage& image, int quality = 95);
+// The same with chroma subsampling `subsampling` (a TJSAMP_* value of turbojpeg.h), and
+// progressive if `progressive`.
+std::string EncodeJpeg(const TestImage& image, int quality, int subsampling, bool progressive);
 // Lossless 8-bit PNG (1 gray, 3 RGB, 4 RGBA). Empty on failure.
 std::string EncodePng(const TestImage& image);
 
