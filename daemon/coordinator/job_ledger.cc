@@ -101,6 +101,9 @@ Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParam
     if (!MayAccess(params.owner, state.params.owner))
       return PermissionDenied(RankName(job, rank) + ": the job belongs to " +
                               Describe(state.params.owner));
+    // Before the params: a second reader of a joined rank is told that, not how it differs.
+    if (rank < state.joined.size() && state.joined[rank])
+      return AlreadyExists(RankName(job, rank) + " is already joined");
     EMBER_RETURN_IF_ERROR(CheckSameJob(job, rank, state.params, params));
     Status same_start = CheckSameStart(job, rank, state.params, params);
     if (!same_start.ok()) {

@@ -148,6 +148,13 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!stream.ok()) {
     UnreserveLocked(params.owner, ring_bytes);
+    if (stream.status().code() == StatusCode::kAlreadyExists)
+      for (const auto& [open_id, open] : streams_)
+        if (open->params().job == params.job && open->params().rank == params.rank)
+          return AlreadyExists(stream.status().message() + ": stream " +
+                               std::to_string(open_id) + " (dataset '" +
+                               open->params().dataset + "') reads it; close that Loader "
+                               "first, or open another rank");
     return stream.status();
   }
   std::shared_ptr<Stream> shared(std::move(stream).value());

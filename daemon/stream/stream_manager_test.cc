@@ -165,5 +165,19 @@ TEST_CASE("SetBudget applies to streams opened from then on") {
   h.streams->Close((*fits)->id());
 }
 
+TEST_CASE("a second stream of a rank already reading is told which stream holds it") {
+  Harness h("stream_manager_second_reader");
+  const uint64_t first = h.Open(0);
+  StreamParams again = Harness::Params(0);
+  again.start_position = 8;  // another start: still refused as a second reader, not as that
+  auto second = h.streams->Open(again);
+  REQUIRE(second.status().code() == StatusCode::kAlreadyExists);
+  CHECK(second.status().message() ==
+        "job 'j': rank 0 is already joined: stream " + std::to_string(first) +
+            " (dataset 'fake') reads it; close that Loader first, or open another rank");
+  h.streams->Close(first);
+  CHECK(h.streams->Open(again).ok());
+}
+
 }  // namespace
 }  // namespace ember::daemon
