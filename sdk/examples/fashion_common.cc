@@ -21,6 +21,15 @@ void AddTrainFlags(CLI::App& app, TrainFlags& flags) {
       ->capture_default_str();
 }
 
+int TrainerMain(CLI::App& app, int argc, char** argv, const char* program,
+                const std::function<int(const LaunchEnv& launch)>& run) {
+  return ProgramMain(app, argc, argv, program, [&] {
+    Result<LaunchEnv> launch = ReadLaunchEnv("fashion-mnist");
+    if (!launch.ok()) throw Fatal(launch.status().message());
+    return run(*launch);
+  });
+}
+
 Status CheckDatasets(Client& client, const TrainFlags& flags) {
   for (const auto& [flag, dataset] : {std::pair{"--train-dataset", flags.train_dataset},
                                       std::pair{"--test-dataset", flags.test_dataset}}) {

@@ -1,11 +1,12 @@
 // What both example trainers (fashion_mnist_train on CPUs, fashion_mnist_train_cuda on
-// GPUs) share: their common flags, the dataset check, the training stream, a batch as
-// model inputs, the test-split accuracy, and small helpers.
+// GPUs) share: their main(), their common flags, the dataset check, the training stream,
+// a batch as model inputs, the test-split accuracy, and small helpers.
 #ifndef EMBER_SDK_EXAMPLES_FASHION_COMMON_H_
 #define EMBER_SDK_EXAMPLES_FASHION_COMMON_H_
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ember/client.h"
+#include "ember/launch_env.h"
 #include "ember/loader.h"
 #include "ember/status.h"
 #include "sdk/examples/fashion_cnn.h"
@@ -22,6 +24,9 @@ namespace ember::examples {
 inline double Seconds(std::chrono::nanoseconds duration) {
   return std::chrono::duration<double>(duration).count();
 }
+
+// How long a rank waits for its peers: the communicator's timeout and the final barrier's.
+inline constexpr std::chrono::milliseconds kSyncTimeout = std::chrono::seconds(300);
 
 struct TrainFlags {
   std::string train_dataset = "fmnist-train";
@@ -35,6 +40,14 @@ struct TrainFlags {
 
 // Adds --train-dataset, --test-dataset, --epochs, --batch-size, --lr, --seed, --max-steps.
 void AddTrainFlags(CLI::App& app, TrainFlags& flags);
+
+// The main() of a trainer whose flags (AddTrainFlags' and its own) are in `app`: parses
+// them, reads this rank's place in its job (ReadLaunchEnv: its launcher's variables, or
+// rank 0 of 1 in job "fashion-mnist") and returns run(launch)'s exit code. As
+// ProgramMain: --help exits 0 and a bad flag 1; a malformed launch environment or an
+// exception out of run() is printed as "<program>: <message>" and exits 1.
+int TrainerMain(CLI::App& app, int argc, char** argv, const char* program,
+                const std::function<int(const LaunchEnv& launch)>& run);
 
 // Both splits are checked up front, so that a bad name fails every rank before training
 // rather than rank 0 alone after it. The error names the flag and the daemon's reason.

@@ -51,6 +51,7 @@ namespace {
 
 using ember::examples::CheckpointPath;
 using ember::examples::Fatal;
+using ember::examples::kSyncTimeout;
 using ember::examples::LoadCheckpoint;
 using ember::examples::RemoveCheckpointLeftovers;
 using ember::examples::SampleLog;
@@ -60,8 +61,6 @@ using ember::examples::StepMark;
 using ember::examples::TrainCheckpoint;
 
 using Clock = std::chrono::steady_clock;
-
-constexpr std::chrono::milliseconds kSyncTimeout = std::chrono::seconds(300);
 
 void Check(const ember::Status& status) {
   if (!status.ok()) throw Fatal(status.ToString());
@@ -95,13 +94,11 @@ bool CheckpointDue(const Flags& flags, const ember::Batch& batch, uint64_t total
          total_steps_after == flags.train.max_steps;
 }
 
-int Run(const Flags& all_flags) {
+int Run(const Flags& all_flags, const ember::LaunchEnv& launch) {
   const ember::examples::TrainFlags& flags = all_flags.train;
-  ember::Result<ember::LaunchEnv> launch = ember::ReadLaunchEnv("fashion-mnist");
-  if (!launch.ok()) throw Fatal(launch.status().message());
-  const int rank = launch->rank;
-  const int world_size = launch->world_size;
-  const std::string job = launch->job;
+  const int rank = launch.rank;
+  const int world_size = launch.world_size;
+  const std::string& job = launch.job;
   ember::examples::KeepStepBuffersInHeap();
   torch::set_num_threads(all_flags.threads);
   torch::manual_seed(flags.seed);
@@ -153,7 +150,7 @@ int Run(const Flags& all_flags) {
       {.timeout = kSyncTimeout,
        .cpu = all_flags.collectives == "gloo" ? ember::CpuCollectives::kGloo
                                               : ember::CpuCollectives::kSharedMemory,
-       .local_world_size = launch->local_world_size});
+       .local_world_size = launch.local_world_size});
   // Gives every rank rank 0's parameters; gradients are averaged when backward returns.
   ember::DataParallel ddp(*net, comm);
   std::optional<ember::ModelSync> check;  // --check-sync: compares with rank 0 after each step
@@ -288,6 +285,7 @@ int main(int argc, char** argv) {
                  "stop (exit 0, without evaluating) after this many global steps of this run, "
                  "after a checkpoint (0: run to the end)")
       ->capture_default_str();
-  return ember::examples::ProgramMain(app, argc, argv, "fashion_mnist_train",
-                                      [&] { return Run(flags); });
+  return ember::examples::TrainerMain(
+      app, argc, argv, "fashion_mnist_train",
+      [&](const ember::LaunchEnv& launch) { return Run(flags, launch); });
 }

@@ -33,11 +33,11 @@
 namespace {
 
 using ember::examples::Fatal;
+using ember::examples::kSyncTimeout;
 using ember::examples::Seconds;
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::chrono::milliseconds kSyncTimeout = std::chrono::seconds(300);
 constexpr int kExitNoGpu = 77;
 
 struct Flags {
@@ -45,14 +45,12 @@ struct Flags {
   bool register_ring = true;
 };
 
-int Run(const Flags& all_flags) {
+int Run(const Flags& all_flags, const ember::LaunchEnv& launch) {
   const ember::examples::TrainFlags& flags = all_flags.train;
-  ember::Result<ember::LaunchEnv> launch = ember::ReadLaunchEnv("fashion-mnist");
-  if (!launch.ok()) throw Fatal(launch.status().message());
-  const int rank = launch->rank;
-  const int world_size = launch->world_size;
-  const std::string job = launch->job;
-  const int device_index = launch->local_rank;
+  const int rank = launch.rank;
+  const int world_size = launch.world_size;
+  const std::string& job = launch.job;
+  const int device_index = launch.local_rank;
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "fashion_mnist_train_cuda: SKIP: no CUDA device visible\n");
     return kExitNoGpu;
@@ -154,6 +152,7 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-register-ring", flags.register_ring,
                "copy batches through pinned staging buffers instead of straight from the "
                "registered ring");
-  return ember::examples::ProgramMain(app, argc, argv, "fashion_mnist_train_cuda",
-                                      [&] { return Run(flags); });
+  return ember::examples::TrainerMain(
+      app, argc, argv, "fashion_mnist_train_cuda",
+      [&](const ember::LaunchEnv& launch) { return Run(flags, launch); });
 }
