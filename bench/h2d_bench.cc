@@ -64,8 +64,6 @@ using examples::Fatal;
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kExitNoGpu = 77;
-constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint32_t kSampleSide = 1024;  // uint8 [1024, 1024]: 1 MiB per sample
 
 struct Flags {
@@ -423,12 +421,10 @@ int Run(const Flags& flags) {
   if (flags.sizes_mib.empty()) throw Fatal("--sizes-mib: no sizes");
   if (!flags.host_only) {
     int count = 0;
-    const cudaError_t error = cudaGetDeviceCount(&count);
-    if (error != cudaSuccess || count == 0) {
-      std::printf("h2d_bench: SKIP: no CUDA device visible (%s); nothing measured\n",
-                  error != cudaSuccess ? ("cudaGetDeviceCount: " + CudaMessage(error)).c_str()
-                                       : "cudaGetDeviceCount: 0 devices");
-      return kExitNoGpu;
+    try {
+      count = VisibleDevices();
+    } catch (const NoGpu& e) {
+      return SkipNoGpu("h2d_bench", e);
     }
     if (flags.device >= count)
       throw Fatal("--device " + std::to_string(flags.device) + ": this process sees " +

@@ -54,9 +54,6 @@ using examples::Fatal;
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kExitNoGpu = 77;
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-
 struct Flags {
   std::string mode = "ember";
   uint32_t min_mib = 1;
@@ -69,25 +66,8 @@ struct Flags {
   std::string json;
 };
 
-// No CUDA device: reported as a skip (exit 77), not an error.
-struct NoGpu : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 void CheckNccl(ncclResult_t result, const std::string& what) {
   if (result != ncclSuccess) throw Fatal(what + ": " + ncclGetErrorString(result));
-}
-
-// The number of visible CUDA devices; throws NoGpu when there is none.
-int VisibleDevices() {
-  int count = 0;
-  const cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess) {
-    cudaGetLastError();
-    throw NoGpu("cudaGetDeviceCount: " + CudaMessage(error));
-  }
-  if (count == 0) throw NoGpu("cudaGetDeviceCount: 0 devices");
-  return count;
 }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -344,8 +324,7 @@ int Run(const Flags& flags, bool device_count) {
   try {
     return flags.mode == "ember" ? RunEmber(flags) : RunRaw(flags);
   } catch (const NoGpu& e) {
-    std::printf("nccl_bench: SKIP: no CUDA device visible (%s); nothing measured\n", e.what());
-    return kExitNoGpu;
+    return SkipNoGpu("nccl_bench", e);
   }
 }
 
