@@ -14,6 +14,8 @@
 #include <string_view>
 #include <utility>
 
+#include "common/env_wrapper.h"
+
 namespace ember {
 
 bool Credentials::InGroup(gid_t g) const {
@@ -125,10 +127,10 @@ Status OpenError(const std::string& path, const std::string& what, int err) {
   return ErrnoStatus(path + ": " + what, err);
 }
 
-class CallerEnv final : public Env {
+class CallerEnv final : public EnvWrapper {
  public:
   CallerEnv(Env* base, Credentials creds)
-      : base_(base),
+      : EnvWrapper(base),
         creds_(std::move(creds)),
         reads_(NewPosixEnv(
             [this](const std::string& path, uint64_t* size) { return OpenFile(path, size); },
@@ -151,33 +153,6 @@ class CallerEnv final : public Env {
     struct stat st;
     return real.ok() && stat(real->c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   }
-
-  Status WriteFileAtomic(const std::string& path, const std::string& contents) override {
-    return base_->WriteFileAtomic(path, contents);
-  }
-  Status CreateDirs(const std::string& path) override { return base_->CreateDirs(path); }
-  Result<std::unique_ptr<SharedMemory>> CreateSharedMemory(const std::string& name,
-                                                           size_t size) override {
-    return base_->CreateSharedMemory(name, size);
-  }
-  Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) override {
-    return base_->CreateWritableFile(path);
-  }
-  Result<std::unique_ptr<WritableFile>> OpenWritableFile(const std::string& path) override {
-    return base_->OpenWritableFile(path);
-  }
-  Status Rename(const std::string& from, const std::string& to) override {
-    return base_->Rename(from, to);
-  }
-  Status RenameNoReplace(const std::string& from, const std::string& to) override {
-    return base_->RenameNoReplace(from, to);
-  }
-  Result<bool> Exchange(const std::string& a, const std::string& b) override {
-    return base_->Exchange(a, b);
-  }
-  Status RemoveAll(const std::string& path) override { return base_->RemoveAll(path); }
-  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
-  uint64_t NowMicros() override { return base_->NowMicros(); }
 
  private:
   // The resolved path, once every directory on it is searchable.
@@ -248,7 +223,6 @@ class CallerEnv final : public Env {
     return Status::Ok();
   }
 
-  Env* const base_;
   const Credentials creds_;
   const std::unique_ptr<Env> reads_;  // opens through OpenFile / OpenDir
 };

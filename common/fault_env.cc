@@ -183,7 +183,7 @@ Result<std::string> FaultEnv::ReadFile(const std::string& path) {
     auto it = read_faults_.find(path);
     if (it != read_faults_.end()) return it->second;
   }
-  return base_->ReadFile(path);
+  return target()->ReadFile(path);
 }
 
 Status FaultEnv::WriteFileAtomic(const std::string& path, const std::string& contents) {
@@ -193,7 +193,7 @@ Status FaultEnv::WriteFileAtomic(const std::string& path, const std::string& con
     auto it = write_faults_.find(path);
     if (it != write_faults_.end()) return it->second;
   }
-  return base_->WriteFileAtomic(path, contents);
+  return target()->WriteFileAtomic(path, contents);
 }
 
 Result<std::unique_ptr<ReadableFile>> FaultEnv::OpenForRead(const std::string& path) {
@@ -205,7 +205,7 @@ Result<std::unique_ptr<ReadableFile>> FaultEnv::OpenForRead(const std::string& p
     auto it = short_reads_.find(path);
     if (it != short_reads_.end()) readable = it->second;
   }
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, base_->OpenForRead(path));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, target()->OpenForRead(path));
   if (error.ok() && readable == UINT64_MAX) return file;
   return std::unique_ptr<ReadableFile>(
       std::make_unique<FaultReadableFile>(std::move(file), std::move(error), readable));
@@ -217,27 +217,27 @@ Result<std::unique_ptr<MappedFile>> FaultEnv::MapReadOnly(const std::string& pat
     Status fault = Find(map_faults_, path);
     if (!fault.ok()) return fault;
   }
-  return base_->MapReadOnly(path);
+  return target()->MapReadOnly(path);
 }
 
 Result<std::unique_ptr<WritableFile>> FaultEnv::CreateWritableFile(const std::string& path) {
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->CreateWritableFile(path));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target()->CreateWritableFile(path));
   return WrapWritable(path, std::move(file));
 }
 
 Result<std::unique_ptr<WritableFile>> FaultEnv::OpenWritableFile(const std::string& path) {
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->OpenWritableFile(path));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target()->OpenWritableFile(path));
   return WrapWritable(path, std::move(file));
 }
 
 Status FaultEnv::Rename(const std::string& from, const std::string& to) {
   EMBER_RETURN_IF_ERROR(RenameFault(from, to));
-  return base_->Rename(from, to);
+  return target()->Rename(from, to);
 }
 
 Status FaultEnv::RenameNoReplace(const std::string& from, const std::string& to) {
   EMBER_RETURN_IF_ERROR(RenameFault(from, to));
-  return base_->RenameNoReplace(from, to);
+  return target()->RenameNoReplace(from, to);
 }
 
 Result<bool> FaultEnv::Exchange(const std::string& a, const std::string& b) {
@@ -246,7 +246,7 @@ Result<bool> FaultEnv::Exchange(const std::string& a, const std::string& b) {
     std::lock_guard<std::mutex> lock(mu_);
     if (exchange_disabled_) return false;
   }
-  return base_->Exchange(a, b);
+  return target()->Exchange(a, b);
 }
 
 Status FaultEnv::SyncDir(const std::string& dir) {
@@ -254,7 +254,7 @@ Status FaultEnv::SyncDir(const std::string& dir) {
     std::lock_guard<std::mutex> lock(mu_);
     EMBER_RETURN_IF_ERROR(Find(sync_faults_, dir));
   }
-  return base_->SyncDir(dir);
+  return target()->SyncDir(dir);
 }
 
 }  // namespace ember

@@ -23,17 +23,17 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "common/env.h"
+#include "common/env_wrapper.h"
 #include "ember/status.h"
 
 namespace ember {
 
-class FaultEnv : public Env {
+class FaultEnv : public EnvWrapper {
  public:
   // `base` is not owned and must outlive this object and every file it opened.
-  explicit FaultEnv(Env* base) : base_(base) {}
+  explicit FaultEnv(Env* base) : EnvWrapper(base) {}
 
   // From now on, ReadFile(path) / WriteFileAtomic(path, ...) return `error` (not OK)
   // for exactly this path, until ClearFaults(). An OK `error` becomes kInternal (so for
@@ -69,16 +69,6 @@ class FaultEnv : public Env {
 
   Result<std::string> ReadFile(const std::string& path) override;
   Status WriteFileAtomic(const std::string& path, const std::string& contents) override;
-  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
-  bool IsDirectory(const std::string& path) override { return base_->IsDirectory(path); }
-  Status CreateDirs(const std::string& path) override { return base_->CreateDirs(path); }
-  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
-    return base_->ListDir(dir);
-  }
-  Result<std::unique_ptr<SharedMemory>> CreateSharedMemory(const std::string& name,
-                                                           size_t size) override {
-    return base_->CreateSharedMemory(name, size);
-  }
   Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override;
   Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) override;
@@ -86,9 +76,7 @@ class FaultEnv : public Env {
   Status Rename(const std::string& from, const std::string& to) override;
   Status RenameNoReplace(const std::string& from, const std::string& to) override;
   Result<bool> Exchange(const std::string& a, const std::string& b) override;
-  Status RemoveAll(const std::string& path) override { return base_->RemoveAll(path); }
   Status SyncDir(const std::string& dir) override;
-  uint64_t NowMicros() override { return base_->NowMicros(); }
 
  private:
   // The fault set for `path` in `faults`, with the path in front; OK if there is none.
@@ -101,7 +89,6 @@ class FaultEnv : public Env {
   std::unique_ptr<WritableFile> WrapWritable(const std::string& path,
                                              std::unique_ptr<WritableFile> file);
 
-  Env* const base_;
   mutable std::mutex mu_;
   std::map<std::string, Status> read_faults_;    // guarded by mu_
   std::map<std::string, Status> write_faults_;   // guarded by mu_
