@@ -17,9 +17,9 @@
  * the return value and `err`.
  *
  * Errors: a function that fails writes a NUL-terminated message of at most err_len
- * bytes (including the NUL) into `err`, naming what is wrong; emberd adds the plugin's
- * file and the format or step name. `err` is owned by emberd and only valid during the
- * call.
+ * bytes (including the NUL) into `err`, naming what is wrong (ember_plugin_set_error,
+ * below, does that); emberd adds the plugin's file and the format or step name. `err` is
+ * owned by emberd and only valid during the call.
  *
  * ---- Readers (ember_plugin_init, EMBER_PLUGIN_INIT_SYMBOL) ----
  *
@@ -87,8 +87,10 @@
 #ifndef EMBER_PLUGIN_H_
 #define EMBER_PLUGIN_H_
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -109,9 +111,25 @@ extern "C" {
 
 #if defined(__GNUC__)
 #define EMBER_PLUGIN_EXPORT __attribute__((visibility("default")))
+#define EMBER_PLUGIN_PRINTF(format_index, first_arg) \
+  __attribute__((format(printf, format_index, first_arg)))
 #else
 #define EMBER_PLUGIN_EXPORT
+#define EMBER_PLUGIN_PRINTF(format_index, first_arg)
 #endif
+
+/* Writes a printf-style message into a plugin function's `err` (see Errors above): at
+ * most err_len bytes including the NUL, cut short if longer. Does nothing if err is NULL
+ * or err_len is 0. A helper for plugins, not part of the ABI. */
+static inline void ember_plugin_set_error(char* err, size_t err_len, const char* format, ...)
+    EMBER_PLUGIN_PRINTF(3, 4);
+static inline void ember_plugin_set_error(char* err, size_t err_len, const char* format, ...) {
+  va_list args;
+  if (err == NULL || err_len == 0) return;
+  va_start(args, format);
+  vsnprintf(err, err_len, format, args);
+  va_end(args);
+}
 
 #define EMBER_PLUGIN_MAX_TENSORS 4
 #define EMBER_PLUGIN_MAX_RANK 8

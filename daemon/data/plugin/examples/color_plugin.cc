@@ -15,7 +15,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,14 +24,6 @@
 #include "ember/plugin.h"
 
 namespace {
-
-void SetError(char* err, size_t err_len, const char* format, ...) {
-  if (err == nullptr || err_len == 0) return;
-  va_list args;
-  va_start(args, format);
-  vsnprintf(err, err_len, format, args);
-  va_end(args);
-}
 
 bool ParseInt(const char* text, long* out) {
   if (text[0] == '\0' || std::isspace(static_cast<unsigned char>(text[0]))) return false;
@@ -57,7 +48,7 @@ bool ParseDouble(const char* text, double* out) {
 // Parses "p": a probability in [0, 1].
 bool ParseProbability(const char* value, double* p, char* err, size_t err_len) {
   if (!ParseDouble(value, p) || *p < 0 || *p > 1) {
-    SetError(err, err_len, "p: expected a probability in [0, 1], got '%.64s'", value);
+    ember_plugin_set_error(err, err_len, "p: expected a probability in [0, 1], got '%.64s'", value);
     return false;
   }
   return true;
@@ -84,14 +75,14 @@ void* SolarizeCreate(const char* const* keys, const char* const* values, size_t 
     for (size_t i = 0; i < count; ++i) {
       if (std::strcmp(keys[i], "threshold") == 0) {
         if (!ParseInt(values[i], &threshold) || threshold < 0 || threshold > 255) {
-          SetError(err, err_len, "threshold: expected an integer in 0..255, got '%.64s'",
-                   values[i]);
+          ember_plugin_set_error(
+              err, err_len, "threshold: expected an integer in 0..255, got '%.64s'", values[i]);
           return nullptr;
         }
       } else if (std::strcmp(keys[i], "p") == 0) {
         if (!ParseProbability(values[i], &p, err, err_len)) return nullptr;
       } else {
-        SetError(err, err_len, "unknown key '%.64s' (known: threshold, p)", keys[i]);
+        ember_plugin_set_error(err, err_len, "unknown key '%.64s' (known: threshold, p)", keys[i]);
         return nullptr;
       }
     }
@@ -102,7 +93,7 @@ void* SolarizeCreate(const char* const* keys, const char* const* values, size_t 
     }
     return state;
   } catch (const std::exception& e) {
-    SetError(err, err_len, "%s", e.what());
+    ember_plugin_set_error(err, err_len, "%s", e.what());
     return nullptr;
   }
 }
@@ -132,13 +123,13 @@ void* GrayscaleCreate(const char* const* keys, const char* const* values, size_t
       if (std::strcmp(keys[i], "p") == 0) {
         if (!ParseProbability(values[i], &p, err, err_len)) return nullptr;
       } else {
-        SetError(err, err_len, "unknown key '%.64s' (known: p)", keys[i]);
+        ember_plugin_set_error(err, err_len, "unknown key '%.64s' (known: p)", keys[i]);
         return nullptr;
       }
     }
     return new Grayscale{p};
   } catch (const std::exception& e) {
-    SetError(err, err_len, "%s", e.what());
+    ember_plugin_set_error(err, err_len, "%s", e.what());
     return nullptr;
   }
 }

@@ -5,7 +5,6 @@
 // open, so read_sample is a copy, safe to call concurrently.
 #include <cerrno>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,14 +22,6 @@ struct CsvData {
   std::vector<float> values;    // count * features
   std::vector<int64_t> labels;  // count
 };
-
-void SetError(char* err, size_t err_len, const char* format, ...) {
-  if (err == nullptr || err_len == 0) return;
-  va_list args;
-  va_start(args, format);
-  vsnprintf(err, err_len, format, args);
-  va_end(args);
-}
 
 bool ParseFloat(const std::string& field, float* out) {
   if (field.empty() || std::isspace(static_cast<unsigned char>(field[0]))) return false;
@@ -56,7 +47,7 @@ bool ParseLabel(const std::string& field, int64_t* out) {
 bool ParseCsv(const char* path, CsvData* data, char* err, size_t err_len) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    SetError(err, err_len, "%s: cannot open: %s", path, std::strerror(errno));
+    ember_plugin_set_error(err, err_len, "%s: cannot open: %s", path, std::strerror(errno));
     return false;
   }
   std::string line;
@@ -67,7 +58,7 @@ bool ParseCsv(const char* path, CsvData* data, char* err, size_t err_len) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (pending_empty) {
-      SetError(err, err_len, "%s: line %zu: empty line", path, line_no - 1);
+      ember_plugin_set_error(err, err_len, "%s: line %zu: empty line", path, line_no - 1);
       return false;
     }
     if (line.empty()) {
@@ -84,39 +75,42 @@ bool ParseCsv(const char* path, CsvData* data, char* err, size_t err_len) {
     }
     if (data->labels.empty()) {
       if (fields.size() < 2) {
-        SetError(err, err_len, "%s: line %zu: expected at least 2 fields (features, label), got %zu",
-                 path, line_no, fields.size());
+        ember_plugin_set_error(
+            err, err_len, "%s: line %zu: expected at least 2 fields (features, label), got %zu",
+            path, line_no, fields.size());
         return false;
       }
       data->features = fields.size() - 1;
     } else if (fields.size() != data->features + 1) {
-      SetError(err, err_len, "%s: line %zu: expected %zu fields like line 1, got %zu", path,
-               line_no, data->features + 1, fields.size());
+      ember_plugin_set_error(err, err_len, "%s: line %zu: expected %zu fields like line 1, got %zu",
+                             path, line_no, data->features + 1, fields.size());
       return false;
     }
     for (size_t f = 0; f < data->features; ++f) {
       float v = 0;
       if (!ParseFloat(fields[f], &v)) {
-        SetError(err, err_len, "%s: line %zu: field %zu: expected a finite number, got '%.64s'",
-                 path, line_no, f + 1, fields[f].c_str());
+        ember_plugin_set_error(err, err_len,
+                               "%s: line %zu: field %zu: expected a finite number, got '%.64s'",
+                               path, line_no, f + 1, fields[f].c_str());
         return false;
       }
       data->values.push_back(v);
     }
     int64_t label = 0;
     if (!ParseLabel(fields.back(), &label)) {
-      SetError(err, err_len, "%s: line %zu: field %zu: expected an integer label, got '%.64s'",
-               path, line_no, fields.size(), fields.back().c_str());
+      ember_plugin_set_error(err, err_len,
+                             "%s: line %zu: field %zu: expected an integer label, got '%.64s'",
+                             path, line_no, fields.size(), fields.back().c_str());
       return false;
     }
     data->labels.push_back(label);
   }
   if (in.bad()) {
-    SetError(err, err_len, "%s: read error after line %zu", path, line_no);
+    ember_plugin_set_error(err, err_len, "%s: read error after line %zu", path, line_no);
     return false;
   }
   if (data->labels.empty()) {
-    SetError(err, err_len, "%s: no samples (the file is empty)", path);
+    ember_plugin_set_error(err, err_len, "%s: no samples (the file is empty)", path);
     return false;
   }
   return true;
@@ -124,7 +118,7 @@ bool ParseCsv(const char* path, CsvData* data, char* err, size_t err_len) {
 
 bool CheckPipeline(const char* path, const char* pipeline_yaml, char* err, size_t err_len) {
   if (pipeline_yaml != nullptr && pipeline_yaml[0] != '\0') {
-    SetError(err, err_len, "%s: format csv takes no pipeline", path);
+    ember_plugin_set_error(err, err_len, "%s: format csv takes no pipeline", path);
     return false;
   }
   return true;
@@ -152,7 +146,7 @@ int CsvProbe(const char* path, const char* pipeline_yaml, ember_dataset_info* ou
     FillInfo(data, out);
     return 0;
   } catch (const std::exception& e) {
-    SetError(err, err_len, "%s: %s", path, e.what());
+    ember_plugin_set_error(err, err_len, "%s: %s", path, e.what());
     return 1;
   }
 }
@@ -168,16 +162,18 @@ void* CsvOpen(const char* path, const char* pipeline_yaml, const ember_dataset_i
     }
     if (data->labels.size() != info->count ||
         static_cast<int64_t>(data->features) != info->tensors[0].shape[0]) {
-      SetError(err, err_len, "%s: changed since it was probed (%zu samples of %zu features, "
-               "probed %llu of %lld)", path, data->labels.size(), data->features,
-               static_cast<unsigned long long>(info->count),
-               static_cast<long long>(info->tensors[0].shape[0]));
+      ember_plugin_set_error(err, err_len,
+                             "%s: changed since it was probed (%zu samples of %zu features, "
+                             "probed %llu of %lld)",
+                             path, data->labels.size(), data->features,
+                             static_cast<unsigned long long>(info->count),
+                             static_cast<long long>(info->tensors[0].shape[0]));
       delete data;
       return nullptr;
     }
     return data;
   } catch (const std::exception& e) {
-    SetError(err, err_len, "%s: %s", path, e.what());
+    ember_plugin_set_error(err, err_len, "%s: %s", path, e.what());
     return nullptr;
   }
 }
@@ -186,8 +182,8 @@ int CsvReadSample(void* handle, uint64_t id, uint64_t /*seed*/, uint64_t /*epoch
                   void* const* dsts, char* err, size_t err_len) {
   const auto* data = static_cast<const CsvData*>(handle);
   if (id >= data->labels.size()) {
-    SetError(err, err_len, "sample %llu is out of range (%zu samples)",
-             static_cast<unsigned long long>(id), data->labels.size());
+    ember_plugin_set_error(err, err_len, "sample %llu is out of range (%zu samples)",
+                           static_cast<unsigned long long>(id), data->labels.size());
     return 1;
   }
   std::memcpy(dsts[0], data->values.data() + id * data->features,
