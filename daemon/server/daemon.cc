@@ -91,6 +91,7 @@ class Daemon::Parts {
   Env* const env_;
   DaemonConfig config_;  // the live keys change on Reload
   const std::string source_;
+  const std::string node_ = NodeName(config_);
   unsigned decode_threads_ = 1;
   bool stopping_ = false;
 
@@ -255,7 +256,7 @@ Status Daemon::Parts::StartService() {
 // stores, which live on this loop, through `links_`.
 Status Daemon::Parts::ListenForPeers() {
   links_ = std::make_unique<LoopLinks>(*io_);
-  const std::string node = NodeName(config_);
+  const std::string node = node_;
   PeerListenerOptions options;
   options.serve_threads = config_.peer_threads != 0
                               ? config_.peer_threads
@@ -310,7 +311,7 @@ Result<RemoteCoordinator*> Daemon::Parts::RemoteAt(const std::string& address) {
   EMBER_ASSIGN_OR_RETURN(HostPort where, ParseHostPort(address));
   if (peers_ && where.port == peers_->port() &&
       (where.host == "127.0.0.1" || where.host == "localhost" || where.host == "::1" ||
-       where.host == NodeName(config_) || address == config_.listen ||
+       where.host == node_ || address == config_.listen ||
        where.host == ParseHostPort(config_.listen).value().host))
     return nullptr;
   if (config_.listen.empty())
@@ -319,7 +320,7 @@ Result<RemoteCoordinator*> Daemon::Parts::RemoteAt(const std::string& address) {
   auto& remote = remotes_[address];
   if (!remote) {
     RemoteCoordinatorOptions options;
-    options.node = NodeName(config_);
+    options.node = node_;
     options.reconnect_timeout = std::chrono::seconds(config_.reconnect_timeout_s);
     remote = std::make_unique<RemoteCoordinator>(*io_, peer_tls_.get(), address, options);
   }
