@@ -64,12 +64,13 @@ void Join(kj::AsyncIoContext& io, PeerWireClient& client, uint32_t rank) {
 TEST_CASE("the light client speaks to a PeerServer as an RpcSystem client would") {
   auto io = kj::setupAsyncIo();
   daemon::JobLedger ledger;
+  daemon::PeerService service({"coord", &ledger});
   daemon::PeerListenerOptions options;
   options.serve_threads = GENERATE(0u, 1u);
   auto listener = daemon::PeerListener::Start(
       io, "127.0.0.1:0", nullptr,
-      [&ledger](const daemon::PeerInfo& peer, kj::AsyncIoContext&) {
-        return capnp::Capability::Client(kj::heap<daemon::PeerServer>("coord", peer, &ledger));
+      [&service](const daemon::PeerInfo& peer, kj::AsyncIoContext&) {
+        return capnp::Capability::Client(kj::heap<daemon::PeerServer>(service, peer));
       },
       options);
   REQUIRE(listener.ok());

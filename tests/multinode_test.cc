@@ -174,7 +174,7 @@ TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry o
   std::iota(expected.begin(), expected.end(), 0);
   CHECK(seen == expected);
   CHECK(a->log().find("joining again through coordinator") != std::string::npos);
-  CHECK(b->log().find("job 'survivor' rank 2: joining again through coordinator") !=
+  CHECK(b->log().find("job 'survivor': rank 2: joining again through coordinator") !=
         std::string::npos);
 }
 

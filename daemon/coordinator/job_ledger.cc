@@ -9,8 +9,6 @@
 namespace ember::daemon {
 namespace {
 
-std::string JobName(const std::string& job) { return "job '" + job + "'"; }
-
 std::string Show(const std::string& v) { return "'" + v + "'"; }
 std::string Show(uint64_t v) { return std::to_string(v); }
 std::string Show(bool v) { return v ? "true" : "false"; }
@@ -45,10 +43,6 @@ Status CheckSameStart(const std::string& job, uint32_t rank, const JobParams& ha
   EMBER_RETURN_IF_ERROR(
       CheckField("start_epoch", job, rank, has.start_epoch, asked.start_epoch));
   return CheckField("start_position", job, rank, has.start_position, asked.start_position);
-}
-
-std::string RankName(const std::string& job, uint32_t rank) {
-  return JobName(job) + ": rank " + std::to_string(rank);
 }
 
 }  // namespace

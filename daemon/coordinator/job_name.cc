@@ -17,4 +17,10 @@ Status CheckJobName(const std::string& job) {
   return Status::Ok();
 }
 
+std::string JobName(const std::string& job) { return "job '" + job + "'"; }
+
+std::string RankName(const std::string& job, uint32_t rank) {
+  return JobName(job) + ": rank " + std::to_string(rank);
+}
+
 }  // namespace ember::daemon

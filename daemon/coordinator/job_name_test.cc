@@ -17,5 +17,10 @@ TEST_CASE("a job's name: not empty, at most 256 bytes, no control characters") {
   CHECK(CheckJobName("a\nb").message() == "job: byte 1 of the name is control character 10");
 }
 
+TEST_CASE("messages name a job and its rank one way") {
+  CHECK(JobName("j") == "job 'j'");
+  CHECK(RankName("j", 3) == "job 'j': rank 3");
+}
+
 }  // namespace
 }  // namespace ember::daemon

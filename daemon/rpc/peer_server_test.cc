@@ -54,8 +54,9 @@ struct Loopback {
 };
 
 TEST_CASE("hello answers with this daemon's node name and protocol") {
-  Loopback loopback([](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
-    return kj::heap<PeerServer>("node-a", peer);
+  PeerService service({"node-a"});
+  Loopback loopback([&service](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
+    return kj::heap<PeerServer>(service, peer);
   });
   Result<PeerHello> hello = loopback.Hello("node-b");
   INFO(hello.status().ToString());
@@ -66,8 +67,9 @@ TEST_CASE("hello answers with this daemon's node name and protocol") {
 }
 
 TEST_CASE("the server refuses another protocol version, naming both") {
-  Loopback loopback([](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
-    return kj::heap<PeerServer>("node-a", peer);
+  PeerService service({"node-a"});
+  Loopback loopback([&service](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
+    return kj::heap<PeerServer>(service, peer);
   });
   auto request = loopback.connection->Bootstrap<rpc::Peer>().helloRequest();
   request.setNode("node-b");
@@ -109,8 +111,9 @@ rpc::JobParams::Builder SetParams(rpc::JobParams::Builder b) {
 
 TEST_CASE("exchange serves only the ranks joined through the calling connection") {
   JobLedger ledger;
-  Loopback loopback([&ledger](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
-    return kj::heap<PeerServer>("node-a", peer, &ledger);
+  PeerService service({"node-a", &ledger});
+  Loopback loopback([&service](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
+    return kj::heap<PeerServer>(service, peer);
   });
   auto& ws = loopback.io.waitScope;
   rpc::Peer::Client peer = loopback.connection->Bootstrap<rpc::Peer>();

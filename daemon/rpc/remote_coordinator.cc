@@ -4,45 +4,20 @@
 
 #include "common/rpc_status.h"
 #include "daemon/coordinator/epoch_plan.h"
+#include "daemon/coordinator/job_name.h"
 #include "daemon/rpc/peer_client.h"
+#include "daemon/rpc/peer_convert.h"
 
 namespace ember::daemon {
 namespace {
 
-void ToRpc(const JobParams& p, rpc::JobParams::Builder b) {
-  b.setDataset(p.dataset);
-  b.setNumSamples(p.num_samples);
-  b.setBatchSize(p.batch_size);
-  b.setWorldSize(p.world_size);
-  b.setSeed(p.seed);
-  b.setShuffle(p.shuffle);
-  b.setStartEpoch(p.start_epoch);
-  b.setStartPosition(p.start_position);
-  b.setFingerprint(p.fingerprint);
-  b.setOwnerUid(p.owner.uid);
-  b.setOwnerTeam(p.owner.team);
-  b.setOwnerPrivileged(p.owner.privileged);
-}
-
-BatchLease FromRpc(rpc::BatchLease::Reader r) {
-  BatchLease lease;
-  lease.epoch = r.getEpoch();
-  lease.batch = r.getBatch();
-  lease.index_in_epoch = lease.batch;
-  lease.last_in_epoch = r.getLastInEpoch();
-  lease.step_end = r.getStepEnd();
-  lease.positions = {r.getBegin(), r.getEnd()};
-  return lease;
-}
+using peer_wire::FromRpc;
+using peer_wire::ToRpc;
 
 // What a rank's proxy keeps of its batches, and reports when joining again: its last two
 // epochs (older ones were durable at the coordinator long ago).
 void KeepLastTwoEpochs(std::map<uint64_t, std::map<uint64_t, bool>>& held) {
   while (held.size() > 2) held.erase(held.begin());
-}
-
-std::string RankName(const std::string& job, uint32_t rank) {
-  return "job '" + job + "' rank " + std::to_string(rank);
 }
 
 }  // namespace
@@ -229,10 +204,7 @@ void RemoteCoordinator::SendJoin(const std::string& job, uint32_t rank, RankStat
     size_t i = 0;
     for (const auto& [epoch, batches] : state.held)
       for (const auto& [batch, consumed] : batches) {
-        held[i].setEpoch(epoch);
-        held[i].setBatch(batch);
-        held[i].setConsumed(consumed);
-        ++i;
+        ToRpc(HeldBatch{epoch, batch, consumed}, held[i++]);
       }
     spdlog::info("{}: joining again through coordinator {} with {} batches it holds",
                  RankName(job, rank), address_, count);
@@ -368,17 +340,10 @@ void RemoteCoordinator::Flush(const std::string& job) {
 
   auto request = peer.exchangeRequest();
   request.setJob(job);
-  auto out_commits = request.initCommits(commits.size());
-  for (size_t i = 0; i < commits.size(); ++i) {
-    out_commits[i].setRank(commits[i].rank);
-    out_commits[i].setEpoch(commits[i].epoch);
-    out_commits[i].setBatch(commits[i].batch);
-  }
+  ToRpc(commits, request.initCommits(commits.size()));
   auto out_wants = request.initWants(wants.size());
-  for (size_t i = 0; i < wants.size(); ++i) {
-    out_wants[i].setRank(wants[i].rank);
-    out_wants[i].setEpoch(wants[i].epoch);
-  }
+  for (size_t i = 0; i < wants.size(); ++i)
+    ToRpc(RankWant{wants[i].rank, wants[i].epoch}, out_wants[i]);
   box.in_flight = true;
   ++traffic_.exchanges;
   traffic_.commits += commits.size();
@@ -470,10 +435,7 @@ rpc::Job::Client RemoteCoordinator::OpenJob(const std::string& job, const Princi
   auto request = Peer().openJobRequest();
   request.setJob(job);
   request.setNode(options_.node);
-  auto principal = request.initCaller();
-  principal.setUid(caller.uid);
-  principal.setTeam(caller.team);
-  principal.setPrivileged(caller.privileged);
+  ToRpc(caller, request.initCaller());
   return request.send().getJob();
 }
 

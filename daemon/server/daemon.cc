@@ -35,6 +35,7 @@
 #include "daemon/rpc/remote_coordinator.h"
 #include "daemon/server/client_listener.h"
 #include "daemon/service/daemon_service.h"
+#include "daemon/service/peer_service.h"
 #include "daemon/stream/stream_manager.h"
 
 namespace ember::daemon {
@@ -116,6 +117,9 @@ class Daemon::Parts {
   std::unique_ptr<AccessPolicy> access_;
   std::unique_ptr<DaemonService> service_;
   RemoteJobOpener open_remote_job_;
+  // The peer side: the jobs (any peer loop) and the stores (this loop only).
+  std::unique_ptr<PeerService> peer_jobs_;
+  std::unique_ptr<PeerService> peer_stores_;
   // What serves on the loop; closed first.
   std::unique_ptr<LoopLinks> links_;  // outlives the peer listener: its connections' links
   std::unique_ptr<PeerListener> peers_;
@@ -256,21 +260,20 @@ Status Daemon::Parts::StartService() {
 // stores, which live on this loop, through `links_`.
 Status Daemon::Parts::ListenForPeers() {
   links_ = std::make_unique<LoopLinks>(*io_);
-  const std::string node = node_;
+  peer_jobs_ = std::make_unique<PeerService>(PeerServiceDeps{node_, &ledger_, nullptr});
+  peer_stores_ = std::make_unique<PeerService>(PeerServiceDeps{node_, nullptr, service_.get()});
   PeerListenerOptions options;
   options.serve_threads = config_.peer_threads != 0
                               ? config_.peer_threads
                               : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   // On the peer loop serving the connection; the stores' PeerServer (at_home) on this loop.
-  auto factory = [this, node](const PeerInfo& peer, kj::AsyncIoContext& loop) {
-    auto at_home = [this, node, peer] {
-      return capnp::Capability::Client(kj::heap<PeerServer>(node, peer, nullptr, service_.get(),
-                                                            &io_->provider->getTimer()));
+  auto factory = [this](const PeerInfo& peer, kj::AsyncIoContext& loop) {
+    auto at_home = [this, peer] {
+      return capnp::Capability::Client(
+          kj::heap<PeerServer>(*peer_stores_, peer, &io_->provider->getTimer()));
     };
-    return capnp::Capability::Client(
-        kj::heap<PeerServer>(node, peer, &ledger_, [this, &loop, at_home] {
-          return links_->Connect(loop, at_home);
-        }));
+    return capnp::Capability::Client(kj::heap<PeerServer>(
+        *peer_jobs_, peer, [this, &loop, at_home] { return links_->Connect(loop, at_home); }));
   };
   EMBER_ASSIGN_OR_RETURN(peers_, PeerListener::Start(*io_, config_.listen, peer_tls_.get(),
                                                      factory, options));
@@ -284,7 +287,7 @@ Status Daemon::Parts::ListenForPeers() {
                  bound.ToString());
   }
   spdlog::info("listening for peers on {} (tls: {}) as node '{}', {} peer threads",
-               bound.ToString(), peer_tls_ == nullptr ? "off" : "on", node,
+               bound.ToString(), peer_tls_ == nullptr ? "off" : "on", node_,
                options.serve_threads);
   return Status::Ok();
 }

@@ -113,7 +113,7 @@ void CheckOneJobOnTwoNodes(const Daemon& a, Client& client_a, const Daemon& b, C
   std::vector<int64_t> expected(samples);
   std::iota(expected.begin(), expected.end(), 0);
   CHECK(all == expected);
-  CHECK(a.log().find("job 'two-nodes' rank 1 joined from node '" + node_b + "'") !=
+  CHECK(a.log().find("job 'two-nodes': rank 1 joined from node '" + node_b + "'") !=
         std::string::npos);
 }
 
