@@ -161,6 +161,11 @@ def load1():
     return os.getloadavg()[0]
 
 
+def loadavg():
+    """The 1-, 5- and 15-minute load averages, as text."""
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def commit(paths=(".", ":(exclude)bench/results")):
     """HEAD's short hash, with " (with changes)" if `paths` differ from it."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 
 from emberd import Emberd
-from scenarios import DAEMON_BUILD, commit, heading
+from scenarios import DAEMON_BUILD, commit, heading, loadavg
 
 NAME = "soak"
 # soak_driver's options, passed on as given (it checks them).
@@ -43,7 +43,7 @@ def emberd_sh(function, **env):
 def main(ctx, args):
     ctx.build([*DAEMON_BUILD, "//bench:soak_driver"])
     _, shm_before = emberd_sh("emberd_shm_names")
-    load_before = " ".join(map(str, os.getloadavg()))
+    load_before = loadavg()
     tmp = ctx.tmpdir("soak")
     report = os.path.join(tmp, "report.md")
     daemon = Emberd(tmp)
@@ -51,7 +51,7 @@ def main(ctx, args):
         flags = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in OPTIONS]
         rc = subprocess.run(["bazel-bin/bench/soak_driver", "run", "--socket", daemon.socket,
                              "--dir", tmp, *flags, "--report", report]).returncode
-        load_after = " ".join(map(str, os.getloadavg()))
+        load_after = loadavg()
     finally:
         daemon.close()
     if daemon.proc.returncode != 0:

@@ -21,7 +21,7 @@ import subprocess
 import time
 
 from emberd import Emberd
-from scenarios import DAEMON_BUILD, EMBER_RUN, RunFailed, commit, heading
+from scenarios import DAEMON_BUILD, EMBER_RUN, RunFailed, commit, heading, loadavg
 
 NAME = "sync_bench"
 SYNC_BENCH = "bazel-bin/bench/sync_bench"
@@ -116,7 +116,7 @@ def main(ctx, args):
     if tunables:
         os.environ["GLIBC_TUNABLES"] = tunables
     jsonl = os.path.join(ctx.tmpdir("runs"), "runs.jsonl")
-    records, load_before, started = [], " ".join(map(str, os.getloadavg())), time.monotonic()
+    records, load_before, started = [], loadavg(), time.monotonic()
     with Emberd(ctx.tmpdir("emberd")) as daemon:
         for round_ in range(args.rounds):
             for model in ("cnn", "resnet18"):
@@ -135,7 +135,7 @@ def main(ctx, args):
                         ctx.fail(f"{model} {impl}", done.stdout)
                     records.append({**json.loads(lines[-1]), "round": round_})
     note = (f" ({time.monotonic() - started:.0f} s; load average before {load_before}, after "
-            f"{' '.join(map(str, os.getloadavg()))}; GLIBC_TUNABLES={tunables or 'unset'})")
+            f"{loadavg()}; GLIBC_TUNABLES={tunables or 'unset'})")
     with open(jsonl, encoding="utf-8") as f:
         ctx.append("sync_cpu.jsonl", f.read(), show=False)
     ctx.append("sync_cpu.md", heading(args.command, note, f", commit {commit()}") + report(records))
