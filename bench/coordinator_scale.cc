@@ -77,6 +77,7 @@
 #include "common/env.h"
 #include "common/rpc_status.h"
 #include "bench/peer_wire_client.h"
+#include "bench/proc_stats.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/peer/peer_wire.h"
 #include "daemon/peer/read_buffer.h"
@@ -577,35 +578,16 @@ struct CpuSample {
   std::map<int, std::pair<std::string, double>> threads;  // tid -> (name, seconds)
 };
 
-// utime + stime of a /proc/.../stat file and its command name; false if unreadable.
-bool ReadStat(const std::string& path, std::string* name, double* seconds) {
-  std::ifstream in(path);
-  std::string line;
-  if (!std::getline(in, line)) return false;
-  const size_t open = line.find('('), close = line.rfind(')');
-  if (open == std::string::npos || close == std::string::npos) return false;
-  *name = line.substr(open + 1, close - open - 1);
-  std::istringstream rest(line.substr(close + 2));
-  std::vector<std::string> fields;
-  for (std::string f; rest >> f;) fields.push_back(f);
-  if (fields.size() < 13) return false;  // fields[0] is stat's field 3 (state)
-  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-  *seconds = (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
-  return true;
-}
-
 CpuSample ReadCpu(Env& env, int pid) {
   CpuSample sample;
   if (pid <= 0) return sample;
   const std::string proc = "/proc/" + std::to_string(pid);
-  std::string name;
-  ReadStat(proc + "/stat", &name, &sample.total);
+  if (auto stat = ReadProcStat(env, proc + "/stat"); stat.ok()) sample.total = stat->cpu_seconds;
   auto tids = env.ListDir(proc + "/task");
   if (!tids.ok()) return sample;
   for (const std::string& tid : *tids) {
-    double seconds = 0;
-    if (ReadStat(proc + "/task/" + tid + "/stat", &name, &seconds))
-      sample.threads[std::stoi(tid)] = {name, seconds};
+    if (auto stat = ReadProcStat(env, proc + "/task/" + tid + "/stat"); stat.ok())
+      sample.threads[std::stoi(tid)] = {stat->name, stat->cpu_seconds};
   }
   return sample;
 }
@@ -638,14 +620,6 @@ double SelfCpuSeconds() {
 int64_t FileSize(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
-}
-
-// A value of a /proc/PID/status line ("VmHWM:  1234 kB" -> 1234); 0 if absent.
-uint64_t ProcStatusKib(int pid, const std::string& key) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1));
-  return 0;
 }
 
 // The private emberd: started in `dir`, stopped (SIGTERM, then SIGKILL after 20 s) and
@@ -791,12 +765,7 @@ int Run(const Flags& flags) {
   schedule.batch_size = flags.batch;
   schedule.world_size = world;
 
-  const std::string load_before = [] {
-    std::ifstream in("/proc/loadavg");
-    std::string one;
-    in >> one;
-    return one;
-  }();
+  const double load_before = LoadAverage1(*env);
 
   Gate gate(flags.threads), measured(flags.threads);
   std::vector<std::unique_ptr<SimThread>> sims;
@@ -847,7 +816,7 @@ int Run(const Flags& flags) {
   const CpuSample cpu_end = ReadCpu(*env, pid);
   const IoSample io_end = ReadSelfIo();
   const double self_cpu_end = SelfCpuSeconds();
-  const uint64_t rss_kib = pid > 0 ? ProcStatusKib(pid, "VmHWM") : 0;
+  const uint64_t rss_kib = pid > 0 ? std::max(ProcKib(*env, pid, "status", "VmHWM"), 0L) : 0;
   const uint64_t coordinator_threads = pid > 0 ? cpu_end.threads.size() : 0;
   // The threads serving peer connections (emberd names them emberd-peer-N).
   uint64_t peer_loops = 0;
@@ -892,7 +861,7 @@ int Run(const Flags& flags) {
       "\"num_samples\": %llu, \"steps_per_epoch\": %llu, \"target_steps_per_second\": %g, "
       "\"seconds\": %g, \"warmup\": %g, \"spread\": %g, \"threads\": %u, \"peer_threads\": %u, \"tls\": false, "
       "\"protocol\": \"%s\", \"client\": \"%s\", "
-      "\"loadavg_1min_before\": %s, "
+      "\"loadavg_1min_before\": %.2f, "
       "\"steps_per_second\": %.2f, \"late_rank_ticks\": %llu, "
       "\"coordinator_cpu_ms_per_step\": %.2f, \"coordinator_cpu_us_per_rank_step\": %.1f, "
       "\"coordinator_cores\": %.3f, \"coordinator_cores_at_target\": %.3f, "
@@ -908,7 +877,7 @@ int Run(const Flags& flags) {
       static_cast<unsigned long long>(schedule.num_samples),
       static_cast<unsigned long long>((schedule.num_samples + global_batch - 1) / global_batch),
       flags.steps_per_second, flags.seconds, flags.warmup, flags.spread, flags.threads,
-      flags.peer_threads, flags.per_rank ? "per-rank" : "per-node", schedule.light ? "light" : "rpc", load_before.c_str(), steps / flags.seconds, static_cast<unsigned long long>(late),
+      flags.peer_threads, flags.per_rank ? "per-rank" : "per-node", schedule.light ? "light" : "rpc", load_before, steps / flags.seconds, static_cast<unsigned long long>(late),
       1000 * cpu_s * per_step, 1e6 * cpu_s * per_step / world, cpu_s / flags.seconds,
       cpu_s * per_step * flags.steps_per_second, busiest.c_str(), busiest_s / flags.seconds,
       Quantile(lease_ms, 0.5), Quantile(lease_ms, 0.99), Quantile(lease_ms, 1.0),

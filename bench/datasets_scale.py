@@ -56,6 +56,8 @@ import tempfile
 import threading
 import time
 
+import measure  # bench/measure.py
+
 
 EMBERD = "bazel-bin/daemon/emberd"
 EMBERCTL = "bazel-bin/tools/emberctl/emberctl"
@@ -198,20 +200,8 @@ def proc_memory(pid):
     pss_anon, pss_file (mapped files: libraries, shards, token files), pss_shmem (rings)."""
     keys = {"Rss": "rss", "Anonymous": "rss_anon", "Pss": "pss", "Pss_Anon": "pss_anon",
             "Pss_File": "pss_file", "Pss_Shmem": "pss_shmem"}
-    out = {}
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in keys:
-                out[keys[key]] = round(int(value.split()[0]) / 1024, 1)
-    return out
-
-
-def proc_cpu_s(pid):
-    """CPU seconds of pid, its ended threads included (/proc/PID/stat: clock ticks)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    values = measure.rollup(pid, keys) or {}
+    return {keys[k]: round(v, 1) for k, v in values.items()}
 
 
 class Daemon:
@@ -319,7 +309,7 @@ def run_bench(daemon, name, mode, touch, events, timeout):
             if kind != "rate":
                 event = "epoch" + m.group(1) if kind == "epoch" else kind
                 events[event] = {"memory": proc_memory(daemon.pid),
-                                 "cpu_s": proc_cpu_s(daemon.pid)}
+                                 "cpu_s": measure.cpu_seconds(daemon.pid)}
             if kind == "first_batch":
                 out["first_batch"] = (float(m.group(1)), float(m.group(2)))
             elif kind == "epoch":

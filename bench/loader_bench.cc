@@ -1,6 +1,6 @@
 // loader_bench: reads a registered dataset through the SDK as fast as it can, from R reader
 // processes (one stream each, ranks of one job), and reports samples per second and how
-// long the readers waited for data. Run by bench/loader_bench.sh and bench/image_bench.sh.
+// long the readers waited for data. Run by `bench/compare loader_bench` and `image_bench`.
 //
 //   loader_bench DATASET [--socket S] [--ranks R] [--batch-size B] [--seconds S]
 //                [--compute-ms MS [--busy-compute]] [--touch] [--epochs E]

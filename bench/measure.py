@@ -15,9 +15,13 @@ CPU seconds: utime + stime of each process seen, the last value read before it e
 (a process that lives less than one sample interval is missed; the benchmarks' processes
 live for the whole run).
 
-Used as a module (`run(...)`) by bench/compare and the baselines, and as a program:
-  bench/measure.py [--pid PID]... [--match TEXT]... -- COMMAND...
-prints one JSON object: {"wall_s", "peak_pss_mib", "cpu_s", "processes", "rc"}.
+This is the benchmarks' one PSS sampler: bench/compare's scenarios and subcommands, the
+baselines and bench/datasets_scale.py all measure through it. Used as a module
+(`run(...)`, `rollup(pid)`, `cpu_seconds(pid)`) and as a program:
+  bench/measure.py [--pid PID]... [--match TEXT]... [--breakdown] -- COMMAND...
+prints one JSON object: {"wall_s", "peak_pss_mib", "cpu_s", "processes", "rc"};
+--breakdown also prints, on stderr, where the memory of the sample with the largest total
+went: each process's Pss split into anonymous, file-backed and shared-memory pages (MiB).
 """
 
 import argparse
@@ -28,6 +32,8 @@ import sys
 import time
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The smaps_rollup fields of a breakdown: Pss and its anonymous, file and shmem parts.
+BREAKDOWN = ("Pss", "Pss_Anon", "Pss_File", "Pss_Shmem")
 
 
 def _read(path, mode="r"):
@@ -48,14 +54,34 @@ def _stat(pid):
     return int(fields[1]), int(fields[3]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
+def rollup(pid, fields=BREAKDOWN):
+    """{field: MiB} of /proc/PID/smaps_rollup for the `fields` it has; None if pid is gone."""
+    text = _read(f"/proc/{pid}/smaps_rollup")
+    if not text:
+        return None
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in fields:
+            values[key] = int(rest.split()[0]) / 1024
+    return values
+
+
 def pss_mib(pid):
     """The Pss of one process in MiB, 0 if it is gone."""
-    text = _read(f"/proc/{pid}/smaps_rollup")
-    if text:
-        for line in text.splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return (rollup(pid, ("Pss",)) or {}).get("Pss", 0.0)
+
+
+def cpu_seconds(pid):
+    """utime + stime of pid (its ended threads included), None if it is gone."""
+    s = _stat(pid)
+    return None if s is None else s[2]
+
+
+def command_of(pid, words=4, width=70):
+    """The first `words` words of pid's command line, at most `width` characters."""
+    argv = (_read(f"/proc/{pid}/cmdline", "rb") or b"").split(b"\0")
+    return " ".join(a.decode(errors="replace") for a in argv[:words] if a)[:width]
 
 
 def _all_pids():
@@ -102,8 +128,10 @@ def run_processes(root, sid, match, pids):
 class Sampler:
     """Samples a run's processes; call sample() every interval, then result()."""
 
-    def __init__(self, root, sid, match=(), pids=()):
+    def __init__(self, root, sid, match=(), pids=(), breakdown=False):
         self.root, self.sid, self.match, self.pids = root, sid, list(match), list(pids)
+        self.breakdown = breakdown
+        self.peak_breakdown = []  # with breakdown: the peak sample's (pid, command, rollup)
         self.peak_pss = 0.0
         self.cpu = {}
         self.seen = set()
@@ -112,19 +140,39 @@ class Sampler:
 
     def sample(self):
         members = run_processes(self.root, self.sid, self.match, self.pids)
-        total = 0.0
+        total, rows = 0.0, []
         for pid, cpu in members.items():
-            total += pss_mib(pid)
+            values = rollup(pid, BREAKDOWN if self.breakdown else ("Pss",)) or {}
+            total += values.get("Pss", 0.0)
+            if self.breakdown and values:
+                rows.append((pid, command_of(pid), values))
             self.cpu[pid] = max(cpu, self.cpu.get(pid, 0.0))
             self.seen.add(pid)
-        self.peak_pss = max(self.peak_pss, total)
+        if total > self.peak_pss:
+            self.peak_pss, self.peak_breakdown = total, rows
         self.series.append((round(time.monotonic() - self.start, 3),
                             round(sum(self.cpu.values()), 3)))
         return total
 
     def result(self):
-        return {"peak_pss_mib": round(self.peak_pss, 1), "cpu_s": round(sum(self.cpu.values()), 2),
-                "processes": len(self.seen), "cpu_series": self.series}
+        out = {"peak_pss_mib": round(self.peak_pss, 1), "cpu_s": round(sum(self.cpu.values()), 2),
+               "processes": len(self.seen), "cpu_series": self.series}
+        if self.breakdown:
+            out["peak_breakdown"] = sorted(self.peak_breakdown)
+        return out
+
+
+def format_breakdown(rows):
+    """run(breakdown=True)'s peak_breakdown as text: a line per process (pid, the
+    BREAKDOWN fields in MiB, its command) and their total."""
+    lines = [f"peak total {sum(v.get('Pss', 0) for _, _, v in rows):.0f} MiB "
+             f"({' / '.join(BREAKDOWN)}, MiB, per process):"]
+    for pid, name, values in rows:
+        lines.append(f"  {pid:>7} " + " ".join(f"{values.get(k, 0):7.1f}" for k in BREAKDOWN)
+                     + f"  {name}")
+    lines.append("    total " + " ".join(f"{sum(v.get(k, 0) for _, _, v in rows):7.1f}"
+                                       for k in BREAKDOWN))
+    return "\n".join(lines)
 
 
 def cpu_rate(series, start, end):
@@ -137,18 +185,18 @@ def cpu_rate(series, start, end):
 
 
 def run(command, env=None, cwd=None, match=(), pids=(), interval=0.5, timeout=3600,
-        stdout=None, stderr=None):
+        stdout=None, stderr=None, breakdown=False):
     """Runs `command` (a list) in a new session and returns {"rc", "wall_s",
     "peak_pss_mib", "cpu_s", "processes", "cpu_series", "output"} ("output": its stdout
     and stderr together, unless stdout/stderr say where they go; "cpu_series": the run's
-    CPU seconds so far at each sample, for cpu_rate). Kills the session after `timeout`
-    seconds (rc -9)."""
+    CPU seconds so far at each sample, for cpu_rate; with `breakdown`, "peak_breakdown" for
+    format_breakdown). Kills the session after `timeout` seconds (rc -9)."""
     start = time.monotonic()
     capture = stdout is None
     proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True,
                             stdout=subprocess.PIPE if capture else stdout,
                             stderr=subprocess.STDOUT if capture else stderr)
-    sampler = Sampler(proc.pid, proc.pid, match, pids)
+    sampler = Sampler(proc.pid, proc.pid, match, pids, breakdown)
     chunks = []
     if capture:
         os.set_blocking(proc.stdout.fileno(), False)
@@ -187,13 +235,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pid", type=int, action="append", default=[])
     parser.add_argument("--match", action="append", default=[])
+    parser.add_argument("--breakdown", action="store_true",
+                        help="print the peak sample's Pss per process on stderr")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command")
-    result = run(command, match=args.match, pids=args.pid, stdout=sys.stderr, stderr=sys.stderr)
+    result = run(command, match=args.match, pids=args.pid, stdout=sys.stderr, stderr=sys.stderr,
+                 breakdown=args.breakdown)
     result.pop("cpu_series")
+    if args.breakdown:
+        print("measure: " + format_breakdown(result.pop("peak_breakdown")), file=sys.stderr)
     print(json.dumps(result))
     return result["rc"]
 

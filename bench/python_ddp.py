@@ -2,7 +2,7 @@
 """One DDP training script, two loaders: torch's DataLoader or ember.Loader (issue 14's benchmark).
 
 Run under ember-run (one process per rank; EMBER_RANK, EMBER_WORLD_SIZE), by
-bench/python_loaders.sh. Everything but the loader is the same for both: the process group
+`bench/compare python_loaders`. Everything but the loader is the same for both: the process group
 (gloo over a FileStore, --store), the model, the optimizer, the step, torch threads (1).
 
   --task fmnist: the example CNN of sdk/examples/fashion_cnn.cc on Fashion-MNIST, Adam 1e-3,

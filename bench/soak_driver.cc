@@ -8,7 +8,7 @@
 // and jobs, and /dev/shm's entries. Each rank logs the sample ids of every batch (the
 // "sample_id" tensor, checked against the id each synthetic image carries); once a job has
 // completed, every epoch must hold each sample of the dataset exactly once across its ranks.
-// Run by bench/soak.sh, which starts the daemon.
+// Run by `bench/compare soak`, which starts the daemon.
 //
 //   soak_driver run --socket S --dir DIR [--seconds 600] [--jobs 8] [--ranks 2]
 //                   [--samples 4000] [--batch-size 32] [--min-epochs 2] [--max-epochs 5]
@@ -45,6 +45,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/proc_stats.h"
+#include "common/env.h"
 #include "ember/client.h"
 #include "tests/support/test_env.h"
 
@@ -55,8 +57,9 @@ using ember::Client;
 using ember::testing::CountEntries;
 using ember::testing::CountFds;
 using ember::testing::CountMemfds;
-using ember::testing::ProcKib;
-using ember::testing::RssKib;
+using ember::bench::LoadAverage1;
+using ember::bench::ProcKib;
+using ember::bench::ReadProcStat;
 
 constexpr const char* kDataset = "soak";
 // Reader exit codes besides 0 (every epoch read) and 1 (an error, on stderr).
@@ -139,26 +142,6 @@ int RunReader(const ReaderArgs& a) {
 
 // ---------------------------------------------------------------- the daemon's figures
 
-double CpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream rest(text.substr(close + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i)
-    if (i >= 14) ticks += std::atof(field.c_str());  // utime, stime
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double Load1() {
-  std::ifstream in("/proc/loadavg");
-  double load = -1;
-  in >> load;
-  return load;
-}
-
 struct Sample {
   double t = 0;  // seconds since the churn started; negative: the idle baseline
   long rss_kib = 0, anon_kib = 0, pss_kib = 0;
@@ -170,7 +153,8 @@ struct Sample {
 };
 
 // Fails if the daemon does not answer (it died).
-std::optional<Sample> TakeSample(Client& client, pid_t daemon, double t, int readers) {
+std::optional<Sample> TakeSample(ember::Env& env, Client& client, pid_t daemon, double t,
+                                 int readers) {
   auto status = client.GetStatus();
   if (!status.ok()) {
     std::fprintf(stderr, "soak: status: %s\n", status.status().ToString().c_str());
@@ -178,9 +162,9 @@ std::optional<Sample> TakeSample(Client& client, pid_t daemon, double t, int rea
   }
   Sample s;
   s.t = t;
-  s.rss_kib = RssKib(daemon);
-  s.anon_kib = ProcKib(daemon, "status", "RssAnon");
-  s.pss_kib = ProcKib(daemon, "smaps_rollup", "Pss");
+  s.rss_kib = ProcKib(env, daemon, "status", "VmRSS");
+  s.anon_kib = ProcKib(env, daemon, "status", "RssAnon");
+  s.pss_kib = ProcKib(env, daemon, "smaps_rollup", "Pss");
   s.fds = CountFds(daemon);
   s.memfds = CountMemfds(daemon);
   s.dev_shm = CountEntries("/dev/shm");
@@ -188,8 +172,9 @@ std::optional<Sample> TakeSample(Client& client, pid_t daemon, double t, int rea
   s.streams = status->streams.size();
   s.jobs = status->jobs.size();
   s.readers = readers;
-  s.load1 = Load1();
-  s.cpu_s = CpuSeconds(daemon);
+  s.load1 = LoadAverage1(env);
+  auto stat = ReadProcStat(env, "/proc/" + std::to_string(daemon) + "/stat");
+  s.cpu_s = stat.ok() ? stat->cpu_seconds : -1;
   return s;
 }
 
@@ -304,6 +289,7 @@ class Soak {
 
   RunArgs a_;
   std::string self_;
+  std::unique_ptr<ember::Env> env_ = ember::NewPosixEnv();
   std::mt19937_64 rng_;
   std::unique_ptr<Client> client_;
   pid_t daemon_ = -1;
@@ -448,7 +434,7 @@ int Soak::Readers() const {
 }
 
 bool Soak::Record(double t) {
-  auto s = TakeSample(*client_, daemon_, t, Readers());
+  auto s = TakeSample(*env_, *client_, daemon_, t, Readers());
   if (!s) return false;
   samples_.push_back(*s);
   return true;
@@ -501,7 +487,7 @@ int Soak::Run() {
     Finish(warm);
   }
   if (!WaitIdle(*client_, daemon_, memfds_at_start)) std::printf("soak: not idle after warm-up\n");
-  auto baseline = TakeSample(*client_, daemon_, -1, 0);
+  auto baseline = TakeSample(*env_, *client_, daemon_, -1, 0);
   if (!baseline) return 1;
   const Counts warm_counts = counts_;
 
@@ -548,7 +534,7 @@ int Soak::Run() {
     return 1;
   }
   const bool idle_ok = WaitIdle(*client_, daemon_, baseline->memfds);
-  auto idle = TakeSample(*client_, daemon_, churn_s, 0);
+  auto idle = TakeSample(*env_, *client_, daemon_, churn_s, 0);
   if (!idle) return 1;
 
   counts_.started -= warm_counts.started;
@@ -677,7 +663,7 @@ int main(int argc, char** argv) {
   CLI::App app{"soak_driver: jobs started, stopped and killed against one emberd"};
   app.require_subcommand(1);
   RunArgs run;
-  CLI::App* run_cmd = app.add_subcommand("run", "the soak (bench/soak.sh)");
+  CLI::App* run_cmd = app.add_subcommand("run", "the soak (bench/compare soak)");
   run_cmd->add_option("--socket", run.socket, "emberd's unix socket")->required();
   run_cmd->add_option("--dir", run.dir, "for the dataset, the ranks' logs, samples.tsv")
       ->required();

@@ -1,5 +1,5 @@
 // One rank of a data-parallel training loop on synthetic data, to time a training step
-// with Ember's gradient sync (bench/sync_bench.sh compares it with PyTorch DDP,
+// with Ember's gradient sync (`bench/compare sync_bench` compares it with PyTorch DDP,
 // bench/ddp_baseline.py).
 //
 //   ember-run --nproc 2 -- bazel-bin/bench/sync_bench --model resnet18 --sync data_parallel

@@ -1,5 +1,5 @@
 // bench/loader_bench against a real emberd: it reports each reader and the total rate in
-// the lines bench/*.sh parse, the first batch and the measured window as they happen,
+// the lines bench/compare parses, the first batch and the measured window as they happen,
 // whole epochs with --epochs, and an unknown dataset or a bad argument give a clear
 // message and a non-zero exit.
 #include <catch2/catch.hpp>

@@ -23,12 +23,10 @@ medians over the rounds' seeds."""
 import re
 
 import measure
-from emberd import Emberd
-from scenarios import Run, by_key, fmt_ratio, median, median_spread, ratio, figure, save_figure
+from scenarios import FMNIST, Run, by_key, fmt_ratio, median, median_spread, ratio, figure, save_figure
 
 NAME = "training"
 TITLE = "Training: Fashion-MNIST CNN, 2 ranks, 2 epochs"
-FMNIST = "/usr/share/datasets/fashion-mnist"
 EMBER_RUN = "bazel-bin/tools/ember_run/ember-run"
 TRAINER = "bazel-bin/sdk/examples/fashion_mnist_train"
 SYSTEMS = ["ember-cpp", "ember-python", "dataloader-w1", "dataloader-w2", "ray-train"]
@@ -42,14 +40,6 @@ STEPS_PER_EPOCH = -(-60000 // (64 * 2))  # a rank's steps: batch 64, 2 ranks
 def prepare(ctx):
     ctx.build(BUILD)
     ctx.python_ember()
-
-
-def _ember_daemon(ctx, name):
-    daemon = Emberd(ctx.tmpdir(name))
-    for split in ("train", "test"):
-        daemon.ctl("dataset", "add", f"fmnist-{split}", "--format", "idx", "--path", FMNIST,
-                   "--split", split)
-    return daemon
 
 
 def _parse(output, pattern):
@@ -80,7 +70,7 @@ def _result(ctx, system, measured, accuracy_re, train_re):
 
 
 def _ember(ctx, python):
-    daemon = _ember_daemon(ctx, "ember-python" if python else "ember-cpp")
+    daemon = ctx.fmnist_daemon("ember-python" if python else "ember-cpp")
     try:
         if python:
             program = _python_ddp(ctx, "ember")
@@ -123,7 +113,7 @@ def _floor_compute(ctx):
 def _dataloader(ctx, workers):
     program = _python_ddp(ctx, "dataloader", "--workers", str(workers))
     # Debian's torch 1.13 DataLoader now and then loses a worker to an abort at shutdown
-    # (bench/image_bench.sh) or leaves a rank hung at exit (killed at _timeout): two retries.
+    # (scenarios/image_bench.py) or leaves a rank hung at exit (killed at _timeout): two retries.
     for attempt in (1, 2, 3):
         measured = measure.run([EMBER_RUN, "--nproc", "2", "--", *program], timeout=_timeout(ctx))
         if measured["rc"] == 0 or attempt == 3:

@@ -1,5 +1,5 @@
 // CountingStream: a kj::AsyncIoStream that counts the bytes passing through another one,
-// for the coordination traffic a daemon reports (RemoteCoordinator, bench/nodes_bench.sh).
+// for the coordination traffic a daemon reports (RemoteCoordinator, `bench/compare nodes_bench`).
 // On a TLS stream it counts what the RPC system reads and writes, before encryption.
 // Thread-safety: the event loop's thread only, as the stream it wraps.
 #ifndef EMBER_DAEMON_PEER_COUNTING_STREAM_H_

@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # A private emberd for scripts (sourced, not run): tools/demo, tools/check-cuda (and the
-# `run` script of its --bundle, which carries this file), bench/lib.sh. The daemon gets
-# its socket and state directory as flags, no config file. Works with and without
-# `set -e`; messages go to stderr.
+# `run` script of its --bundle, which carries this file), `bench/compare soak` (its
+# emberd_leftovers). The daemon gets its socket and state directory as flags, no config
+# file. Works with and without `set -e`; messages go to stderr.
 #
 #   emberd_start EMBERD EMBERCTL DIR [EMBERD_FLAGS...]
 #       Starts EMBERD --socket DIR/emberd.sock --state-dir DIR/state [EMBERD_FLAGS...]
