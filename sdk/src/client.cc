@@ -14,42 +14,23 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <thread>
 
+#include "common/daemon_status_rpc.h"
+#include "common/rpc_status.h"
 #include "schemas/ember.capnp.h"
 #include "sdk/src/ring_reader.h"
-#include "common/rpc_status.h"
 
 namespace ember {
 namespace {
 
+using daemon_status_rpc::FromRpc;
+using daemon_status_rpc::FromRpcList;
+using daemon_status_rpc::ToRpc;
+
 constexpr unsigned kMaxFdsPerMessage = 4;
-
-std::string ToStd(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
-
-DatasetInfo FromRpc(rpc::DatasetInfo::Reader r) {
-  DatasetInfo info;
-  info.spec.name = ToStd(r.getSpec().getName());
-  info.spec.format = ToStd(r.getSpec().getFormat());
-  info.spec.path = ToStd(r.getSpec().getPath());
-  info.spec.split = ToStd(r.getSpec().getSplit());
-  info.spec.pipeline = ToStd(r.getSpec().getPipeline());
-  info.spec.on_error = ToStd(r.getSpec().getOnError());
-  info.spec.shared = r.getSpec().getShared();
-  info.owner_uid = r.getOwnerUid();
-  info.count = r.getCount();
-  for (auto t : r.getTensors()) {
-    TensorInfo tensor;
-    tensor.name = ToStd(t.getName());
-    tensor.dtype = ToStd(t.getDtype());
-    for (int64_t d : t.getShape()) tensor.shape.push_back(d);
-    info.tensors.push_back(std::move(tensor));
-  }
-  for (auto f : r.getFiles()) info.files.push_back(ToStd(f));
-  info.fingerprint = r.getFingerprint();
-  return info;
-}
 
 // Turns a promise for T into a promise for Result<T>, mapping exceptions to Status.
 template <typename T>
@@ -121,21 +102,28 @@ class Client::Impl {
     return start_status_;
   }
 
-  // Runs `fn` (returning kj::Promise<R>) on the RPC thread and waits for R.
+  // Runs `fn` (returning kj::Promise<R>) on the RPC thread and waits for R. With a call
+  // timeout, the answer races a timer whose promise yields no value: the timer winning
+  // (the answer is then cancelled) is kDeadlineExceeded, told apart from any exception.
   template <typename R, typename Fn>
   R Call(Fn&& fn) {
     if (!connected_->load()) return R(Unavailable("not connected to emberd at " + socket_path_));
     try {
       return executor_->executeSync([&]() -> kj::Promise<R> {
         if (call_timeout_.count() <= 0) return fn(*state_);
-        return state_->io->provider->getTimer().timeoutAfter(
-            call_timeout_.count() * kj::MILLISECONDS, fn(*state_));
+        kj::Promise<std::optional<R>> answer =
+            fn(*state_).then([](R value) { return std::optional<R>(std::move(value)); });
+        kj::Promise<std::optional<R>> expired =
+            state_->io->provider->getTimer()
+                .afterDelay(call_timeout_.count() * kj::MILLISECONDS)
+                .then([] { return std::optional<R>(); });
+        return answer.exclusiveJoin(kj::mv(expired)).then([this](std::optional<R> value) {
+          if (value) return std::move(*value);
+          return R(DeadlineExceeded("emberd at " + socket_path_ + " did not answer within " +
+                                    std::to_string(call_timeout_.count()) + " ms"));
+        });
       });
     } catch (const kj::Exception& e) {
-      if (e.getType() == kj::Exception::Type::OVERLOADED &&
-          e.getDescription().startsWith("operation timed out"))
-        return R(DeadlineExceeded("emberd at " + socket_path_ + " did not answer within " +
-                                  std::to_string(call_timeout_.count()) + " ms"));
       return R(rpc_status::FromException(e));
     }
   }
@@ -231,25 +219,15 @@ bool Client::connected() const { return impl_->connected(); }
 Result<DatasetInfo> Client::AddDataset(const DatasetSpec& spec) {
   return impl_->Call<Result<DatasetInfo>>([&](RpcState& s) {
     auto req = s.daemon.addDatasetRequest();
-    auto b = req.initSpec();
-    b.setName(spec.name);
-    b.setFormat(spec.format);
-    b.setPath(spec.path);
-    b.setSplit(spec.split);
-    b.setPipeline(spec.pipeline);
-    b.setOnError(spec.on_error);
-    b.setShared(spec.shared);
+    ToRpc(spec, req.initSpec());
     return Catch(req.send().then([](auto r) { return FromRpc(r.getInfo()); }));
   });
 }
 
 Result<std::vector<DatasetInfo>> Client::ListDatasets() {
   return impl_->Call<Result<std::vector<DatasetInfo>>>([&](RpcState& s) {
-    return Catch(s.daemon.listDatasetsRequest().send().then([](auto r) {
-      std::vector<DatasetInfo> all;
-      for (auto d : r.getDatasets()) all.push_back(FromRpc(d));
-      return all;
-    }));
+    return Catch(s.daemon.listDatasetsRequest().send().then(
+        [](auto r) { return FromRpcList(r.getDatasets()); }));
   });
 }
 
@@ -271,75 +249,8 @@ Status Client::RemoveDataset(const std::string& name) {
 
 Result<DaemonStatus> Client::GetStatus() {
   return impl_->Call<Result<DaemonStatus>>([&](RpcState& s) {
-    return Catch(s.daemon.statusRequest().send().then([](auto r) {
-      auto st = r.getStatus();
-      DaemonStatus out;
-      out.version = ToStd(st.getVersion());
-      out.pid = st.getPid();
-      out.uptime_seconds = st.getUptimeSeconds();
-      for (auto d : st.getDatasets()) out.datasets.push_back(FromRpc(d));
-      for (auto j : st.getJobs()) {
-        JobStatus job;
-        job.job = ToStd(j.getJob());
-        job.world_size = j.getWorldSize();
-        job.dataset = ToStd(j.getDataset());
-        job.epochs_started = j.getEpochsStarted();
-        job.batches_leased = j.getBatchesLeased();
-        job.batches_committed = j.getBatchesCommitted();
-        job.batch_size = j.getBatchSize();
-        job.batches_per_rank = j.getBatchesPerRank();
-        job.coordinator = ToStd(j.getCoordinator());
-        job.leases_in_flight = j.getLeasesInFlight();
-        for (auto p : j.getRanks()) {
-          RankProgress progress;
-          progress.rank = p.getRank();
-          progress.joined = p.getJoined();
-          progress.epoch = p.getEpoch();
-          progress.consumed = p.getConsumed();
-          progress.leased = p.getLeased();
-          progress.node = ToStd(p.getNode());
-          job.ranks.push_back(progress);
-        }
-        out.jobs.push_back(std::move(job));
-      }
-      for (auto x : st.getStreams()) {
-        StreamStatus stream;
-        stream.stream_id = x.getStreamId();
-        stream.job = ToStd(x.getJob());
-        stream.rank = x.getRank();
-        stream.world_size = x.getWorldSize();
-        stream.dataset = ToStd(x.getDataset());
-        stream.epoch = x.getEpoch();
-        stream.batches_published = x.getBatchesPublished();
-        stream.batches_consumed = x.getBatchesConsumed();
-        stream.samples_per_second = x.getSamplesPerSecond();
-        stream.ring_fill = x.getRingFill();
-        stream.slot_count = x.getSlotCount();
-        stream.prefetch_depth = x.getPrefetchDepth();
-        stream.slots_touched = x.getSlotsTouched();
-        stream.samples_skipped = x.getSamplesSkipped();
-        stream.samples_published = x.getSamplesPublished();
-        stream.bytes_published = x.getBytesPublished();
-        stream.decode_errors = x.getDecodeErrors();
-        stream.data_stall_seconds = x.getDataStallSeconds();
-        out.streams.push_back(std::move(stream));
-      }
-      out.shm_bytes_in_use = st.getShmBytesInUse();
-      out.shm_bytes_budget = st.getShmBytesBudget();
-      out.open_fds = st.getOpenFds();
-      out.resident_bytes = st.getResidentBytes();
-      for (auto x : st.getPendingSegments()) {
-        PendingSegmentStatus segment;
-        segment.job = ToStd(x.getJob());
-        segment.name = ToStd(x.getName());
-        segment.world_size = x.getWorldSize();
-        segment.bytes = x.getBytes();
-        for (uint32_t rank : x.getMissingRanks()) segment.missing_ranks.push_back(rank);
-        segment.age_seconds = x.getAgeSeconds();
-        out.pending_segments.push_back(std::move(segment));
-      }
-      return out;
-    }));
+    return Catch(
+        s.daemon.statusRequest().send().then([](auto r) { return FromRpc(r.getStatus()); }));
   });
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/daemon_status.h"  // DatasetSpec, DatasetInfo, DaemonStatus, ...
 #include "ember/status.h"
 #include "ember/stream_reader.h"
 
@@ -31,33 +32,6 @@ struct ClientOptions {
 };
 
 inline constexpr const char* kDefaultSocket = "/run/ember/emberd.sock";
-
-struct DatasetSpec {
-  std::string name;
-  std::string format = "idx";
-  std::string path;
-  std::string split = "train";
-  std::string pipeline;           // YAML text of a decode/transform pipeline; empty: default
-  std::string on_error = "fail";  // corrupt sample: "fail" the stream or "skip" it
-  // Every user of the daemon may stream it; otherwise only its owner (the registering
-  // uid; the daemon reads its files with that user's rights) and root.
-  bool shared = false;
-};
-
-struct TensorInfo {
-  std::string name;
-  std::string dtype;           // "uint8", "float32", ...
-  std::vector<int64_t> shape;  // per sample
-};
-
-struct DatasetInfo {
-  DatasetSpec spec;
-  uint64_t count = 0;
-  std::vector<TensorInfo> tensors;
-  std::vector<std::string> files;
-  uint64_t fingerprint = 0;  // sample count, tensors and an index digest; 0: not known
-  uint32_t owner_uid = 0xffffffff;  // who registered it; 0xffffffff: not known
-};
 
 // What a rank reads: a (job, rank) stream of batches of `dataset`.
 struct StreamOptions {
@@ -83,78 +57,6 @@ struct StreamOptions {
   bool rejoin = false;
   uint64_t rejoin_epoch = 0;
   uint64_t rejoin_received = 0;
-};
-
-struct StreamStatus {
-  uint64_t stream_id = 0;
-  std::string job;
-  uint32_t rank = 0;
-  uint32_t world_size = 0;
-  std::string dataset;
-  uint64_t epoch = 0;
-  uint64_t batches_published = 0;
-  uint64_t batches_consumed = 0;
-  double samples_per_second = 0;
-  double ring_fill = 0;  // fraction of slots holding unread batches
-  uint32_t slot_count = 0;
-  uint32_t prefetch_depth = 0;  // slots emberd may fill ahead (it grows when the trainer waits)
-  uint32_t slots_touched = 0;   // slots ever written: the ring memory in use
-  uint64_t samples_skipped = 0;  // corrupt samples dropped (dataset on_error: skip)
-  // Over the stream's life: samples and payload bytes published, samples that failed to
-  // read or decode, seconds the trainer waited for a batch not ready (data stall).
-  uint64_t samples_published = 0;
-  uint64_t bytes_published = 0;
-  uint64_t decode_errors = 0;
-  double data_stall_seconds = 0;
-};
-
-struct RankProgress {
-  uint32_t rank = 0;
-  bool joined = false;
-  uint64_t epoch = 0;     // its first epoch not fully consumed
-  uint64_t consumed = 0;  // batches of that epoch consumed in a row from its first
-  uint64_t leased = 0;    // batches handed to it, not yet consumed
-  std::string node;       // the node whose daemon it joined through; empty: this daemon
-};
-
-struct JobStatus {
-  std::string job;
-  uint32_t world_size = 0;
-  std::string dataset;
-  uint64_t epochs_started = 0;
-  uint64_t batches_leased = 0;
-  uint64_t batches_committed = 0;
-  uint32_t batch_size = 0;
-  uint64_t batches_per_rank = 0;  // in a full epoch
-  std::vector<RankProgress> ranks;
-  // Empty: this daemon coordinates the job. Else the HOST:PORT of the daemon that does,
-  // and `ranks` lists only this node's ranks.
-  std::string coordinator;
-  uint64_t leases_in_flight = 0;  // leased, not yet consumed: every rank and epoch
-};
-
-// A shared-memory segment (Client::OpenSharedMemory) that some ranks have not opened.
-struct PendingSegmentStatus {
-  std::string job;
-  std::string name;
-  uint32_t world_size = 0;
-  uint64_t bytes = 0;
-  std::vector<uint32_t> missing_ranks;
-  double age_seconds = 0;
-};
-
-struct DaemonStatus {
-  std::string version;
-  uint32_t pid = 0;
-  double uptime_seconds = 0;
-  std::vector<DatasetInfo> datasets;
-  std::vector<JobStatus> jobs;
-  std::vector<StreamStatus> streams;
-  uint64_t shm_bytes_in_use = 0;
-  uint64_t shm_bytes_budget = 0;
-  std::vector<PendingSegmentStatus> pending_segments;  // waiting for ranks
-  uint64_t open_fds = 0;        // the daemon's; 0: unknown
-  uint64_t resident_bytes = 0;  // the daemon's resident memory; 0: unknown
 };
 
 class Client {

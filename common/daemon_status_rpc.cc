@@ -1,0 +1,234 @@
+#include "common/daemon_status_rpc.h"
+
+#include <string>
+#include <utility>
+
+namespace ember::daemon_status_rpc {
+namespace {
+
+std::string ToStd(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+// A List(Text) or a List of a primitive, element by element.
+template <typename T, typename ListBuilder>
+void SetList(const std::vector<T>& items, ListBuilder out) {
+  for (size_t i = 0; i < items.size(); ++i) out.set(i, items[i]);
+}
+
+template <typename T, typename ListReader>
+std::vector<T> GetList(ListReader in) {
+  std::vector<T> out;
+  out.reserve(in.size());
+  for (auto item : in) out.push_back(T(item));
+  return out;
+}
+
+std::vector<std::string> GetTextList(capnp::List<capnp::Text>::Reader in) {
+  std::vector<std::string> out;
+  out.reserve(in.size());
+  for (capnp::Text::Reader item : in) out.push_back(ToStd(item));
+  return out;
+}
+
+}  // namespace
+
+void ToRpc(const DatasetSpec& spec, rpc::DatasetSpec::Builder out) {
+  out.setName(spec.name);
+  out.setFormat(spec.format);
+  out.setPath(spec.path);
+  out.setSplit(spec.split);
+  out.setPipeline(spec.pipeline);
+  out.setOnError(spec.on_error);
+  out.setShared(spec.shared);
+}
+
+DatasetSpec FromRpc(rpc::DatasetSpec::Reader in) {
+  DatasetSpec spec;
+  spec.name = ToStd(in.getName());
+  spec.format = ToStd(in.getFormat());
+  spec.path = ToStd(in.getPath());
+  spec.split = ToStd(in.getSplit());
+  spec.pipeline = ToStd(in.getPipeline());
+  if (in.getOnError().size() > 0) spec.on_error = ToStd(in.getOnError());
+  spec.shared = in.getShared();
+  return spec;
+}
+
+void ToRpc(const TensorInfo& tensor, rpc::TensorSpec::Builder out) {
+  out.setName(tensor.name);
+  out.setDtype(tensor.dtype);
+  SetList(tensor.shape, out.initShape(tensor.shape.size()));
+}
+
+TensorInfo FromRpc(rpc::TensorSpec::Reader in) {
+  TensorInfo tensor;
+  tensor.name = ToStd(in.getName());
+  tensor.dtype = ToStd(in.getDtype());
+  tensor.shape = GetList<int64_t>(in.getShape());
+  return tensor;
+}
+
+void ToRpc(const DatasetInfo& info, rpc::DatasetInfo::Builder out) {
+  ToRpc(info.spec, out.initSpec());
+  out.setCount(info.count);
+  ToRpcList(info.tensors, out.initTensors(info.tensors.size()));
+  SetList(info.files, out.initFiles(info.files.size()));
+  out.setFingerprint(info.fingerprint);
+  out.setOwnerUid(info.owner_uid);
+}
+
+DatasetInfo FromRpc(rpc::DatasetInfo::Reader in) {
+  DatasetInfo info;
+  info.spec = FromRpc(in.getSpec());
+  info.count = in.getCount();
+  info.tensors = FromRpcList(in.getTensors());
+  info.files = GetTextList(in.getFiles());
+  info.fingerprint = in.getFingerprint();
+  info.owner_uid = in.getOwnerUid();
+  return info;
+}
+
+void ToRpc(const StreamStatus& stream, rpc::StreamStatus::Builder out) {
+  out.setStreamId(stream.stream_id);
+  out.setJob(stream.job);
+  out.setRank(stream.rank);
+  out.setWorldSize(stream.world_size);
+  out.setDataset(stream.dataset);
+  out.setEpoch(stream.epoch);
+  out.setBatchesPublished(stream.batches_published);
+  out.setBatchesConsumed(stream.batches_consumed);
+  out.setSamplesPerSecond(stream.samples_per_second);
+  out.setRingFill(stream.ring_fill);
+  out.setSlotCount(stream.slot_count);
+  out.setPrefetchDepth(stream.prefetch_depth);
+  out.setSlotsTouched(stream.slots_touched);
+  out.setSamplesSkipped(stream.samples_skipped);
+  out.setSamplesPublished(stream.samples_published);
+  out.setBytesPublished(stream.bytes_published);
+  out.setDecodeErrors(stream.decode_errors);
+  out.setDataStallSeconds(stream.data_stall_seconds);
+}
+
+StreamStatus FromRpc(rpc::StreamStatus::Reader in) {
+  StreamStatus stream;
+  stream.stream_id = in.getStreamId();
+  stream.job = ToStd(in.getJob());
+  stream.rank = in.getRank();
+  stream.world_size = in.getWorldSize();
+  stream.dataset = ToStd(in.getDataset());
+  stream.epoch = in.getEpoch();
+  stream.batches_published = in.getBatchesPublished();
+  stream.batches_consumed = in.getBatchesConsumed();
+  stream.samples_per_second = in.getSamplesPerSecond();
+  stream.ring_fill = in.getRingFill();
+  stream.slot_count = in.getSlotCount();
+  stream.prefetch_depth = in.getPrefetchDepth();
+  stream.slots_touched = in.getSlotsTouched();
+  stream.samples_skipped = in.getSamplesSkipped();
+  stream.samples_published = in.getSamplesPublished();
+  stream.bytes_published = in.getBytesPublished();
+  stream.decode_errors = in.getDecodeErrors();
+  stream.data_stall_seconds = in.getDataStallSeconds();
+  return stream;
+}
+
+void ToRpc(const RankProgress& rank, rpc::RankProgress::Builder out) {
+  out.setRank(rank.rank);
+  out.setJoined(rank.joined);
+  out.setEpoch(rank.epoch);
+  out.setConsumed(rank.consumed);
+  out.setLeased(rank.leased);
+  out.setNode(rank.node);
+}
+
+RankProgress FromRpc(rpc::RankProgress::Reader in) {
+  RankProgress rank;
+  rank.rank = in.getRank();
+  rank.joined = in.getJoined();
+  rank.epoch = in.getEpoch();
+  rank.consumed = in.getConsumed();
+  rank.leased = in.getLeased();
+  rank.node = ToStd(in.getNode());
+  return rank;
+}
+
+void ToRpc(const JobStatus& job, rpc::JobStatus::Builder out) {
+  out.setJob(job.job);
+  out.setWorldSize(job.world_size);
+  out.setDataset(job.dataset);
+  out.setEpochsStarted(job.epochs_started);
+  out.setBatchesLeased(job.batches_leased);
+  out.setBatchesCommitted(job.batches_committed);
+  out.setBatchSize(job.batch_size);
+  out.setBatchesPerRank(job.batches_per_rank);
+  ToRpcList(job.ranks, out.initRanks(job.ranks.size()));
+  out.setCoordinator(job.coordinator);
+  out.setLeasesInFlight(job.leases_in_flight);
+}
+
+JobStatus FromRpc(rpc::JobStatus::Reader in) {
+  JobStatus job;
+  job.job = ToStd(in.getJob());
+  job.world_size = in.getWorldSize();
+  job.dataset = ToStd(in.getDataset());
+  job.epochs_started = in.getEpochsStarted();
+  job.batches_leased = in.getBatchesLeased();
+  job.batches_committed = in.getBatchesCommitted();
+  job.batch_size = in.getBatchSize();
+  job.batches_per_rank = in.getBatchesPerRank();
+  job.ranks = FromRpcList(in.getRanks());
+  job.coordinator = ToStd(in.getCoordinator());
+  job.leases_in_flight = in.getLeasesInFlight();
+  return job;
+}
+
+void ToRpc(const PendingSegmentStatus& segment, rpc::PendingSegment::Builder out) {
+  out.setJob(segment.job);
+  out.setName(segment.name);
+  out.setWorldSize(segment.world_size);
+  out.setBytes(segment.bytes);
+  SetList(segment.missing_ranks, out.initMissingRanks(segment.missing_ranks.size()));
+  out.setAgeSeconds(segment.age_seconds);
+}
+
+PendingSegmentStatus FromRpc(rpc::PendingSegment::Reader in) {
+  PendingSegmentStatus segment;
+  segment.job = ToStd(in.getJob());
+  segment.name = ToStd(in.getName());
+  segment.world_size = in.getWorldSize();
+  segment.bytes = in.getBytes();
+  segment.missing_ranks = GetList<uint32_t>(in.getMissingRanks());
+  segment.age_seconds = in.getAgeSeconds();
+  return segment;
+}
+
+void ToRpc(const DaemonStatus& status, rpc::DaemonStatus::Builder out) {
+  out.setVersion(status.version);
+  out.setPid(status.pid);
+  out.setUptimeSeconds(status.uptime_seconds);
+  ToRpcList(status.datasets, out.initDatasets(status.datasets.size()));
+  ToRpcList(status.jobs, out.initJobs(status.jobs.size()));
+  ToRpcList(status.streams, out.initStreams(status.streams.size()));
+  out.setShmBytesInUse(status.shm_bytes_in_use);
+  out.setShmBytesBudget(status.shm_bytes_budget);
+  ToRpcList(status.pending_segments, out.initPendingSegments(status.pending_segments.size()));
+  out.setOpenFds(status.open_fds);
+  out.setResidentBytes(status.resident_bytes);
+}
+
+DaemonStatus FromRpc(rpc::DaemonStatus::Reader in) {
+  DaemonStatus status;
+  status.version = ToStd(in.getVersion());
+  status.pid = in.getPid();
+  status.uptime_seconds = in.getUptimeSeconds();
+  status.datasets = FromRpcList(in.getDatasets());
+  status.jobs = FromRpcList(in.getJobs());
+  status.streams = FromRpcList(in.getStreams());
+  status.shm_bytes_in_use = in.getShmBytesInUse();
+  status.shm_bytes_budget = in.getShmBytesBudget();
+  status.pending_segments = FromRpcList(in.getPendingSegments());
+  status.open_fds = in.getOpenFds();
+  status.resident_bytes = in.getResidentBytes();
+  return status;
+}
+
+}  // namespace ember::daemon_status_rpc

@@ -1,0 +1,337 @@
+#include "common/daemon_status_rpc.h"
+
+#include <capnp/dynamic.h>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include <catch2/catch.hpp>
+
+namespace ember {
+
+// Every field of each struct, in declaration order. The structured binding names all of
+// them, so a field added to a struct stops this test from compiling until it is listed
+// here, filled below and so compared after the round trip.
+auto Fields(const DatasetSpec& s) {
+  const auto& [name, format, path, split, pipeline, on_error, shared] = s;
+  return std::tie(name, format, path, split, pipeline, on_error, shared);
+}
+auto Fields(const TensorInfo& t) {
+  const auto& [name, dtype, shape] = t;
+  return std::tie(name, dtype, shape);
+}
+auto Fields(const DatasetInfo& d) {
+  const auto& [spec, count, tensors, files, fingerprint, owner_uid] = d;
+  return std::tie(spec, count, tensors, files, fingerprint, owner_uid);
+}
+auto Fields(const StreamStatus& s) {
+  const auto& [stream_id, job, rank, world_size, dataset, epoch, batches_published,
+               batches_consumed, samples_per_second, ring_fill, slot_count, prefetch_depth,
+               slots_touched, samples_skipped, samples_published, bytes_published,
+               decode_errors, data_stall_seconds] = s;
+  return std::tie(stream_id, job, rank, world_size, dataset, epoch, batches_published,
+                  batches_consumed, samples_per_second, ring_fill, slot_count, prefetch_depth,
+                  slots_touched, samples_skipped, samples_published, bytes_published,
+                  decode_errors, data_stall_seconds);
+}
+auto Fields(const RankProgress& r) {
+  const auto& [rank, joined, epoch, consumed, leased, node] = r;
+  return std::tie(rank, joined, epoch, consumed, leased, node);
+}
+auto Fields(const JobStatus& j) {
+  const auto& [job, world_size, dataset, epochs_started, batches_leased, batches_committed,
+               batch_size, batches_per_rank, ranks, coordinator, leases_in_flight] = j;
+  return std::tie(job, world_size, dataset, epochs_started, batches_leased, batches_committed,
+                  batch_size, batches_per_rank, ranks, coordinator, leases_in_flight);
+}
+auto Fields(const PendingSegmentStatus& p) {
+  const auto& [job, name, world_size, bytes, missing_ranks, age_seconds] = p;
+  return std::tie(job, name, world_size, bytes, missing_ranks, age_seconds);
+}
+auto Fields(const DaemonStatus& d) {
+  const auto& [version, pid, uptime_seconds, datasets, jobs, streams, shm_bytes_in_use,
+               shm_bytes_budget, pending_segments, open_fds, resident_bytes] = d;
+  return std::tie(version, pid, uptime_seconds, datasets, jobs, streams, shm_bytes_in_use,
+                  shm_bytes_budget, pending_segments, open_fds, resident_bytes);
+}
+
+// Field by field (also inside the vectors' elements), for CHECK.
+template <typename T, typename = decltype(Fields(std::declval<const T&>()))>
+bool operator==(const T& a, const T& b) {
+  return Fields(a) == Fields(b);
+}
+
+namespace {
+
+using daemon_status_rpc::FromRpc;
+using daemon_status_rpc::ToRpc;
+
+// Each struct with every field set to a value unlike its default and unlike the other
+// fields' (so a converter that swaps two fields fails too).
+DatasetSpec FilledSpec() {
+  DatasetSpec s;
+  s.name = "spec-name";
+  s.format = "spec-format";
+  s.path = "/spec/path";
+  s.split = "spec-split";
+  s.pipeline = "spec: pipeline";
+  s.on_error = "skip";
+  s.shared = true;
+  return s;
+}
+
+TensorInfo FilledTensor(int64_t k) {
+  TensorInfo t;
+  t.name = "tensor-" + std::to_string(k);
+  t.dtype = "float" + std::to_string(k);
+  t.shape = {k, k + 1, -(k + 2)};
+  return t;
+}
+
+DatasetInfo FilledDataset() {
+  DatasetInfo d;
+  d.spec = FilledSpec();
+  d.count = 101;
+  d.tensors = {FilledTensor(3), FilledTensor(7)};
+  d.files = {"/files/a", "/files/b"};
+  d.fingerprint = 0xfeedfacecafebeef;
+  d.owner_uid = 1234;
+  return d;
+}
+
+StreamStatus FilledStream() {
+  StreamStatus s;
+  s.stream_id = 201;
+  s.job = "stream-job";
+  s.rank = 202;
+  s.world_size = 203;
+  s.dataset = "stream-dataset";
+  s.epoch = 204;
+  s.batches_published = 205;
+  s.batches_consumed = 206;
+  s.samples_per_second = 207.5;
+  s.ring_fill = 0.25;
+  s.slot_count = 208;
+  s.prefetch_depth = 209;
+  s.slots_touched = 210;
+  s.samples_skipped = 211;
+  s.samples_published = 212;
+  s.bytes_published = 213;
+  s.decode_errors = 214;
+  s.data_stall_seconds = 215.75;
+  return s;
+}
+
+RankProgress FilledRank(uint32_t k) {
+  RankProgress r;
+  r.rank = k;
+  r.joined = true;
+  r.epoch = k + 301;
+  r.consumed = k + 302;
+  r.leased = k + 303;
+  r.node = "node-" + std::to_string(k);
+  return r;
+}
+
+JobStatus FilledJob() {
+  JobStatus j;
+  j.job = "job-name";
+  j.world_size = 401;
+  j.dataset = "job-dataset";
+  j.epochs_started = 402;
+  j.batches_leased = 403;
+  j.batches_committed = 404;
+  j.batch_size = 405;
+  j.batches_per_rank = 406;
+  j.ranks = {FilledRank(1), FilledRank(2)};
+  j.coordinator = "coordinator:7000";
+  j.leases_in_flight = 407;
+  return j;
+}
+
+PendingSegmentStatus FilledSegment() {
+  PendingSegmentStatus p;
+  p.job = "segment-job";
+  p.name = "segment-name";
+  p.world_size = 501;
+  p.bytes = 502;
+  p.missing_ranks = {503, 504};
+  p.age_seconds = 505.5;
+  return p;
+}
+
+DaemonStatus FilledStatus() {
+  DaemonStatus d;
+  d.version = "9.8.7";
+  d.pid = 601;
+  d.uptime_seconds = 602.5;
+  d.datasets = {FilledDataset(), FilledDataset()};
+  d.datasets[1].spec.name = "second";
+  d.jobs = {FilledJob()};
+  d.streams = {FilledStream(), FilledStream()};
+  d.streams[1].stream_id = 603;
+  d.shm_bytes_in_use = 604;
+  d.shm_bytes_budget = 605;
+  d.pending_segments = {FilledSegment()};
+  d.open_fds = 606;
+  d.resident_bytes = 607;
+  return d;
+}
+
+// Calls check(index, equal) for each field of `a` and `b`, in declaration order.
+template <typename T, typename Check, size_t... I>
+void CompareFields(const T& a, const T& b, const Check& check, std::index_sequence<I...>) {
+  const auto fields_a = Fields(a);
+  const auto fields_b = Fields(b);
+  (check(I, std::get<I>(fields_a) == std::get<I>(fields_b)), ...);
+}
+
+template <typename T, typename Check>
+void CompareFields(const T& a, const T& b, const Check& check) {
+  constexpr size_t kFields = std::tuple_size<decltype(Fields(a))>::value;
+  CompareFields(a, b, check, std::make_index_sequence<kFields>());
+}
+
+// Fails naming each field (its index in declaration order) of `filled` equal to a
+// default-constructed T's.
+template <typename T>
+void CheckEveryFieldSet(const T& filled) {
+  CompareFields(filled, T{}, [](size_t index, bool equal) {
+    INFO("field #" << index << " of the filled value has its default value");
+    CHECK_FALSE(equal);
+  });
+}
+
+// Fails naming each field of `got` unlike the same field of `want`.
+template <typename T>
+void CheckSameFields(const T& got, const T& want) {
+  CompareFields(got, want, [](size_t index, bool equal) {
+    INFO("field #" << index << " differs after the round trip");
+    CHECK(equal);
+  });
+}
+
+// Fails naming each field of the schema struct `r` (and of the structs in it, lists'
+// elements included) left at its default: empty text, an empty list, a primitive equal
+// to the schema's default. So a schema field ToRpc forgets to set fails the test.
+void CheckEverySchemaFieldSet(capnp::DynamicStruct::Reader r, const std::string& path);
+
+void CheckValueSet(capnp::DynamicValue::Reader value, capnp::Type type, const std::string& path) {
+  INFO(path);
+  switch (type.which()) {
+    case capnp::schema::Type::TEXT:
+      CHECK(value.as<capnp::Text>().size() > 0);
+      break;
+    case capnp::schema::Type::DATA:
+      CHECK(value.as<capnp::Data>().size() > 0);
+      break;
+    case capnp::schema::Type::STRUCT:
+      CheckEverySchemaFieldSet(value.as<capnp::DynamicStruct>(), path);
+      break;
+    case capnp::schema::Type::LIST: {
+      auto list = value.as<capnp::DynamicList>();
+      CHECK(list.size() > 0);
+      const capnp::Type element = type.asList().getElementType();
+      for (uint32_t i = 0; i < list.size(); ++i)
+        CheckValueSet(list[i], element, path + "[" + std::to_string(i) + "]");
+      break;
+    }
+    default:
+      break;  // primitives: checked by the caller, which knows the field's default
+  }
+}
+
+void CheckEverySchemaFieldSet(capnp::DynamicStruct::Reader r, const std::string& path) {
+  for (capnp::StructSchema::Field field : r.getSchema().getFields()) {
+    const std::string name = path + "." + field.getProto().getName().cStr();
+    const capnp::Type type = field.getType();
+    if (type.isText() || type.isData() || type.isStruct() || type.isList()) {
+      INFO(name << " is null");
+      CHECK(r.has(field));
+      if (r.has(field)) CheckValueSet(r.get(field), type, name);
+    } else {
+      INFO(name << " has its default value");
+      CHECK(r.has(field, capnp::HasMode::NON_DEFAULT));
+    }
+  }
+}
+
+// `value` written with ToRpc into a message, the message serialized and read back with
+// FromRpc; every schema field checked set on the way.
+template <typename Rpc, typename T>
+T RoundTrip(const T& value) {
+  capnp::MallocMessageBuilder message;
+  ToRpc(value, message.initRoot<Rpc>());
+  const kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  capnp::FlatArrayMessageReader reader(words);
+  return FromRpc(reader.getRoot<Rpc>());
+}
+
+template <typename Rpc, typename T>
+void CheckSchemaFilledBy(const T& value) {
+  capnp::MallocMessageBuilder message;
+  auto builder = message.initRoot<Rpc>();
+  ToRpc(value, builder);
+  CheckEverySchemaFieldSet(capnp::toDynamic(builder.asReader()),
+                           capnp::Schema::from<Rpc>().getShortDisplayName().cStr());
+}
+
+// The round trip keeps every field of a fully filled value, and ToRpc sets every field of
+// the schema struct; a default value comes back as it was.
+template <typename Rpc, typename T>
+void CheckConverter(const T& filled) {
+  CheckEveryFieldSet(filled);
+  CheckSchemaFilledBy<Rpc>(filled);
+  CheckSameFields(RoundTrip<Rpc>(filled), filled);
+  CheckSameFields(RoundTrip<Rpc>(T{}), T{});
+}
+
+TEST_CASE("DatasetSpec round-trips every field") { CheckConverter<rpc::DatasetSpec>(FilledSpec()); }
+
+TEST_CASE("TensorInfo round-trips every field") { CheckConverter<rpc::TensorSpec>(FilledTensor(5)); }
+
+TEST_CASE("DatasetInfo round-trips every field") {
+  CheckConverter<rpc::DatasetInfo>(FilledDataset());
+}
+
+TEST_CASE("StreamStatus round-trips every field") {
+  CheckConverter<rpc::StreamStatus>(FilledStream());
+}
+
+TEST_CASE("RankProgress round-trips every field") {
+  CheckConverter<rpc::RankProgress>(FilledRank(9));
+}
+
+TEST_CASE("JobStatus round-trips every field") { CheckConverter<rpc::JobStatus>(FilledJob()); }
+
+TEST_CASE("PendingSegmentStatus round-trips every field") {
+  CheckConverter<rpc::PendingSegment>(FilledSegment());
+}
+
+TEST_CASE("DaemonStatus round-trips every field, its lists' elements included") {
+  CheckConverter<rpc::DaemonStatus>(FilledStatus());
+}
+
+TEST_CASE("a DatasetSpec sent with no onError reads as \"fail\"") {
+  capnp::MallocMessageBuilder message;
+  auto spec = message.initRoot<rpc::DatasetSpec>();
+  spec.setName("n");
+  CHECK(FromRpc(spec.asReader()).on_error == "fail");
+}
+
+TEST_CASE("the schema check catches a field left unset") {
+  // What a converter that forgot a field would leave: the check must see it.
+  capnp::MallocMessageBuilder message;
+  auto builder = message.initRoot<rpc::RankProgress>();
+  ToRpc(FilledRank(4), builder);
+  builder.setLeased(0);
+  auto reader = capnp::toDynamic(builder.asReader());
+  CHECK_FALSE(reader.has("leased", capnp::HasMode::NON_DEFAULT));
+  CHECK(reader.has("consumed", capnp::HasMode::NON_DEFAULT));
+}
+
+}  // namespace
+}  // namespace ember
