@@ -3,8 +3,10 @@
 #ifndef EMBER_COMMON_RPC_STATUS_H_
 #define EMBER_COMMON_RPC_STATUS_H_
 
+#include <kj/async.h>
 #include <kj/exception.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -35,6 +37,19 @@ T ValueOrThrow(Result<T> result) {
   if (!result.ok()) Throw(result.status());
   return std::move(result).value();
 }
+
+// A kj::TaskSet's ErrorHandler that hands each failed task's Status (FromException) to
+// `report` (a log line, typically), so an owner of background tasks needs no class of its
+// own for it.
+class ReportFailures final : public kj::TaskSet::ErrorHandler {
+ public:
+  explicit ReportFailures(std::function<void(const Status&)> report)
+      : report_(std::move(report)) {}
+  void taskFailed(kj::Exception&& e) override { report_(FromException(e)); }
+
+ private:
+  const std::function<void(const Status&)> report_;
+};
 
 }  // namespace ember::rpc_status
 

@@ -32,7 +32,8 @@
 #include "daemon/peer/peer_listener.h"
 #include "daemon/peer/peer_tls.h"
 #include "daemon/rpc/peer_server.h"
-#include "daemon/rpc/remote_coordinator.h"
+#include "daemon/coordinator/remote_coordinator.h"
+#include "daemon/rpc/peer_channel.h"
 #include "daemon/server/client_listener.h"
 #include "daemon/service/daemon_service.h"
 #include "daemon/service/peer_service.h"
@@ -86,7 +87,13 @@ class Daemon::Parts {
   Status ListenForPeers();
   Status ServeMetrics();
   // The proxy to the daemon at HOST:PORT `address`; null when that is this daemon.
-  Result<RemoteCoordinator*> RemoteAt(const std::string& address);
+  // A coordinating daemon elsewhere: the channel to it, and the proxy over that channel.
+  struct Remote {
+    std::unique_ptr<PeerChannel> channel;  // declared first: outlives the proxy
+    std::unique_ptr<RemoteCoordinator> coordinator;
+  };
+  // Null when `address` is this daemon.
+  Result<Remote*> RemoteAt(const std::string& address);
   void Shutdown(const std::string& why);
 
   Env* const env_;
@@ -106,7 +113,7 @@ class Daemon::Parts {
   JobLedger ledger_;
   // Proxies to the daemons that coordinate jobs of ranks here (by HOST:PORT); outlive the
   // streams, shut down on the event loop before it goes.
-  std::map<std::string, std::unique_ptr<RemoteCoordinator>> remotes_;
+  std::map<std::string, Remote> remotes_;
   LedgerReplay journal_;
   KvStore kv_;
   std::unique_ptr<SharedSegments> segments_;
@@ -208,16 +215,16 @@ Status Daemon::Parts::StartService() {
                                              decode_pool_.get(), limits);
   streams_->set_coordinator_resolver(
       [this](const std::string& address) -> Result<JobCoordinator*> {
-        EMBER_ASSIGN_OR_RETURN(RemoteCoordinator* remote, RemoteAt(address));
+        EMBER_ASSIGN_OR_RETURN(Remote * remote, RemoteAt(address));
         if (remote == nullptr) return &ledger_;
-        return remote;
+        return remote->coordinator.get();
       });
   open_remote_job_ = [this](const std::string& job, const std::string& address,
                             const Principal& caller) -> Result<std::optional<rpc::Job::Client>> {
-    Result<RemoteCoordinator*> remote = RemoteAt(address);
+    Result<Remote*> remote = RemoteAt(address);
     if (!remote.ok()) return remote.status().WithContext("coordinator '" + address + "'");
     if (*remote == nullptr) return std::optional<rpc::Job::Client>();
-    return std::optional<rpc::Job::Client>((*remote)->OpenJob(job, caller));
+    return std::optional<rpc::Job::Client>((*remote)->channel->OpenJob(job, caller));
   };
 
   std::optional<gid_t> share_gid;
@@ -244,7 +251,7 @@ Status Daemon::Parts::StartService() {
   deps.proxied_jobs = [this] {
     std::vector<JobSummary> jobs;
     for (const auto& [address, remote] : remotes_) {
-      std::vector<JobSummary> some = remote->Summaries();
+      std::vector<JobSummary> some = remote.coordinator->Summaries();
       jobs.insert(jobs.end(), some.begin(), some.end());
     }
     return jobs;
@@ -310,7 +317,7 @@ Status Daemon::Parts::ServeMetrics() {
   return Status::Ok();
 }
 
-Result<RemoteCoordinator*> Daemon::Parts::RemoteAt(const std::string& address) {
+Result<Daemon::Parts::Remote*> Daemon::Parts::RemoteAt(const std::string& address) {
   EMBER_ASSIGN_OR_RETURN(HostPort where, ParseHostPort(address));
   if (peers_ && where.port == peers_->port() &&
       (where.host == "127.0.0.1" || where.host == "localhost" || where.host == "::1" ||
@@ -320,14 +327,17 @@ Result<RemoteCoordinator*> Daemon::Parts::RemoteAt(const std::string& address) {
   if (config_.listen.empty())
     return FailedPrecondition("this daemon has no `listen` endpoint, so no TLS identity "
                               "to reach other daemons with");
-  auto& remote = remotes_[address];
-  if (!remote) {
+  Remote& remote = remotes_[address];
+  if (!remote.coordinator) {
+    remote.channel =
+        std::make_unique<PeerChannel>(*io_->provider, peer_tls_.get(), address, node_);
     RemoteCoordinatorOptions options;
     options.node = node_;
     options.reconnect_timeout = std::chrono::seconds(config_.reconnect_timeout_s);
-    remote = std::make_unique<RemoteCoordinator>(*io_, peer_tls_.get(), address, options);
+    remote.coordinator = std::make_unique<RemoteCoordinator>(io_->provider->getTimer(),
+                                                             *remote.channel, address, options);
   }
-  return remote.get();
+  return &remote;
 }
 
 Status Daemon::Parts::Serve(kj::Promise<std::string> stop) {
@@ -374,7 +384,7 @@ void Daemon::Parts::Shutdown(const std::string& why) {
                  "their streams",
                  config_.drain_timeout_s, undrained);
   }
-  for (auto& [address, remote] : remotes_) remote->Shutdown();
+  for (auto& [address, remote] : remotes_) remote.coordinator->Shutdown();
   // Peer connections close on their loops while this one runs (their links end here).
   if (peers_) peers_->Stop().wait(io_->waitScope);
   // Every client connection: their streams close and free their rings.

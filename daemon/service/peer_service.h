@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "daemon/access/principal.h"
+#include "daemon/coordinator/coordinator_channel.h"
 #include "daemon/coordinator/job_coordinator.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/service/daemon_service.h"
@@ -33,20 +34,9 @@
 
 namespace ember::daemon {
 
-// A rank's join through a peer session (Peer.joinJob).
-struct PeerJoin {
-  std::string job;
-  uint32_t rank = 0;
-  JobParams params;
-  std::string node;  // the calling daemon's node name, for messages and Summaries
-  std::vector<HeldBatch> held;  // what the rank holds when it joins again
-};
-
-// What an exchange answers: leases[i] answers wants[i]; the failed commits' errors.
-struct ExchangeAnswer {
-  std::vector<Result<BatchLease>> leases;
-  std::vector<Status> commit_errors;
-};
+// A join (PeerJoin) and an exchange's answer (ExchangeAnswer) are the coordinator
+// channel's (daemon/coordinator/coordinator_channel.h): what one node's side sends is
+// what the other's serves.
 
 // The peer side's shared parts; none owned, all must outlive the service and its sessions.
 struct PeerServiceDeps {

@@ -1,18 +1,13 @@
-#include "daemon/rpc/remote_coordinator.h"
+#include "daemon/coordinator/remote_coordinator.h"
 
 #include <spdlog/spdlog.h>
 
 #include "common/rpc_status.h"
 #include "daemon/coordinator/epoch_plan.h"
 #include "daemon/coordinator/job_name.h"
-#include "daemon/rpc/peer_client.h"
-#include "daemon/rpc/peer_convert.h"
 
 namespace ember::daemon {
 namespace {
-
-using peer_wire::FromRpc;
-using peer_wire::ToRpc;
 
 // What a rank's proxy keeps of its batches, and reports when joining again: its last two
 // epochs (older ones were durable at the coordinator long ago).
@@ -22,26 +17,18 @@ void KeepLastTwoEpochs(std::map<uint64_t, std::map<uint64_t, bool>>& held) {
 
 }  // namespace
 
-class RemoteCoordinator::ErrorLog final : public kj::TaskSet::ErrorHandler {
- public:
-  explicit ErrorLog(std::string address) : address_(std::move(address)) {}
-  void taskFailed(kj::Exception&& e) override {
-    spdlog::warn("coordinator {}: {}", address_, rpc_status::FromException(e).ToString());
-  }
-
- private:
-  const std::string address_;
-};
-
-RemoteCoordinator::RemoteCoordinator(kj::AsyncIoContext& io, PeerTls* tls, std::string address,
-                                     RemoteCoordinatorOptions options)
-    : io_(io),
-      tls_(tls),
+RemoteCoordinator::RemoteCoordinator(kj::Timer& timer, CoordinatorChannel& channel,
+                                     std::string address, RemoteCoordinatorOptions options)
+    : timer_(timer),
+      channel_(channel),
       address_(std::move(address)),
       options_(std::move(options)),
       executor_(kj::getCurrentThreadExecutor().addRef()),
       loop_thread_(std::this_thread::get_id()),
-      error_log_(std::make_unique<ErrorLog>(address_)),
+      error_log_(std::make_unique<rpc_status::ReportFailures>(
+          [address = address_](const Status& s) {
+            spdlog::warn("coordinator {}: {}", address, s.ToString());
+          })),
       tasks_(kj::heap<kj::TaskSet>(*error_log_)) {}
 
 RemoteCoordinator::~RemoteCoordinator() noexcept {
@@ -50,7 +37,7 @@ RemoteCoordinator::~RemoteCoordinator() noexcept {
 
 RemoteCoordinator::Traffic RemoteCoordinator::traffic() const {
   Traffic t = traffic_;
-  t.bytes = *stream_traffic_;
+  t.channel = channel_.traffic();
   return t;
 }
 
@@ -94,20 +81,23 @@ std::vector<JobSummary> RemoteCoordinator::Summaries() const {
 }
 
 void RemoteCoordinator::Shutdown() {
-  if (!shut_down_ && traffic_.connections > 0) {
+  if (!shut_down_ && channel_.traffic().connections > 0) {
     const Traffic t = traffic();
     spdlog::info(
         "coordinator {}: traffic: {} connections, {} joinJob, {} exchange, {} openJob calls; "
         "{} leases received, {} commits sent; {} bytes sent, {} bytes received (RPC, before TLS)",
-        address_, t.connections, t.joins, t.exchanges, t.opens, t.leases, t.commits,
-        t.bytes.bytes_sent, t.bytes.bytes_received);
+        address_, t.channel.connections, t.joins, t.exchanges, t.channel.opens, t.leases,
+        t.commits, t.channel.bytes_sent, t.channel.bytes_received);
   }
   shut_down_ = true;
+  // The calls waiting for an exchange fail now, not when their fulfillers go.
+  const Status stopping = Unavailable("coordinator " + address_ + ": this daemon is shutting down");
+  for (auto& [job, box] : outboxes_)
+    for (Want& want : box.wants) want.answer->fulfill(Result<BatchLease>(stopping));
   outboxes_.clear();
   ranks_.clear();
   tasks_ = nullptr;
-  peer_ = nullptr;
-  connection_.reset();
+  channel_.Reset();
 }
 
 template <typename F>
@@ -119,50 +109,6 @@ bool RemoteCoordinator::OnLoop(F&& f) {
   // The loop is gone (the daemon is stopping): executeSync throws DISCONNECTED.
   return kj::runCatchingExceptions([&] { executor_->executeSync(std::forward<F>(f)); }) ==
          nullptr;
-}
-
-rpc::Peer::Client RemoteCoordinator::Peer() {
-  KJ_IF_MAYBE(peer, peer_) { return *peer; }
-  const uint64_t generation = ++connection_generation_;
-  spdlog::info("connecting to coordinator {}", address_);
-  ++traffic_.connections;
-  PeerConnectOptions connect = options_.connect;
-  connect.traffic = stream_traffic_;
-  auto connected =
-      ConnectToPeer(*io_.provider, tls_, address_, connect)
-          .then([this, generation](Result<std::unique_ptr<PeerConnection>> connection)
-                    -> kj::Promise<rpc::Peer::Client> {
-            if (!connection.ok())
-              kj::throwFatalException(rpc_status::ToException(connection.status()));
-            connection_ = std::move(connection).value();
-            // Forget the connection when it ends, so the next Join reconnects.
-            tasks_->add(connection_->OnDisconnect().then([this, generation] {
-              if (generation != connection_generation_) return;
-              spdlog::warn("connection to coordinator {} ended", address_);
-              connection_error_ = "the connection ended";
-              peer_ = nullptr;
-            }));
-            rpc::Peer::Client peer = connection_->Bootstrap<rpc::Peer>();
-            return SayHello(peer, options_.node)
-                .then([this, peer](Result<PeerHello> hello) mutable -> rpc::Peer::Client {
-                  if (!hello.ok()) kj::throwFatalException(rpc_status::ToException(hello.status()));
-                  spdlog::info("coordinator {} is node '{}'", address_, hello->node);
-                  connection_error_ = "the connection it joined on ended";
-                  return peer;
-                });
-          })
-          .catch_([this, generation](kj::Exception&& e) -> rpc::Peer::Client {
-            connection_error_ = rpc_status::FromException(e).message();
-            // Not here: peer_ may be the last reference to the client this promise
-            // resolves, and dropping it now would free the promise while it runs.
-            tasks_->add(kj::evalLater([this, generation] {
-              if (generation == connection_generation_) peer_ = nullptr;
-            }));
-            kj::throwFatalException(kj::mv(e));
-          });
-  rpc::Peer::Client peer(kj::mv(connected));
-  peer_ = peer;
-  return peer;
 }
 
 Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobParams& params,
@@ -191,31 +137,22 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
 
 void RemoteCoordinator::SendJoin(const std::string& job, uint32_t rank, RankState& state,
                                  bool again) {
-  auto request = Peer().joinJobRequest();
-  request.setJob(job);
-  request.setRank(rank);
-  ToRpc(state.params, request.initParams());
-  request.setNode(options_.node);
+  PeerJoin join{job, rank, state.params, options_.node, {}};
   if (again) {
     // What `held` keeps: the last two epochs (KeepLastTwoEpochs).
-    size_t count = 0;
-    for (const auto& [epoch, batches] : state.held) count += batches.size();
-    auto held = request.initHeld(count);
-    size_t i = 0;
     for (const auto& [epoch, batches] : state.held)
-      for (const auto& [batch, consumed] : batches) {
-        ToRpc(HeldBatch{epoch, batch, consumed}, held[i++]);
-      }
+      for (const auto& [batch, consumed] : batches)
+        join.held.push_back(HeldBatch{epoch, batch, consumed});
     spdlog::info("{}: joining again through coordinator {} with {} batches it holds",
-                 RankName(job, rank), address_, count);
+                 RankName(job, rank), address_, join.held.size());
   }
   state.rejoining = again;
-  state.generation = connection_generation_;
+  state.generation = channel_.Connect();
   ++traffic_.joins;
-  auto response = request.send();
-  state.coordination = response.getCoordination();
+  // The old membership first: on the same connection, the coordinator must see it leave.
+  state.membership.reset();
   // A refusal comes back as the answer to the rank's next exchange entry.
-  tasks_->add(response.ignoreResult().catch_([](kj::Exception&&) {}));
+  state.membership = channel_.Join(join);
 }
 
 Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank,
@@ -270,10 +207,7 @@ Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank
       // The connection the rank joined on may look alive a little longer than the
       // coordinator: start over, unless another of this node's ranks already did (a newer
       // connection), which would cut that rank off again.
-      if (it->second.generation == connection_generation_) {
-        peer_ = nullptr;
-        connection_.reset();
-      }
+      if (it->second.generation == channel_.Connect()) channel_.Reset();
       SendJoin(job, rank, it->second, /*again=*/true);
     });
     if (!rejoined) return Unavailable(context + ": this daemon is shutting down");
@@ -285,17 +219,19 @@ Result<BatchLease> RemoteCoordinator::NextOnLoop(const std::string& job, uint32_
   return executor_->executeSync([&]() -> kj::Promise<Result<BatchLease>> {
     if (shut_down_) return Result<BatchLease>(Unavailable(context + ": this daemon is shutting down"));
     auto it = ranks_.find({job, rank});
-    if (it == ranks_.end() || it->second.coordination == nullptr)
+    if (it == ranks_.end() || it->second.membership == nullptr)
       return Result<BatchLease>(NotFound(RankName(job, rank) + " is not joined"));
     auto answer = kj::newPromiseAndFulfiller<Result<BatchLease>>();
     outboxes_[job].wants.push_back(Want{rank, epoch, kj::mv(answer.fulfiller)});
     Schedule(job);
-    return io_.provider->getTimer()
-        .timeoutAfter(options_.call_timeout, kj::mv(answer.promise))
+    // Whichever comes first: the answer, or the deadline's own value (no exception text
+    // to recognize).
+    kj::Promise<Result<BatchLease>> late =
+        timer_.afterDelay(options_.call_timeout).then([context] {
+          return Result<BatchLease>(DeadlineExceeded(context + ": no answer in time"));
+        });
+    return answer.promise.exclusiveJoin(kj::mv(late))
         .catch_([context](kj::Exception&& e) -> Result<BatchLease> {
-          if (e.getType() == kj::Exception::Type::OVERLOADED &&
-              e.getDescription().startsWith("operation timed out"))
-            return DeadlineExceeded(context + ": no answer in time");
           return rpc_status::FromException(e).WithContext(context);
         });
   });
@@ -305,7 +241,7 @@ void RemoteCoordinator::Schedule(const std::string& job) {
   Outbox& box = outboxes_[job];
   if (box.scheduled || box.in_flight) return;
   box.scheduled = true;
-  tasks_->add(io_.provider->getTimer().afterDelay(options_.batch_linger).then([this, job] {
+  tasks_->add(timer_.afterDelay(options_.batch_linger).then([this, job] {
     auto it = outboxes_.find(job);
     if (it == outboxes_.end()) return;
     it->second.scheduled = false;
@@ -316,77 +252,63 @@ void RemoteCoordinator::Schedule(const std::string& job) {
 void RemoteCoordinator::Flush(const std::string& job) {
   Outbox& box = outboxes_[job];
   if (box.in_flight || (box.commits.empty() && box.wants.empty())) return;
-  rpc::Peer::Client peer = Peer();
+  const uint64_t live = channel_.Connect();
   // Ranks that joined on an earlier connection are not members on this one: their wants
   // fail as unreachable (Next joins them again) and their commits wait for that join,
   // which reports them.
   auto current = [&](uint32_t rank) {
     auto it = ranks_.find({job, rank});
-    return it != ranks_.end() && it->second.generation == connection_generation_;
+    return it != ranks_.end() && it->second.generation == live;
   };
   std::vector<RankBatch> commits;
   for (const RankBatch& c : box.commits)
     if (current(c.rank)) commits.push_back(c);
   std::vector<Want> wants;
+  std::vector<RankWant> asked;
   for (Want& w : box.wants) {
-    if (current(w.rank))
+    if (current(w.rank)) {
+      asked.push_back(RankWant{w.rank, w.epoch});
       wants.push_back(kj::mv(w));
-    else
-      w.answer->fulfill(Unavailable("coordinator " + address_ + ": " + connection_error_));
+    } else {
+      w.answer->fulfill(Unavailable("coordinator " + address_ + ": " + channel_.error()));
+    }
   }
   box.commits.clear();
   box.wants.clear();
   if (commits.empty() && wants.empty()) return;
 
-  auto request = peer.exchangeRequest();
-  request.setJob(job);
-  ToRpc(commits, request.initCommits(commits.size()));
-  auto out_wants = request.initWants(wants.size());
-  for (size_t i = 0; i < wants.size(); ++i)
-    ToRpc(RankWant{wants[i].rank, wants[i].epoch}, out_wants[i]);
   box.in_flight = true;
   ++traffic_.exchanges;
   traffic_.commits += commits.size();
   auto pending = kj::heap<std::vector<Want>>(kj::mv(wants));
   auto& answers = *pending;
-  auto reply = request.send();
-  box.answered = nullptr;
-  tasks_->add(
-      kj::mv(reply)
-          .then(
-              [this, job, &answers](capnp::Response<rpc::Peer::ExchangeResults>&& response) {
-                auto results = response.getResults();
-                for (size_t i = 0; i < answers.size(); ++i) {
-                  if (i >= results.size()) {
-                    Answer(job, answers[i], Internal("the coordinator answered " +
-                                                     std::to_string(results.size()) + " of " +
-                                                     std::to_string(answers.size()) + " wants"));
-                    continue;
-                  }
-                  auto entry = results[i];
-                  if (entry.isLease())
-                    Answer(job, answers[i], FromRpc(entry.getLease()));
-                  else
-                    Answer(job, answers[i],
-                           rpc_status::FromDescription(std::string(entry.getError())));
-                }
-                for (auto error : response.getCommitErrors())
-                  spdlog::warn("coordinator {}: job '{}': {}", address_, job,
-                               rpc_status::FromDescription(std::string(error)).ToString());
-                auto it = outboxes_.find(job);
-                if (it != outboxes_.end()) it->second.answered = kj::mv(response);
-              },
-              [this, job, &answers](kj::Exception&& e) {
-                const Status failed = rpc_status::FromException(e);
-                for (Want& want : answers) Answer(job, want, failed);
-              })
-          .then([this, job] {
-            auto it = outboxes_.find(job);
-            if (it == outboxes_.end()) return;
-            it->second.in_flight = false;
-            Flush(job);
-          })
-          .attach(kj::mv(pending)));
+  tasks_->add(channel_.Exchange(job, kj::mv(commits), kj::mv(asked))
+                  .then([this, job, &answers](Result<ExchangeAnswer> answer) {
+                    if (!answer.ok()) {
+                      for (Want& want : answers) Answer(job, want, answer.status());
+                      return;
+                    }
+                    std::vector<Result<BatchLease>>& leases = answer->leases;
+                    for (size_t i = 0; i < answers.size(); ++i) {
+                      if (i < leases.size())
+                        Answer(job, answers[i], kj::mv(leases[i]));
+                      else
+                        Answer(job, answers[i],
+                               Internal("the coordinator answered " +
+                                        std::to_string(leases.size()) + " of " +
+                                        std::to_string(answers.size()) + " wants"));
+                    }
+                    for (const Status& error : answer->commit_errors)
+                      spdlog::warn("coordinator {}: job '{}': {}", address_, job,
+                                   error.ToString());
+                  })
+                  .then([this, job] {
+                    auto it = outboxes_.find(job);
+                    if (it == outboxes_.end()) return;
+                    it->second.in_flight = false;
+                    Flush(job);
+                  })
+                  .attach(kj::mv(pending)));
 }
 
 void RemoteCoordinator::Answer(const std::string& job, Want& want, Result<BatchLease> lease) {
@@ -419,7 +341,7 @@ Status RemoteCoordinator::Commit(const std::string& job, uint32_t rank, uint64_t
     auto held = it->second.held.find(epoch);
     if (held != it->second.held.end()) held->second[batch] = true;
     ++it->second.commits;
-    if (it->second.coordination == nullptr) return;
+    if (it->second.membership == nullptr) return;
     outboxes_[job].commits.push_back({rank, epoch, batch});
     Schedule(job);
   });
@@ -428,15 +350,6 @@ Status RemoteCoordinator::Commit(const std::string& job, uint32_t rank, uint64_t
 
 void RemoteCoordinator::Leave(const std::string& job, uint32_t rank) {
   OnLoop([&] { ranks_.erase({job, rank}); });
-}
-
-rpc::Job::Client RemoteCoordinator::OpenJob(const std::string& job, const Principal& caller) {
-  ++traffic_.opens;
-  auto request = Peer().openJobRequest();
-  request.setJob(job);
-  request.setNode(options_.node);
-  ToRpc(caller, request.initCaller());
-  return request.send().getJob();
 }
 
 OrderKey RemoteCoordinator::OrderKeyOf(const std::string& job) const {

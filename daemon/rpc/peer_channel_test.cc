@@ -1,6 +1,6 @@
-// RemoteCoordinator against a coordinator that never answers: what the event loop's
-// callers (StreamManager::Close, on the loop) must not wait for.
-#include "daemon/rpc/remote_coordinator.h"
+// A RemoteCoordinator over a PeerChannel to a coordinator that never answers: what the
+// event loop's callers (StreamManager::Close, on the loop) must not wait for.
+#include "daemon/rpc/peer_channel.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -21,6 +21,7 @@
 #include "common/env.h"
 #include "common/temp_dir_testing.h"
 #include "daemon/catalog/catalog.h"
+#include "daemon/coordinator/remote_coordinator.h"
 #include "daemon/stream/stream_manager.h"
 #include "daemon/stream/stream_testing.h"
 
@@ -91,7 +92,8 @@ TEST_CASE("closing a stream whose remote coordinator does not answer returns at 
   RemoteCoordinatorOptions options;
   options.node = "test-node";
   options.call_timeout = 30 * kj::SECONDS;
-  RemoteCoordinator remote(io, /*tls=*/nullptr, peer.address(), options);
+  PeerChannel channel(*io.provider, /*tls=*/nullptr, peer.address(), options.node);
+  RemoteCoordinator remote(timer, channel, peer.address(), options);
 
   std::unique_ptr<Env> env = NewPosixEnv();
   auto source = std::make_shared<FakeSource>(64, /*parallel=*/false);

@@ -1,16 +1,16 @@
 // RemoteCoordinator: the JobCoordinator of jobs that another node's daemon coordinates,
-// proxied over that daemon's Peer endpoint (schemas/peer.capnp, mutual TLS through
-// daemon/peer). The local streams of such a job lease their batches through it; the
+// proxied over a CoordinatorChannel to it (daemon/rpc/peer_channel: Cap'n Proto over
+// mutual TLS). The local streams of such a job lease their batches through it; the
 // coordinating daemon's JobLedger decides, so exactly-once holds across nodes.
 //
-// Calls map to Peer.joinJob (a rank's membership: its Coordination capability) and
-// Peer.exchange, which carries the commits and lease requests of all this node's ranks of
-// a job together: a call waits options.batch_linger for the other ranks' calls, and calls
-// made while an exchange is in flight go in the next one. So the coordinator's work, the
-// traffic and the journal grow with nodes, not ranks.
-//   Join    checks the plan locally (so the ring can be sized at once) and sends joinJob
-//           without waiting: a refusal (params unlike the job's, another dataset copy)
-//           comes back from the rank's first Next, naming the node.
+// Calls map to a membership per rank (Peer.joinJob) and exchanges, which carry the
+// commits and lease requests of all this node's ranks of a job together: a call waits
+// options.batch_linger for the other ranks' calls, and calls made while an exchange is in
+// flight go in the next one. So the coordinator's work, the traffic and the journal grow
+// with nodes, not ranks.
+//   Join    checks the plan locally (so the ring can be sized at once) and joins without
+//           waiting: a refusal (params unlike the job's, another dataset copy) comes back
+//           from the rank's first Next, naming the node.
 //   Next    waits for the coordinator's answer, at most options.call_timeout, and looks up
 //           the lease's sample ids (it names positions of the epoch's order) in this
 //           node's EpochOrders, on the calling thread. When the
@@ -21,19 +21,20 @@
 //           exactly where the rank stands. Past the deadline: kUnavailable, naming it.
 //   Commit  queued for the next exchange without waiting; a failure is logged. A commit
 //           lost with a dropped connection is reported when the rank joins again.
-//   Leave   releases the rank's Coordination capability: the coordinator drops its leases.
-// The connection is opened on the first Join and reopened on a Join after it dropped;
-// ranks whose connection dropped fail their next Next with kUnavailable.
+//   Leave   ends the rank's membership: the coordinator drops its leases.
+// The channel connects on the first Join and again on a Join after its connection
+// dropped; ranks whose connection dropped fail their next Next with kUnavailable.
 //
 // Thread-safety: Join, Commit, Leave and BatchesPerRank may be called from any thread,
 // including the event loop's; Next blocks and must not be called on the event loop's
-// thread (kInternal). Create the object on the event loop's thread and call Shutdown()
-// there before the loop goes away; after that, Next fails kUnavailable and the object may
-// be destroyed on any thread once no stream uses it.
-#ifndef EMBER_DAEMON_RPC_REMOTE_COORDINATOR_H_
-#define EMBER_DAEMON_RPC_REMOTE_COORDINATOR_H_
+// thread (kInternal). Create the object on the event loop's thread (the channel's) and
+// call Shutdown() there before the loop goes away; after that, Next fails kUnavailable and
+// the object may be destroyed on any thread once no stream uses it.
+#ifndef EMBER_DAEMON_COORDINATOR_REMOTE_COORDINATOR_H_
+#define EMBER_DAEMON_COORDINATOR_REMOTE_COORDINATOR_H_
 
-#include <kj/async-io.h>
+#include <kj/async.h>
+#include <kj/timer.h>
 
 #include <chrono>
 #include <cstdint>
@@ -45,12 +46,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/rpc_status.h"
+#include "daemon/coordinator/coordinator_channel.h"
 #include "daemon/coordinator/epoch_orders.h"
 #include "daemon/coordinator/job_coordinator.h"
 #include "daemon/coordinator/job_ledger.h"
-#include "daemon/peer/peer_connector.h"
-#include "daemon/peer/peer_tls.h"
-#include "schemas/peer.capnp.h"
 
 namespace ember::daemon {
 
@@ -61,30 +61,27 @@ struct RemoteCoordinatorOptions {
   // goes out (a stream asks well ahead of its trainer, so this costs no training time).
   kj::Duration batch_linger = 1 * kj::MILLISECONDS;
   std::chrono::milliseconds reconnect_timeout{60000};
-  PeerConnectOptions connect;
 };
 
 class RemoteCoordinator final : public JobCoordinator {
  public:
-  // `address`: the coordinating daemon's HOST:PORT. `tls` null: plain TCP (tls: off).
-  // `io` and `tls` must outlive the object.
-  RemoteCoordinator(kj::AsyncIoContext& io, PeerTls* tls, std::string address,
+  // `address`: the coordinating daemon's, for messages. `timer` (the event loop's) and
+  // `channel` must outlive the object.
+  RemoteCoordinator(kj::Timer& timer, CoordinatorChannel& channel, std::string address,
                     RemoteCoordinatorOptions options);
   ~RemoteCoordinator() noexcept override;
 
-  // Drops the connection and every rank's membership, and logs the coordination traffic
-  // (Traffic()). Event loop's thread only; idempotent.
+  // Ends every rank's membership, drops the channel's connection and logs the coordination
+  // traffic (traffic()). Event loop's thread only; idempotent.
   void Shutdown();
 
   // What this daemon sent the coordinator over all its connections so far.
   struct Traffic {
-    uint64_t connections = 0;
-    uint64_t joins = 0;       // Peer.joinJob
+    uint64_t joins = 0;       // memberships (Peer.joinJob)
     uint64_t exchanges = 0;   // Peer.exchange
-    uint64_t opens = 0;       // Peer.openJob (the store; its own calls are not counted)
     uint64_t leases = 0;      // leases received
     uint64_t commits = 0;     // commits sent
-    StreamTraffic bytes;      // RPC bytes, before TLS, of everything on the connections
+    ChannelTraffic channel;   // connections, stores opened, bytes (the channel's count)
   };
   // Event loop's thread only.
   Traffic traffic() const;
@@ -104,22 +101,15 @@ class RemoteCoordinator final : public JobCoordinator {
   Result<uint64_t> BatchesPerRank(const std::string& job) const override;
   bool remote() const override { return true; }
 
-  // The store and barriers of `job` at the coordinator (Peer.openJob), pipelined: calls on
-  // it wait for the connection. Event loop's thread only.
-  rpc::Job::Client OpenJob(const std::string& job, const Principal& caller);
-
  private:
-  class ErrorLog;
   // Runs `f` (returning void) on the event loop's thread, at once when called there; false
   // if the loop is gone.
   template <typename F>
   bool OnLoop(F&& f);
-  // The coordinator's Peer capability; connects if there is no live connection. Loop only.
-  rpc::Peer::Client Peer();
   struct RankState {
     JobParams params;
-    kj::Maybe<rpc::Coordination::Client> coordination;
-    uint64_t generation = 0;  // the connection it joined on (connection_generation_)
+    std::unique_ptr<CoordinatorChannel::Membership> membership;
+    uint64_t generation = 0;  // the channel's connection it joined on
     // Epoch -> batch -> consumed, of its last two epochs (what a join again reports).
     std::map<uint64_t, std::map<uint64_t, bool>> held;
     uint64_t leases = 0;   // received, over its membership
@@ -138,11 +128,8 @@ class RemoteCoordinator final : public JobCoordinator {
     std::vector<Want> wants;
     bool scheduled = false;  // a flush is due after batch_linger
     bool in_flight = false;  // an exchange is out; what comes meanwhile waits for it
-    // The last exchange's answer, released when the next exchange is sent: its Finish
-    // message then reaches the coordinator with the next call, one read for both.
-    kj::Maybe<capnp::Response<rpc::Peer::ExchangeResults>> answered;
   };
-  // Sends joinJob for the rank (with what it holds when `again`). Loop only.
+  // Joins the rank on the channel's connection (with what it holds when `again`). Loop only.
   void SendJoin(const std::string& job, uint32_t rank, RankState& state, bool again);
   // Sends the job's queued calls after batch_linger, unless an exchange is in flight
   // (then they go when it returns). Loop only.
@@ -154,8 +141,8 @@ class RemoteCoordinator final : public JobCoordinator {
   Result<BatchLease> NextOnLoop(const std::string& job, uint32_t rank, uint64_t epoch,
                                 const std::string& context);
 
-  kj::AsyncIoContext& io_;
-  PeerTls* const tls_;
+  kj::Timer& timer_;
+  CoordinatorChannel& channel_;
   const std::string address_;
   const RemoteCoordinatorOptions options_;
   kj::Own<const kj::Executor> executor_;
@@ -163,17 +150,11 @@ class RemoteCoordinator final : public JobCoordinator {
   const std::thread::id loop_thread_;
 
   // Loop-thread state.
-  std::unique_ptr<ErrorLog> error_log_;
+  std::unique_ptr<rpc_status::ReportFailures> error_log_;
   kj::Own<kj::TaskSet> tasks_;
-  std::unique_ptr<PeerConnection> connection_;
-  kj::Maybe<rpc::Peer::Client> peer_;
-  uint64_t connection_generation_ = 0;
-  // Why a rank's connection is gone, for the error of its next Next.
-  std::string connection_error_ = "the connection it joined on ended";
   std::map<std::pair<std::string, uint32_t>, RankState> ranks_;
   std::map<std::string, Outbox> outboxes_;  // by job
-  Traffic traffic_;  // but its bytes, which are counted in stream_traffic_
-  std::shared_ptr<StreamTraffic> stream_traffic_ = std::make_shared<StreamTraffic>();
+  Traffic traffic_;  // but its channel's, which the channel counts
 
   // The order of the job's epochs, for the sample ids of its leases (which carry
   // positions); {} when the job is unknown.
@@ -187,4 +168,4 @@ class RemoteCoordinator final : public JobCoordinator {
 
 }  // namespace ember::daemon
 
-#endif  // EMBER_DAEMON_RPC_REMOTE_COORDINATOR_H_
+#endif  // EMBER_DAEMON_COORDINATOR_REMOTE_COORDINATOR_H_
