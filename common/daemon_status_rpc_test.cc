@@ -2,13 +2,14 @@
 
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
-#include <capnp/serialize.h>
 
 #include <string>
 #include <tuple>
 #include <utility>
 
 #include <catch2/catch.hpp>
+
+#include "common/wire_testing.h"
 
 namespace ember {
 
@@ -181,112 +182,21 @@ DaemonStatus FilledStatus() {
   return d;
 }
 
-// Calls check(index, equal) for each field of `a` and `b`, in declaration order.
-template <typename T, typename Check, size_t... I>
-void CompareFields(const T& a, const T& b, const Check& check, std::index_sequence<I...>) {
-  const auto fields_a = Fields(a);
-  const auto fields_b = Fields(b);
-  (check(I, std::get<I>(fields_a) == std::get<I>(fields_b)), ...);
-}
-
-template <typename T, typename Check>
-void CompareFields(const T& a, const T& b, const Check& check) {
-  constexpr size_t kFields = std::tuple_size<decltype(Fields(a))>::value;
-  CompareFields(a, b, check, std::make_index_sequence<kFields>());
-}
-
-// Fails naming each field (its index in declaration order) of `filled` equal to a
-// default-constructed T's.
-template <typename T>
-void CheckEveryFieldSet(const T& filled) {
-  CompareFields(filled, T{}, [](size_t index, bool equal) {
-    INFO("field #" << index << " of the filled value has its default value");
-    CHECK_FALSE(equal);
-  });
-}
-
-// Fails naming each field of `got` unlike the same field of `want`.
-template <typename T>
-void CheckSameFields(const T& got, const T& want) {
-  CompareFields(got, want, [](size_t index, bool equal) {
-    INFO("field #" << index << " differs after the round trip");
-    CHECK(equal);
-  });
-}
-
-// Fails naming each field of the schema struct `r` (and of the structs in it, lists'
-// elements included) left at its default: empty text, an empty list, a primitive equal
-// to the schema's default. So a schema field ToRpc forgets to set fails the test.
-void CheckEverySchemaFieldSet(capnp::DynamicStruct::Reader r, const std::string& path);
-
-void CheckValueSet(capnp::DynamicValue::Reader value, capnp::Type type, const std::string& path) {
-  INFO(path);
-  switch (type.which()) {
-    case capnp::schema::Type::TEXT:
-      CHECK(value.as<capnp::Text>().size() > 0);
-      break;
-    case capnp::schema::Type::DATA:
-      CHECK(value.as<capnp::Data>().size() > 0);
-      break;
-    case capnp::schema::Type::STRUCT:
-      CheckEverySchemaFieldSet(value.as<capnp::DynamicStruct>(), path);
-      break;
-    case capnp::schema::Type::LIST: {
-      auto list = value.as<capnp::DynamicList>();
-      CHECK(list.size() > 0);
-      const capnp::Type element = type.asList().getElementType();
-      for (uint32_t i = 0; i < list.size(); ++i)
-        CheckValueSet(list[i], element, path + "[" + std::to_string(i) + "]");
-      break;
-    }
-    default:
-      break;  // primitives: checked by the caller, which knows the field's default
+// The converters under test, for wire_testing.
+struct StatusWire {
+  template <typename T, typename Builder>
+  static void To(const T& value, Builder builder) {
+    ToRpc(value, builder);
   }
-}
-
-void CheckEverySchemaFieldSet(capnp::DynamicStruct::Reader r, const std::string& path) {
-  for (capnp::StructSchema::Field field : r.getSchema().getFields()) {
-    const std::string name = path + "." + field.getProto().getName().cStr();
-    const capnp::Type type = field.getType();
-    if (type.isText() || type.isData() || type.isStruct() || type.isList()) {
-      INFO(name << " is null");
-      CHECK(r.has(field));
-      if (r.has(field)) CheckValueSet(r.get(field), type, name);
-    } else {
-      INFO(name << " has its default value");
-      CHECK(r.has(field, capnp::HasMode::NON_DEFAULT));
-    }
+  template <typename Reader>
+  static auto From(Reader reader) {
+    return FromRpc(reader);
   }
-}
+};
 
-// `value` written with ToRpc into a message, the message serialized and read back with
-// FromRpc; every schema field checked set on the way.
-template <typename Rpc, typename T>
-T RoundTrip(const T& value) {
-  capnp::MallocMessageBuilder message;
-  ToRpc(value, message.initRoot<Rpc>());
-  const kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  capnp::FlatArrayMessageReader reader(words);
-  return FromRpc(reader.getRoot<Rpc>());
-}
-
-template <typename Rpc, typename T>
-void CheckSchemaFilledBy(const T& value) {
-  capnp::MallocMessageBuilder message;
-  auto builder = message.initRoot<Rpc>();
-  ToRpc(value, builder);
-  CheckEverySchemaFieldSet(capnp::toDynamic(builder.asReader()),
-                           capnp::Schema::from<Rpc>().getShortDisplayName().cStr());
-}
-
-// The round trip keeps every field of a fully filled value, and ToRpc sets every field of
-// the schema struct; a default value comes back as it was.
 template <typename Rpc, typename T>
 void CheckConverter(const T& filled) {
-  CheckEveryFieldSet(filled);
-  CheckSchemaFilledBy<Rpc>(filled);
-  CheckSameFields(RoundTrip<Rpc>(filled), filled);
-  CheckSameFields(RoundTrip<Rpc>(T{}), T{});
+  wire_testing::CheckConverter<Rpc, StatusWire>(filled);
 }
 
 TEST_CASE("DatasetSpec round-trips every field") { CheckConverter<rpc::DatasetSpec>(FilledSpec()); }
