@@ -3,7 +3,7 @@
 // 127.0.0.1:0` and `tls: off` (or is pointed at one with --coordinator), then simulates
 // --nodes node daemons on loopback from --threads kj event loops: one peer connection per
 // node, hello, and a Peer.joinJob per rank (--ranks-per-node), as
-// daemon/rpc/remote_coordinator.cc does. After one untimed step, at --steps-per-second every rank of every node, on its
+// daemon/coordinator/remote_coordinator.cc does. After one untimed step, at --steps-per-second every rank of every node, on its
 // node's tick (all nodes at once, or spread over --spread of the step's interval),
 // commits the batch it holds and asks for its next one: one Peer.exchange per node per
 // step carrying its ranks' commits and lease requests, as the proxy does (protocol 2;
@@ -408,7 +408,7 @@ class SimThread final : public kj::TaskSet::ErrorHandler {
   }
 
   // The node's daemon speaks for its ranks in one Peer.exchange, as
-  // daemon/rpc/remote_coordinator.cc does; a node whose exchange is outstanding skips
+  // daemon/coordinator/remote_coordinator.cc does; a node whose exchange is outstanding skips
   // the tick (each of its ranks a late tick).
   void TickNode(Node& node, bool counted) {
     if (node.pending) {
