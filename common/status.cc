@@ -38,7 +38,7 @@ Status ErrnoStatus(const std::string& what, int err) {
   switch (err) {
     case ENOENT: return NotFound(message);
     case EACCES:
-    case EPERM: return FailedPrecondition(message);
+    case EPERM: return PermissionDenied(message);
     case ENOMEM:
     case ENOSPC: return ResourceExhausted(message);
     default: return Internal(message);

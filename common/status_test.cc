@@ -35,6 +35,8 @@ TEST_CASE("assign-or-return propagates the first error") {
 
 TEST_CASE("errno maps to codes") {
   CHECK(ErrnoStatus("open /x", ENOENT).code() == StatusCode::kNotFound);
+  CHECK(ErrnoStatus("open /x", EACCES).code() == StatusCode::kPermissionDenied);
+  CHECK(ErrnoStatus("open /x", EPERM).code() == StatusCode::kPermissionDenied);
   CHECK(ErrnoStatus("open /x", ENOSPC).code() == StatusCode::kResourceExhausted);
   CHECK(ErrnoStatus("open /x", EIO).message().rfind("open /x: ", 0) == 0);
 }

@@ -118,10 +118,10 @@ TEST_CASE("A file that cannot be read mid-pack fails it, naming the file, and le
 
   SECTION("an injected read error") {
     FaultEnv env(posix.get());
-    env.FailReadFile(src + "/dog/y.Jpeg", FailedPrecondition(src + "/dog/y.Jpeg: open: Permission denied"));
+    env.FailReadFile(src + "/dog/y.Jpeg", PermissionDenied(src + "/dog/y.Jpeg: open: Permission denied"));
     auto summary = PackImageFolder(env, src, parent + "/out", options);
     REQUIRE_FALSE(summary.ok());
-    CHECK(summary.status().code() == StatusCode::kFailedPrecondition);
+    CHECK(summary.status().code() == StatusCode::kPermissionDenied);
     CHECK_THAT(summary.status().message(), Contains(src + "/dog/y.Jpeg"));
   }
   SECTION("a dangling symlink") {

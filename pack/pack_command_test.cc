@@ -95,7 +95,7 @@ TEST_CASE("RunPackCommand reports a failed final rename and leaves nothing behin
   MakeImageFolder(parent + "/src", 2, 500);
   auto posix = NewPosixEnv();
   FaultEnv env(posix.get());
-  env.FailRename(parent + "/out", FailedPrecondition("rename: Permission denied"));
+  env.FailRename(parent + "/out", PermissionDenied("rename: Permission denied"));
   PackCommand command;
   command.src = parent + "/src";
   command.out = parent + "/out";

@@ -68,7 +68,7 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
 // Converts an errno value once, where it happens: "<what>: <strerror(err)>".
-// ENOENT maps to kNotFound, EACCES/EPERM to kFailedPrecondition, ENOMEM/ENOSPC to
+// ENOENT maps to kNotFound, EACCES/EPERM to kPermissionDenied, ENOMEM/ENOSPC to
 // kResourceExhausted, everything else to kInternal.
 Status ErrnoStatus(const std::string& what, int err);
 
