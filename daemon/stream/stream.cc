@@ -73,7 +73,7 @@ std::vector<TensorSpec> StreamTensors(const DatasetInfo& info, bool sample_ids) 
   return tensors;
 }
 
-Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordinator& ledger,
+Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordinator& coordinator,
                                               const DatasetInfo& info,
                                               DatasetCache::SourceFuture source,
                                               DecodePool* decode_pool,
@@ -103,32 +103,32 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
   if (params.rejoin)
     for (uint64_t b = 0; b < params.rejoin_received; ++b)
       held.push_back({params.rejoin_epoch, b, /*consumed=*/true});
-  EMBER_RETURN_IF_ERROR(ledger.Join(params.job, params.rank, job_params, held));
-  auto batches = ledger.BatchesPerRank(params.job);
+  EMBER_RETURN_IF_ERROR(coordinator.Join(params.job, params.rank, job_params, held));
+  auto batches = coordinator.BatchesPerRank(params.job);
   if (!batches.ok()) {
-    ledger.Leave(params.job, params.rank);
+    coordinator.Leave(params.job, params.rank);
     return batches.status();
   }
   const std::string ring_name = "ember-" + params.job + "-r" + std::to_string(params.rank);
   auto ring = RingWriter::Create(env, ring_name, params.slots,
                                  BatchPayloadBytes(tensors, params.batch_size), *batches);
   if (!ring.ok()) {
-    ledger.Leave(params.job, params.rank);
+    coordinator.Leave(params.job, params.rank);
     return ring.status();
   }
-  std::unique_ptr<Stream> stream(new Stream(id, env, ledger, info, std::move(source),
+  std::unique_ptr<Stream> stream(new Stream(id, env, coordinator, info, std::move(source),
                                             decode_pool, params, *batches,
                                             std::move(ring).value()));
   stream->producer_ = std::thread([s = stream.get()] { s->Run(); });
   return stream;
 }
 
-Stream::Stream(uint64_t id, Env& env, JobCoordinator& ledger, DatasetInfo info,
+Stream::Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo info,
                DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
                uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring)
     : id_(id),
       env_(env),
-      ledger_(ledger),
+      coordinator_(coordinator),
       info_(std::move(info)),
       tensors_(StreamTensors(info_, params.sample_ids)),
       row_bytes_(RowBytes(tensors_)),
@@ -153,16 +153,16 @@ Stream::~Stream() {
 void Stream::Stop() {
   stop_.store(true, std::memory_order_release);
   ring_->Wake();
-  std::lock_guard<std::mutex> lock(ledger_mu_);
+  std::lock_guard<std::mutex> lock(coordinator_mu_);
   if (left_job_) return;
   left_job_ = true;
   // Commit the batches whose slots the reader handed back; Leave returns the others.
   for (uint32_t i = 0; i < in_slot_.size(); ++i) {
     if (in_slot_[i] && ring_->SlotFree(i))
-      (void)ledger_.Commit(params_.job, params_.rank, in_slot_[i]->epoch, in_slot_[i]->batch);
+      (void)coordinator_.Commit(params_.job, params_.rank, in_slot_[i]->epoch, in_slot_[i]->batch);
     in_slot_[i].reset();
   }
-  ledger_.Leave(params_.job, params_.rank);
+  coordinator_.Leave(params_.job, params_.rank);
 }
 
 void Stream::Run() {
@@ -404,26 +404,26 @@ void Stream::LogSkipsHeldBack(uint64_t held_back) const {
 }
 
 Result<BatchLease> Stream::NextLease(uint64_t epoch) {
-  std::unique_lock<std::mutex> lock(ledger_mu_);
+  std::unique_lock<std::mutex> lock(coordinator_mu_);
   if (left_job_) return Cancelled("stream closed");
   Result<BatchLease> lease = Internal("unset");
-  if (ledger_.remote()) {
+  if (coordinator_.remote()) {
     // The answer may take the coordinator's deadline, and Stop() may come meanwhile on
     // the loop the call waits for. A lease answered after Stop() left the job went back
     // with the membership it was granted to.
     lock.unlock();
-    lease = ledger_.Next(params_.job, params_.rank, epoch);
+    lease = coordinator_.Next(params_.job, params_.rank, epoch);
     lock.lock();
     if (left_job_) return Cancelled("stream closed");
   } else {
-    lease = ledger_.Next(params_.job, params_.rank, epoch);
+    lease = coordinator_.Next(params_.job, params_.rank, epoch);
   }
   if (!lease.ok()) return lease.status().WithContext("job '" + params_.job + "'");
   return lease;
 }
 
 Status Stream::CommitConsumed() {
-  // The batches handed back, committed without ledger_mu_ (a remote coordinator's Commit
+  // The batches handed back, committed without coordinator_mu_ (a remote coordinator's Commit
   // waits for its loop, where Stop() may be waiting for the lock). They stay in in_slot_
   // until committed, so that a Stop() meanwhile commits them too (commits are idempotent)
   // before it leaves the job.
@@ -433,21 +433,22 @@ Status Stream::CommitConsumed() {
   };
   std::vector<Consumed> consumed;
   {
-    std::lock_guard<std::mutex> lock(ledger_mu_);
+    std::lock_guard<std::mutex> lock(coordinator_mu_);
     if (left_job_) return Cancelled("stream closed");
     for (uint32_t i = 0; i < in_slot_.size(); ++i)
       if (in_slot_[i] && ring_->SlotFree(i))
         consumed.push_back({i, in_slot_[i]->epoch, in_slot_[i]->batch});
   }
-  for (const Consumed& c : consumed) (void)ledger_.Commit(params_.job, params_.rank, c.epoch, c.batch);
-  std::lock_guard<std::mutex> lock(ledger_mu_);
+  for (const Consumed& c : consumed)
+    (void)coordinator_.Commit(params_.job, params_.rank, c.epoch, c.batch);
+  std::lock_guard<std::mutex> lock(coordinator_mu_);
   if (left_job_) return Cancelled("stream closed");
   for (const Consumed& c : consumed) in_slot_[c.slot].reset();
   return Status::Ok();
 }
 
 Status Stream::Publish(ring::SlotHeader* slot, BatchLease lease, uint64_t rows) {
-  std::lock_guard<std::mutex> lock(ledger_mu_);
+  std::lock_guard<std::mutex> lock(coordinator_mu_);
   if (left_job_) return Cancelled("stream closed");
   in_slot_[ring_->IndexOf(slot)] = std::move(lease);
   // Counted before the reader can see the batch, so that its stats never lag behind it.

@@ -111,12 +111,12 @@ std::vector<TensorSpec> StreamTensors(const DatasetInfo& info, bool sample_ids);
 
 class Stream {
  public:
-  // Joins the job in `ledger` (kInvalidArgument on params that do not match the job's),
+  // Joins the job at `coordinator` (kInvalidArgument on params that do not match the job's),
   // creates the ring and starts the producer. The dataset loads in the background; a load
   // error ends the stream with it (the reader sees kDataLoss and the message). Sources
   // that decode spread each batch over `decode_pool` (may be null: all work inline);
   // the pool must outlive the stream.
-  static Result<std::unique_ptr<Stream>> Start(uint64_t id, Env& env, JobCoordinator& ledger,
+  static Result<std::unique_ptr<Stream>> Start(uint64_t id, Env& env, JobCoordinator& coordinator,
                                                const DatasetInfo& info,
                                                DatasetCache::SourceFuture source,
                                                DecodePool* decode_pool,
@@ -155,7 +155,7 @@ class Stream {
   StreamStats Stats() const;
 
  private:
-  Stream(uint64_t id, Env& env, JobCoordinator& ledger, DatasetInfo info,
+  Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo info,
          DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
          uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring);
   void Run();
@@ -173,7 +173,7 @@ class Stream {
   // Waits for the batch and returns the rows written. A corrupt sample fails the batch,
   // or under on_error: skip is logged, counted and left out (the batch gets fewer rows).
   Result<uint64_t> FinishFill(Filling& filling);
-  // This rank's next batch of `epoch` from the ledger; kCancelled once stopped.
+  // This rank's next batch of `epoch` from the coordinator; kCancelled once stopped.
   Result<BatchLease> NextLease(uint64_t epoch);
   // Commits the batches whose slots the reader has handed back. kCancelled once stopped.
   Status CommitConsumed();
@@ -182,7 +182,7 @@ class Stream {
   Status Publish(ring::SlotHeader* slot, BatchLease lease, uint64_t rows);
   const uint64_t id_;
   Env& env_;
-  JobCoordinator& ledger_;
+  JobCoordinator& coordinator_;
   const DatasetInfo info_;
   const std::vector<TensorSpec> tensors_;  // StreamTensors(info_, params_.sample_ids)
   const uint64_t row_bytes_;               // payload bytes of one sample, all tensors_
@@ -208,13 +208,13 @@ class Stream {
   std::atomic<bool> drain_{false};
   std::atomic<bool> filling_{false};
 
-  // Orders the producer's ledger calls and publishing against Stop(): once Stop() has
+  // Orders the producer's coordinator calls and publishing against Stop(): once Stop() has
   // left the job, no batch is leased or published by this stream, and every batch it
   // committed was consumed. Never held across a call that waits for another daemon
   // (JobCoordinator::remote()), so that Stop() on the event loop returns at once.
-  std::mutex ledger_mu_;
-  bool left_job_ = false;  // guarded by ledger_mu_
-  // The lease whose batch sits in each slot, until committed; guarded by ledger_mu_.
+  std::mutex coordinator_mu_;
+  bool left_job_ = false;  // guarded by coordinator_mu_
+  // The lease whose batch sits in each slot, until committed; guarded by coordinator_mu_.
   std::vector<std::optional<BatchLease>> in_slot_;
 
   mutable std::mutex rate_mu_;

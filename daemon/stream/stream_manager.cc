@@ -16,18 +16,18 @@ constexpr auto kReapInterval = std::chrono::milliseconds(20);
 
 }  // namespace
 
-StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger, DatasetCache* cache,
-                             DecodePool* decode_pool, StreamLimits limits)
-    : StreamManager(env, catalog, ledger,
+StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* local_coordinator,
+                             DatasetCache* cache, DecodePool* decode_pool, StreamLimits limits)
+    : StreamManager(env, catalog, local_coordinator,
                     [cache](const DatasetInfo& info) { return cache->Get(info); }, decode_pool,
                     limits) {}
 
-StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger,
+StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* local_coordinator,
                              SourceLoader load_source, DecodePool* decode_pool,
                              StreamLimits limits)
     : env_(env),
       catalog_(catalog),
-      ledger_(ledger),
+      local_coordinator_(local_coordinator),
       load_source_(std::move(load_source)),
       decode_pool_(decode_pool),
       limits_(limits),
@@ -130,7 +130,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
     EMBER_RETURN_IF_ERROR(ReserveLocked(params, ring_bytes));
     id = next_id_++;
   }
-  JobCoordinator* coordinator = ledger_;
+  JobCoordinator* coordinator = local_coordinator_;
   if (!params.coordinator.empty()) {
     Result<JobCoordinator*> resolved =
         resolve_ ? resolve_(params.coordinator)

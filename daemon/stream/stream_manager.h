@@ -44,16 +44,16 @@ class StreamManager {
   // Where a stream's samples come from: DatasetCache::Get in the daemon.
   using SourceLoader = std::function<DatasetCache::SourceFuture(const DatasetInfo&)>;
   // The coordinator of a stream whose StreamParams::coordinator names a daemon (HOST:PORT):
-  // `ledger` when that is this daemon, else a proxy to it (RemoteCoordinator). Called on the
-  // thread that calls Open; the result must outlive the streams.
+  // `local_coordinator` when that is this daemon, else a proxy to it (RemoteCoordinator).
+  // Called on the thread that calls Open; the result must outlive the streams.
   using CoordinatorResolver = std::function<Result<JobCoordinator*>(const std::string& address)>;
 
   // Everything must outlive the manager. Streams read datasets from `cache`.
-  StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger, DatasetCache* cache,
-                DecodePool* decode_pool, StreamLimits limits);
+  StreamManager(Env* env, Catalog* catalog, JobCoordinator* local_coordinator,
+                DatasetCache* cache, DecodePool* decode_pool, StreamLimits limits);
   // As above, with streams reading from what `load_source` returns (tests: fake sources).
-  StreamManager(Env* env, Catalog* catalog, JobCoordinator* ledger, SourceLoader load_source,
-                DecodePool* decode_pool, StreamLimits limits);
+  StreamManager(Env* env, Catalog* catalog, JobCoordinator* local_coordinator,
+                SourceLoader load_source, DecodePool* decode_pool, StreamLimits limits);
   // Streams with a coordinator address go through `resolve` (set before the first Open;
   // without it such streams are refused with kFailedPrecondition).
   void set_coordinator_resolver(CoordinatorResolver resolve) { resolve_ = std::move(resolve); }
@@ -102,7 +102,7 @@ class StreamManager {
 
   Env* env_;
   Catalog* catalog_;
-  JobCoordinator* ledger_;
+  JobCoordinator* local_coordinator_;
   CoordinatorResolver resolve_;
   const SourceLoader load_source_;
   DecodePool* decode_pool_;
