@@ -189,6 +189,173 @@ void EncodeListRecords(Tag tag, const std::string& head, const std::vector<uint6
   } while (next < list.size());
 }
 
+// Applies a journal's records to a ledger, one function per record type; keeps which job
+// each live id names.
+class RecordReplayer {
+ public:
+  RecordReplayer(JobLedger& ledger, LedgerReplay& counts) : ledger_(ledger), counts_(counts) {}
+
+  // Applies record `index`, whose tag is read into *tag.
+  Status Apply(size_t index, const std::string& record, uint8_t* tag) {
+    Decoder in(record);
+    EMBER_RETURN_IF_ERROR(in.Byte("tag", tag));
+    if ((index == 0) != (*tag == kFormat))
+      return InvalidArgument(index == 0 ? "the first record is not a format record"
+                                        : "a format record after the first");
+    switch (*tag) {
+      case kFormat: return Format(in);
+      case kJob: return Job(in);
+      case kCommit: return Commit(in);
+      case kCommits: return Commits(in);
+      case kForget: return Forget(in);
+      case kFinished: return Finished(in);
+      case kConsumed: return Consumed(in);
+      default: return InvalidArgument("unknown record tag " + std::to_string(*tag));
+    }
+  }
+
+  const std::unordered_map<uint64_t, std::string>& live_jobs() const { return names_; }
+  uint64_t max_id() const { return max_id_; }
+
+ private:
+  Result<std::string> NameOf(uint64_t id) const {
+    auto it = names_.find(id);
+    if (it == names_.end()) return NotFound("job id " + std::to_string(id) + " is not live");
+    return it->second;
+  }
+  // The job named by the record's next field, an id.
+  Result<std::string> ReadJob(Decoder& in) const {
+    uint64_t id = 0;
+    EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
+    return NameOf(id);
+  }
+  static Status CheckBelowMax(const char* what, uint64_t value) {
+    if (value == std::numeric_limits<uint64_t>::max())
+      return InvalidArgument(std::string(what) + " " + std::to_string(value) +
+                             " is out of range");
+    return Status::Ok();
+  }
+
+  Status Format(Decoder& in) {
+    uint64_t version = 0;
+    EMBER_RETURN_IF_ERROR(in.Varint("version", &version));
+    if (version != kFormatVersion)
+      return InvalidArgument("version " + std::to_string(version) + ", this build reads version " +
+                             std::to_string(kFormatVersion));
+    return in.Finish();
+  }
+
+  // A job created (or its params again, under a new id after a compaction).
+  Status Job(Decoder& in) {
+    uint64_t id = 0;
+    std::string job;
+    JobParams params;
+    EMBER_RETURN_IF_ERROR(DecodeJob(in, &id, &job, &params));
+    EMBER_RETURN_IF_ERROR(in.Finish());
+    auto it = names_.find(id);
+    if (it != names_.end() && it->second != job)
+      return InvalidArgument("job id " + std::to_string(id) + " already names job '" +
+                             it->second + "'");
+    for (auto other = names_.begin(); other != names_.end(); ++other) {
+      if (other->second == job) {
+        names_.erase(other);
+        break;
+      }
+    }
+    EMBER_RETURN_IF_ERROR(ledger_.ReplayJob(job, params));
+    names_[id] = job;
+    max_id_ = std::max(max_id_, id);
+    return Status::Ok();
+  }
+
+  // One rank's commit of one batch.
+  Status Commit(Decoder& in) {
+    EMBER_ASSIGN_OR_RETURN(const std::string job, ReadJob(in));
+    uint32_t rank = 0;
+    uint64_t epoch = 0, batch = 0;
+    EMBER_RETURN_IF_ERROR(in.Uint32("rank", &rank));
+    EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
+    EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
+    EMBER_RETURN_IF_ERROR(in.Finish());
+    EMBER_RETURN_IF_ERROR(CheckBelowMax("batch", batch));
+    ++counts_.commits;
+    return ledger_.ReplayConsumed(job, rank, epoch, batch, batch + 1);
+  }
+
+  // One step's commits by runs of ranks.
+  Status Commits(Decoder& in) {
+    EMBER_ASSIGN_OR_RETURN(const std::string job, ReadJob(in));
+    uint64_t epoch = 0, batch = 0, runs = 0;
+    EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
+    EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
+    EMBER_RETURN_IF_ERROR(in.Count("runs", &runs));
+    EMBER_RETURN_IF_ERROR(CheckBelowMax("batch", batch));
+    for (uint64_t i = 0; i < runs; ++i) {
+      uint32_t first = 0, count = 0;
+      EMBER_RETURN_IF_ERROR(in.Uint32("first rank", &first));
+      EMBER_RETURN_IF_ERROR(in.Uint32("rank count", &count));
+      if (count == 0 || uint64_t{first} + count > std::numeric_limits<uint32_t>::max())
+        return InvalidArgument("ranks " + std::to_string(first) + " + " +
+                               std::to_string(count) + " are out of range");
+      for (uint32_t rank = first; rank < first + count; ++rank) {
+        ++counts_.commits;
+        EMBER_RETURN_IF_ERROR(ledger_.ReplayConsumed(job, rank, epoch, batch, batch + 1));
+      }
+    }
+    return in.Finish();
+  }
+
+  Status Forget(Decoder& in) {
+    uint64_t id = 0;
+    EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
+    EMBER_RETURN_IF_ERROR(in.Finish());
+    EMBER_ASSIGN_OR_RETURN(const std::string job, NameOf(id));
+    ledger_.ReplayForget(job);
+    names_.erase(id);
+    return Status::Ok();
+  }
+
+  // Epochs finished: all below a watermark, and some above it one by one.
+  Status Finished(Decoder& in) {
+    EMBER_ASSIGN_OR_RETURN(const std::string job, ReadJob(in));
+    uint64_t below = 0, count = 0;
+    EMBER_RETURN_IF_ERROR(in.Varint("below", &below));
+    EMBER_RETURN_IF_ERROR(in.Count("count", &count));
+    EMBER_RETURN_IF_ERROR(ledger_.ReplayEpochsFinished(job, 0, below));
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t epoch = 0;
+      EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
+      EMBER_RETURN_IF_ERROR(CheckBelowMax("epoch", epoch));
+      EMBER_RETURN_IF_ERROR(ledger_.ReplayEpochsFinished(job, epoch, epoch + 1));
+    }
+    return in.Finish();
+  }
+
+  // A rank's batches of an epoch consumed: all below a watermark, and some above it.
+  Status Consumed(Decoder& in) {
+    EMBER_ASSIGN_OR_RETURN(const std::string job, ReadJob(in));
+    uint32_t rank = 0;
+    uint64_t epoch = 0, below = 0, count = 0;
+    EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
+    EMBER_RETURN_IF_ERROR(in.Uint32("rank", &rank));
+    EMBER_RETURN_IF_ERROR(in.Varint("below", &below));
+    EMBER_RETURN_IF_ERROR(in.Count("count", &count));
+    EMBER_RETURN_IF_ERROR(ledger_.ReplayConsumed(job, rank, epoch, 0, below));
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t batch = 0;
+      EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
+      EMBER_RETURN_IF_ERROR(CheckBelowMax("batch", batch));
+      EMBER_RETURN_IF_ERROR(ledger_.ReplayConsumed(job, rank, epoch, batch, batch + 1));
+    }
+    return in.Finish();
+  }
+
+  JobLedger& ledger_;
+  LedgerReplay& counts_;
+  std::unordered_map<uint64_t, std::string> names_;  // live jobs by id
+  uint64_t max_id_ = 0;
+};
+
 }  // namespace
 
 LedgerJournal::LedgerJournal(JobLedger* ledger, std::unique_ptr<Journal> journal,
@@ -229,146 +396,18 @@ LedgerJournal::~LedgerJournal() {
 }
 
 Status LedgerJournal::Replay(const std::vector<std::string>& records, LedgerReplay* replay) {
-  std::unordered_map<uint64_t, std::string> names;  // live jobs by id
-  uint64_t max_id = 0;
-  auto name_of = [&names](uint64_t id) -> Result<std::string> {
-    auto it = names.find(id);
-    if (it == names.end()) return NotFound("job id " + std::to_string(id) + " is not live");
-    return it->second;
-  };
-  // Applies record `index`, whose tag is read into *tag.
-  auto apply = [&](size_t index, uint8_t* tag) -> Status {
-    Decoder in(records[index]);
-    EMBER_RETURN_IF_ERROR(in.Byte("tag", tag));
-    if ((index == 0) != (*tag == kFormat))
-      return InvalidArgument(index == 0 ? "the first record is not a format record"
-                                        : "a format record after the first");
-    uint64_t id = 0;
-    switch (*tag) {
-      case kFormat: {
-        uint64_t version = 0;
-        EMBER_RETURN_IF_ERROR(in.Varint("version", &version));
-        if (version != kFormatVersion)
-          return InvalidArgument("version " + std::to_string(version) +
-                                 ", this build reads version " +
-                                 std::to_string(kFormatVersion));
-        return in.Finish();
-      }
-      case kJob: {
-        std::string job;
-        JobParams params;
-        EMBER_RETURN_IF_ERROR(DecodeJob(in, &id, &job, &params));
-        EMBER_RETURN_IF_ERROR(in.Finish());
-        auto it = names.find(id);
-        if (it != names.end() && it->second != job)
-          return InvalidArgument("job id " + std::to_string(id) + " already names job '" +
-                                 it->second + "'");
-        for (auto other = names.begin(); other != names.end(); ++other) {
-          if (other->second == job) {
-            names.erase(other);
-            break;
-          }
-        }
-        EMBER_RETURN_IF_ERROR(ledger_->ReplayJob(job, params));
-        names[id] = job;
-        max_id = std::max(max_id, id);
-        return Status::Ok();
-      }
-      case kCommit: {
-        uint32_t rank = 0;
-        uint64_t epoch = 0, batch = 0;
-        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
-        EMBER_RETURN_IF_ERROR(in.Uint32("rank", &rank));
-        EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
-        EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
-        EMBER_RETURN_IF_ERROR(in.Finish());
-        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
-        if (batch == std::numeric_limits<uint64_t>::max())
-          return InvalidArgument("batch " + std::to_string(batch) + " is out of range");
-        ++replay->commits;
-        return ledger_->ReplayConsumed(job, rank, epoch, batch, batch + 1);
-      }
-      case kCommits: {
-        uint64_t epoch = 0, batch = 0, runs = 0;
-        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
-        EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
-        EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
-        EMBER_RETURN_IF_ERROR(in.Count("runs", &runs));
-        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
-        if (batch == std::numeric_limits<uint64_t>::max())
-          return InvalidArgument("batch " + std::to_string(batch) + " is out of range");
-        for (uint64_t i = 0; i < runs; ++i) {
-          uint32_t first = 0, count = 0;
-          EMBER_RETURN_IF_ERROR(in.Uint32("first rank", &first));
-          EMBER_RETURN_IF_ERROR(in.Uint32("rank count", &count));
-          if (count == 0 || uint64_t{first} + count > std::numeric_limits<uint32_t>::max())
-            return InvalidArgument("ranks " + std::to_string(first) + " + " +
-                                   std::to_string(count) + " are out of range");
-          for (uint32_t rank = first; rank < first + count; ++rank) {
-            ++replay->commits;
-            EMBER_RETURN_IF_ERROR(ledger_->ReplayConsumed(job, rank, epoch, batch, batch + 1));
-          }
-        }
-        return in.Finish();
-      }
-      case kForget: {
-        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
-        EMBER_RETURN_IF_ERROR(in.Finish());
-        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
-        ledger_->ReplayForget(job);
-        names.erase(id);
-        return Status::Ok();
-      }
-      case kFinished: {
-        uint64_t below = 0, count = 0;
-        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
-        EMBER_RETURN_IF_ERROR(in.Varint("below", &below));
-        EMBER_RETURN_IF_ERROR(in.Count("count", &count));
-        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
-        EMBER_RETURN_IF_ERROR(ledger_->ReplayEpochsFinished(job, 0, below));
-        for (uint64_t i = 0; i < count; ++i) {
-          uint64_t epoch = 0;
-          EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
-          if (epoch == std::numeric_limits<uint64_t>::max())
-            return InvalidArgument("epoch " + std::to_string(epoch) + " is out of range");
-          EMBER_RETURN_IF_ERROR(ledger_->ReplayEpochsFinished(job, epoch, epoch + 1));
-        }
-        return in.Finish();
-      }
-      case kConsumed: {
-        uint32_t rank = 0;
-        uint64_t epoch = 0, below = 0, count = 0;
-        EMBER_RETURN_IF_ERROR(in.Varint("id", &id));
-        EMBER_RETURN_IF_ERROR(in.Varint("epoch", &epoch));
-        EMBER_RETURN_IF_ERROR(in.Uint32("rank", &rank));
-        EMBER_RETURN_IF_ERROR(in.Varint("below", &below));
-        EMBER_RETURN_IF_ERROR(in.Count("count", &count));
-        EMBER_ASSIGN_OR_RETURN(const std::string job, name_of(id));
-        EMBER_RETURN_IF_ERROR(ledger_->ReplayConsumed(job, rank, epoch, 0, below));
-        for (uint64_t i = 0; i < count; ++i) {
-          uint64_t batch = 0;
-          EMBER_RETURN_IF_ERROR(in.Varint("batch", &batch));
-          if (batch == std::numeric_limits<uint64_t>::max())
-            return InvalidArgument("batch " + std::to_string(batch) + " is out of range");
-          EMBER_RETURN_IF_ERROR(ledger_->ReplayConsumed(job, rank, epoch, batch, batch + 1));
-        }
-        return in.Finish();
-      }
-      default:
-        return InvalidArgument("unknown record tag " + std::to_string(*tag));
-    }
-  };
+  RecordReplayer replayer(*ledger_, *replay);
   for (size_t i = 0; i < records.size(); ++i) {
     uint8_t tag = 0;
-    Status applied = apply(i, &tag);
+    Status applied = replayer.Apply(i, records[i], &tag);
     if (!applied.ok())
       return DataLoss(journal_->path() + ": record " + std::to_string(i) + " (" +
                       TagName(tag) + "): " + applied.message());
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [id, job] : names) ids_[job] = id;
-  next_id_ = max_id + 1;
-  replay->jobs = names.size();
+  for (const auto& [id, job] : replayer.live_jobs()) ids_[job] = id;
+  next_id_ = replayer.max_id() + 1;
+  replay->jobs = replayer.live_jobs().size();
   return Status::Ok();
 }
 
