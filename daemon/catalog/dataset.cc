@@ -90,6 +90,18 @@ Result<ring::DType> ParseDType(const std::string& name) {
   return InvalidArgument("unknown dtype '" + name + "' (known: " + known + ")");
 }
 
+::ember::DatasetInfo PublicInfo(const DatasetInfo& info) {
+  ::ember::DatasetInfo out;
+  out.spec = info.spec;
+  out.count = info.count;
+  for (const TensorSpec& tensor : info.tensors)
+    out.tensors.push_back({tensor.name, DTypeName(tensor.dtype), tensor.shape});
+  out.files = info.files;
+  out.fingerprint = info.fingerprint;
+  out.owner_uid = info.owner.principal.uid;
+  return out;
+}
+
 bool MayRead(const Principal& caller, const DatasetInfo& info) {
   return info.spec.shared || MayAccess(caller, info.owner.principal);
 }

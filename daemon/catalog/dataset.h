@@ -1,5 +1,6 @@
 // What the daemon knows about a dataset: how it was registered (DatasetSpec) and what
-// probing its files found (DatasetInfo). Plain values, copied freely.
+// probing its files found (DatasetInfo, more than clients see of it: PublicInfo). Plain
+// values, copied freely.
 #ifndef EMBER_DAEMON_CATALOG_DATASET_H_
 #define EMBER_DAEMON_CATALOG_DATASET_H_
 
@@ -11,25 +12,14 @@
 
 #include "common/caller_env.h"
 #include "daemon/access/principal.h"
+#include "ember/daemon_status.h"
 #include "ember/ring_layout.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
 
-struct DatasetSpec {
-  std::string name;    // [A-Za-z0-9_.-]{1,64}
-  std::string format;  // "idx", ... (see daemon/data/formats.h)
-  std::string path;    // for idx: a directory holding the split's files
-  std::string split;   // "train" or "test"
-  // YAML text of the decode/transform pipeline (formats that decode; empty: the format's
-  // default). Kept in the catalog, so the dataset does not depend on the file it came from.
-  std::string pipeline;
-  // What a corrupt sample does to a stream: "fail" ends it with the error; "skip" drops
-  // the sample from its batch, logs it (file, reason) and counts it.
-  std::string on_error = "fail";
-  // Every user of the daemon may read (stream, inspect) it; only its owner may remove it.
-  bool shared = false;
-};
+// How a dataset is registered: the wire's own struct (ember/daemon_status.h).
+using ::ember::DatasetSpec;
 
 // Whose dataset it is, and whose rights its files are read with.
 struct DatasetOwner {
@@ -67,6 +57,10 @@ struct DatasetInfo {
   uint64_t fingerprint = 0;        // fingerprint.h; 0: not known
   DatasetOwner owner;
 };
+
+// What clients see of the dataset (ember/daemon_status.h): dtypes by name (DTypeName),
+// the owner's uid only (0xffffffff when not known).
+::ember::DatasetInfo PublicInfo(const DatasetInfo& info);
 
 // Whether `caller` may stream and inspect the dataset (its owner, a shared dataset, see
 // MayAccess). Removing it takes MayAccess to its owner.

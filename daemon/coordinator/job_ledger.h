@@ -50,20 +50,16 @@
 #include "daemon/coordinator/epoch_orders.h"
 #include "daemon/coordinator/epoch_plan.h"
 #include "daemon/coordinator/job_coordinator.h"
+#include "ember/daemon_status.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
 
-// Where one rank of a job stands (emberctl jobs).
-struct RankProgress {
-  uint32_t rank = 0;
-  bool joined = false;
-  uint64_t epoch = 0;      // its first epoch not fully consumed
-  uint64_t consumed = 0;   // batches of that epoch consumed in a row from its first
-  uint64_t leased = 0;     // batches handed to it and not yet consumed
-  std::string node;        // the node it joined from (SetRankNode); empty: this daemon's
-};
+// Where one rank of a job stands: the wire's own struct (ember/daemon_status.h).
+using ::ember::RankProgress;
 
+// A job as the ledger (or a RemoteCoordinator) knows it; DaemonService::GetStatus makes
+// the wire's JobStatus of it.
 struct JobSummary {
   std::string job;
   JobParams params;

@@ -75,21 +75,21 @@ class Writer {
   std::string out_;
 };
 
-Labels StreamLabels(const StreamStats& s) {
-  return {{"stream", std::to_string(s.id)},
-          {"job", s.params.job},
-          {"rank", std::to_string(s.params.rank)},
-          {"dataset", s.params.dataset}};
+Labels StreamLabels(const StreamStatus& s) {
+  return {{"stream", std::to_string(s.stream_id)},
+          {"job", s.job},
+          {"rank", std::to_string(s.rank)},
+          {"dataset", s.dataset}};
 }
 
-Labels JobLabels(const JobSummary& j) {
+Labels JobLabels(const JobStatus& j) {
   return {{"job", j.job},
-          {"dataset", j.params.dataset},
+          {"dataset", j.dataset},
           {"coordinator", j.coordinator.empty() ? "local" : j.coordinator}};
 }
 
 // The joined rank with the lowest (epoch, consumed); null if none is joined.
-const RankProgress* SlowestRank(const JobSummary& job) {
+const RankProgress* SlowestRank(const JobStatus& job) {
   const RankProgress* slowest = nullptr;
   for (const RankProgress& r : job.ranks)
     if (r.joined && (slowest == nullptr || std::tie(r.epoch, r.consumed) <
@@ -99,7 +99,7 @@ const RankProgress* SlowestRank(const JobSummary& job) {
 }
 
 // Batches the slowest joined rank is behind the fastest one (0 with one rank joined).
-uint64_t BehindBatches(const JobSummary& job, const RankProgress& slowest) {
+uint64_t BehindBatches(const JobStatus& job, const RankProgress& slowest) {
   const auto position = [&job](const RankProgress& r) {
     return r.epoch * job.batches_per_rank + r.consumed;
   };
@@ -109,8 +109,8 @@ uint64_t BehindBatches(const JobSummary& job, const RankProgress& slowest) {
   return fastest - position(slowest);
 }
 
-const std::vector<Family<StreamStats>>& StreamFamilies() {
-  using S = StreamStats;
+const std::vector<Family<StreamStatus>>& StreamFamilies() {
+  using S = StreamStatus;
   static const std::vector<Family<S>> families = {
       {"ember_stream_samples_total", "counter", "Samples in the batches the stream published.",
        [](const S& s) { return Value(s.samples_published); }},
@@ -143,11 +143,11 @@ const std::vector<Family<StreamStats>>& StreamFamilies() {
   return families;
 }
 
-const std::vector<Family<JobSummary>>& JobFamilies() {
-  using J = JobSummary;
+const std::vector<Family<JobStatus>>& JobFamilies() {
+  using J = JobStatus;
   static const std::vector<Family<J>> families = {
       {"ember_job_world_size", "gauge", "Ranks in the job's world.",
-       [](const J& j) { return Value(uint64_t{j.params.world_size}); }},
+       [](const J& j) { return Value(uint64_t{j.world_size}); }},
       {"ember_job_ranks_joined", "gauge", "Ranks of the job joined now (here: this node's).",
        [](const J& j) {
          uint64_t joined = 0;
@@ -204,12 +204,12 @@ std::string RenderPrometheusText(const DaemonStatus& status) {
   w.Sample("ember_daemon_info", {{"version", status.version}}, Value(uint64_t{1}));
   gauge("ember_daemon_uptime_seconds", "Seconds since the daemon started.",
         Value(status.uptime_seconds));
-  if (status.process) {
+  if (status.open_fds != 0 || status.resident_bytes != 0) {  // 0: /proc was not readable
     gauge("ember_daemon_open_fds", "File descriptors the daemon has open.",
-          Value(status.process->open_fds));
+          Value(status.open_fds));
     gauge("ember_daemon_resident_memory_bytes",
           "The daemon's resident memory, rings' and segments' touched pages included.",
-          Value(status.process->resident_bytes));
+          Value(status.resident_bytes));
   }
   gauge("ember_daemon_shm_bytes_in_use", "Shared memory held by rings (of the budget).",
         Value(status.shm_bytes_in_use));
@@ -222,8 +222,8 @@ std::string RenderPrometheusText(const DaemonStatus& status) {
   gauge("ember_daemon_pending_segments",
         "Shared-memory segments waiting for their job's other ranks.",
         Value(uint64_t{status.pending_segments.size()}));
-  w.Families<StreamStats>(StreamFamilies(), status.streams, StreamLabels);
-  w.Families<JobSummary>(JobFamilies(), status.jobs, JobLabels);
+  w.Families<StreamStatus>(StreamFamilies(), status.streams, StreamLabels);
+  w.Families<JobStatus>(JobFamilies(), status.jobs, JobLabels);
   return w.Take();
 }
 

@@ -24,7 +24,7 @@
 
 #include <string>
 
-#include "daemon/service/daemon_service.h"
+#include "ember/daemon_status.h"
 
 namespace ember::daemon {
 

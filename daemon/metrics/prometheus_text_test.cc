@@ -13,15 +13,16 @@ DaemonStatus KnownStatus() {
   DaemonStatus status;
   status.version = "1.2.3";
   status.uptime_seconds = 12.5;
-  status.process = ProcessStats{17, 1048576};
+  status.open_fds = 17;
+  status.resident_bytes = 1048576;
   status.shm_bytes_in_use = 4096;
   status.shm_bytes_budget = 1 << 20;
   status.datasets.resize(1);
-  StreamStats stream;
-  stream.id = 7;
-  stream.params.job = "train";
-  stream.params.rank = 1;
-  stream.params.dataset = "mnist";
+  StreamStatus stream;
+  stream.stream_id = 7;
+  stream.job = "train";
+  stream.rank = 1;
+  stream.dataset = "mnist";
   stream.epoch = 2;
   stream.batches_published = 10;
   stream.batches_consumed = 8;
@@ -33,10 +34,10 @@ DaemonStatus KnownStatus() {
   stream.decode_errors = 1;
   stream.data_stall_seconds = 0.125;
   status.streams.push_back(stream);
-  JobSummary job;
+  JobStatus job;
   job.job = "train";
-  job.params.dataset = "mnist";
-  job.params.world_size = 2;
+  job.dataset = "mnist";
+  job.world_size = 2;
   job.batches_per_rank = 5;
   job.batches_leased = 20;
   job.batches_committed = 16;
@@ -145,7 +146,7 @@ TEST_CASE("label values are escaped") {
   CHECK(EscapeLabelValue("plain") == "plain");
   CHECK(EscapeLabelValue("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
   DaemonStatus status = KnownStatus();
-  status.streams[0].params.job = "we\"ird\\job\n";
+  status.streams[0].job = "we\"ird\\job\n";
   const std::string text = RenderPrometheusText(status);
   CHECK(text.find("ember_stream_samples_total{stream=\"7\",job=\"we\\\"ird\\\\job\\n\",rank=\"1\","
                   "dataset=\"mnist\"} 319\n") != std::string::npos);
@@ -153,7 +154,8 @@ TEST_CASE("label values are escaped") {
 
 TEST_CASE("without /proc, without ranks joined and for a proxied job, what does not apply is left out") {
   DaemonStatus status = KnownStatus();
-  status.process.reset();
+  status.open_fds = 0;  // /proc could not be read
+  status.resident_bytes = 0;
   for (RankProgress& r : status.jobs[0].ranks) r.joined = false;
   status.jobs[0].coordinator = "10.0.0.1:7000";
   const std::string text = RenderPrometheusText(status);

@@ -9,11 +9,14 @@
 #include <memory>
 #include <utility>
 
+#include "common/daemon_status_rpc.h"
 #include "common/rpc_status.h"
 
 namespace ember::daemon {
 namespace {
 
+using daemon_status_rpc::FromRpc;
+using daemon_status_rpc::ToRpc;
 using rpc_status::Throw;
 using rpc_status::ValueOrThrow;
 
@@ -21,41 +24,6 @@ std::string ToStd(capnp::Text::Reader text) { return std::string(text.cStr(), te
 
 std::string ToStd(capnp::Data::Reader data) {
   return std::string(reinterpret_cast<const char*>(data.begin()), data.size());
-}
-
-DatasetSpec FromRpc(rpc::DatasetSpec::Reader r) {
-  DatasetSpec spec;
-  spec.name = ToStd(r.getName());
-  spec.format = ToStd(r.getFormat());
-  spec.path = ToStd(r.getPath());
-  spec.split = ToStd(r.getSplit());
-  spec.pipeline = ToStd(r.getPipeline());
-  if (r.hasOnError() && r.getOnError().size() > 0) spec.on_error = ToStd(r.getOnError());
-  spec.shared = r.getShared();
-  return spec;
-}
-
-void ToRpc(const DatasetInfo& info, rpc::DatasetInfo::Builder b) {
-  auto spec = b.initSpec();
-  spec.setName(info.spec.name);
-  spec.setFormat(info.spec.format);
-  spec.setPath(info.spec.path);
-  spec.setSplit(info.spec.split);
-  spec.setPipeline(info.spec.pipeline);
-  spec.setOnError(info.spec.on_error);
-  spec.setShared(info.spec.shared);
-  b.setOwnerUid(info.owner.principal.uid);
-  b.setCount(info.count);
-  auto tensors = b.initTensors(info.tensors.size());
-  for (size_t i = 0; i < info.tensors.size(); ++i) {
-    tensors[i].setName(info.tensors[i].name);
-    tensors[i].setDtype(DTypeName(info.tensors[i].dtype));
-    auto shape = tensors[i].initShape(info.tensors[i].shape.size());
-    for (size_t k = 0; k < info.tensors[i].shape.size(); ++k) shape.set(k, info.tensors[i].shape[k]);
-  }
-  auto files = b.initFiles(info.files.size());
-  for (size_t i = 0; i < info.files.size(); ++i) files.set(i, info.files[i]);
-  b.setFingerprint(info.fingerprint);
 }
 
 // A promise and the callback that resolves it, for the service's completion callbacks.
@@ -163,83 +131,6 @@ void ToRpc(const OpenedStream& s, rpc::StreamInfo::Builder info) {
   info.setFingerprint(s.fingerprint);
 }
 
-void ToRpc(const JobSummary& job, rpc::JobStatus::Builder b) {
-  b.setJob(job.job);
-  b.setWorldSize(job.params.world_size);
-  b.setDataset(job.params.dataset);
-  b.setEpochsStarted(job.epochs_started);
-  b.setBatchesLeased(job.batches_leased);
-  b.setBatchesCommitted(job.batches_committed);
-  b.setBatchSize(job.params.batch_size);
-  b.setBatchesPerRank(job.batches_per_rank);
-  b.setCoordinator(job.coordinator);
-  b.setLeasesInFlight(job.leases_in_flight);
-  auto ranks = b.initRanks(job.ranks.size());
-  for (size_t i = 0; i < job.ranks.size(); ++i) {
-    const RankProgress& p = job.ranks[i];
-    ranks[i].setRank(p.rank);
-    ranks[i].setJoined(p.joined);
-    ranks[i].setEpoch(p.epoch);
-    ranks[i].setConsumed(p.consumed);
-    ranks[i].setLeased(p.leased);
-    ranks[i].setNode(p.node);
-  }
-}
-
-void ToRpc(const StreamStats& st, rpc::StreamStatus::Builder b) {
-  b.setStreamId(st.id);
-  b.setJob(st.params.job);
-  b.setRank(st.params.rank);
-  b.setWorldSize(st.params.world_size);
-  b.setDataset(st.params.dataset);
-  b.setEpoch(st.epoch);
-  b.setBatchesPublished(st.batches_published);
-  b.setBatchesConsumed(st.batches_consumed);
-  b.setSamplesPerSecond(st.samples_per_second);
-  b.setRingFill(st.ring_fill);
-  b.setSlotCount(st.slot_count);
-  b.setSamplesSkipped(st.samples_skipped);
-  b.setSamplesPublished(st.samples_published);
-  b.setBytesPublished(st.bytes_published);
-  b.setDecodeErrors(st.decode_errors);
-  b.setDataStallSeconds(st.data_stall_seconds);
-  b.setPrefetchDepth(st.prefetch_depth);
-  b.setSlotsTouched(st.slots_touched);
-}
-
-void ToRpc(const PendingSegment& segment, rpc::PendingSegment::Builder b) {
-  b.setJob(segment.job);
-  b.setName(segment.name);
-  b.setWorldSize(segment.world_size);
-  b.setBytes(segment.bytes);
-  auto missing = b.initMissingRanks(segment.missing_ranks.size());
-  for (size_t r = 0; r < segment.missing_ranks.size(); ++r) {
-    missing.set(r, segment.missing_ranks[r]);
-  }
-  b.setAgeSeconds(segment.age_micros / 1e6);
-}
-
-template <typename T, typename ListBuilder>
-void ToRpcList(const std::vector<T>& items, ListBuilder list) {
-  for (size_t i = 0; i < items.size(); ++i) ToRpc(items[i], list[i]);
-}
-
-void ToRpc(const DaemonStatus& status, rpc::DaemonStatus::Builder s) {
-  s.setVersion(status.version);
-  s.setPid(status.pid);
-  s.setUptimeSeconds(status.uptime_seconds);
-  ToRpcList(status.datasets, s.initDatasets(status.datasets.size()));
-  ToRpcList(status.jobs, s.initJobs(status.jobs.size()));
-  ToRpcList(status.streams, s.initStreams(status.streams.size()));
-  s.setShmBytesInUse(status.shm_bytes_in_use);
-  s.setShmBytesBudget(status.shm_bytes_budget);
-  ToRpcList(status.pending_segments, s.initPendingSegments(status.pending_segments.size()));
-  if (status.process) {
-    s.setOpenFds(status.process->open_fds);
-    s.setResidentBytes(status.process->resident_bytes);
-  }
-}
-
 }  // namespace
 
 kj::Promise<void> DaemonServer::addDataset(AddDatasetContext context) {
@@ -247,18 +138,19 @@ kj::Promise<void> DaemonServer::addDataset(AddDatasetContext context) {
       kj::newPromiseAndCrossThreadFulfiller<Result<DatasetInfo>>());
   session_->AddDataset(FromRpc(context.getParams().getSpec()), kj::mv(added.done));
   return added.promise.then([context](Result<DatasetInfo> info) mutable {
-    ToRpc(ValueOrThrow(std::move(info)), context.getResults().initInfo());
+    ToRpc(PublicInfo(ValueOrThrow(std::move(info))), context.getResults().initInfo());
   });
 }
 
 kj::Promise<void> DaemonServer::listDatasets(ListDatasetsContext context) {
-  std::vector<DatasetInfo> all = session_->ListDatasets();
-  ToRpcList(all, context.getResults().initDatasets(all.size()));
+  const std::vector<DatasetInfo> all = session_->ListDatasets();
+  auto out = context.getResults().initDatasets(all.size());
+  for (size_t i = 0; i < all.size(); ++i) ToRpc(PublicInfo(all[i]), out[i]);
   return kj::READY_NOW;
 }
 
 kj::Promise<void> DaemonServer::inspectDataset(InspectDatasetContext context) {
-  ToRpc(ValueOrThrow(session_->InspectDataset(ToStd(context.getParams().getDataset()))),
+  ToRpc(PublicInfo(ValueOrThrow(session_->InspectDataset(ToStd(context.getParams().getDataset())))),
         context.getResults().initInfo());
   return kj::READY_NOW;
 }

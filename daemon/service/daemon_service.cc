@@ -9,6 +9,60 @@
 #include "daemon/coordinator/job_name.h"
 
 namespace ember::daemon {
+namespace {
+
+// The subsystems' own structs as the wire's (ember/daemon_status.h), each made here once.
+JobStatus JobStatusOf(const JobSummary& job) {
+  JobStatus out;
+  out.job = job.job;
+  out.world_size = job.params.world_size;
+  out.dataset = job.params.dataset;
+  out.epochs_started = job.epochs_started;
+  out.batches_leased = job.batches_leased;
+  out.batches_committed = job.batches_committed;
+  out.batch_size = job.params.batch_size;
+  out.batches_per_rank = job.batches_per_rank;
+  out.ranks = job.ranks;
+  out.coordinator = job.coordinator;
+  out.leases_in_flight = job.leases_in_flight;
+  return out;
+}
+
+StreamStatus StreamStatusOf(const StreamStats& stream) {
+  StreamStatus out;
+  out.stream_id = stream.id;
+  out.job = stream.params.job;
+  out.rank = stream.params.rank;
+  out.world_size = stream.params.world_size;
+  out.dataset = stream.params.dataset;
+  out.epoch = stream.epoch;
+  out.batches_published = stream.batches_published;
+  out.batches_consumed = stream.batches_consumed;
+  out.samples_per_second = stream.samples_per_second;
+  out.ring_fill = stream.ring_fill;
+  out.slot_count = stream.slot_count;
+  out.prefetch_depth = stream.prefetch_depth;
+  out.slots_touched = stream.slots_touched;
+  out.samples_skipped = stream.samples_skipped;
+  out.samples_published = stream.samples_published;
+  out.bytes_published = stream.bytes_published;
+  out.decode_errors = stream.decode_errors;
+  out.data_stall_seconds = stream.data_stall_seconds;
+  return out;
+}
+
+PendingSegmentStatus SegmentStatusOf(const PendingSegment& segment) {
+  PendingSegmentStatus out;
+  out.job = segment.job;
+  out.name = segment.name;
+  out.world_size = segment.world_size;
+  out.bytes = segment.bytes;
+  out.missing_ranks = segment.missing_ranks;
+  out.age_seconds = segment.age_micros / 1e6;
+  return out;
+}
+
+}  // namespace
 
 Wait::Wait(KvStore& kv, KvStore::WaiterId id, std::shared_ptr<bool> completed,
            std::function<void()> on_timeout)
@@ -245,29 +299,32 @@ void DaemonService::Leave(const std::string& job) {
   deps_.kv->DropJob(job);
 }
 
-DaemonStatus DaemonService::GetStatus(const Principal& caller) const {
-  DaemonStatus status;
+::ember::DaemonStatus DaemonService::GetStatus(const Principal& caller) const {
+  ::ember::DaemonStatus status;
   status.version = deps_.version;
   status.pid = deps_.pid;
   status.uptime_seconds = (deps_.env->NowMicros() - start_micros_) / 1e6;
-  status.datasets = ListDatasets(caller);
+  for (const DatasetInfo& info : ListDatasets(caller)) status.datasets.push_back(PublicInfo(info));
   auto visible = [&caller](const auto& owner) { return MayAccess(caller, owner); };
-  for (JobSummary& job : deps_.ledger->Summaries())
-    if (visible(job.params.owner)) status.jobs.push_back(std::move(job));
+  std::vector<JobSummary> jobs = deps_.ledger->Summaries();
   if (deps_.proxied_jobs) {
-    for (JobSummary& job : deps_.proxied_jobs())
-      if (visible(job.params.owner)) status.jobs.push_back(std::move(job));
+    for (JobSummary& job : deps_.proxied_jobs()) jobs.push_back(std::move(job));
   }
-  for (StreamStats& stream : deps_.streams->Stats())
-    if (visible(stream.params.owner)) status.streams.push_back(std::move(stream));
+  for (const JobSummary& job : jobs)
+    if (visible(job.params.owner)) status.jobs.push_back(JobStatusOf(job));
+  for (const StreamStats& stream : deps_.streams->Stats())
+    if (visible(stream.params.owner)) status.streams.push_back(StreamStatusOf(stream));
   status.shm_bytes_in_use = deps_.streams->shm_bytes_in_use();
   status.shm_bytes_budget = deps_.streams->shm_bytes_budget();
-  for (PendingSegment& segment : deps_.segments->Pending()) {
+  for (const PendingSegment& segment : deps_.segments->Pending()) {
     std::optional<Principal> owner = JobOwner(segment.job);
-    if (!owner || visible(*owner)) status.pending_segments.push_back(std::move(segment));
+    if (!owner || visible(*owner)) status.pending_segments.push_back(SegmentStatusOf(segment));
   }
   Result<ProcessStats> process = ReadProcessStats(*deps_.env);
-  if (process.ok()) status.process = *process;
+  if (process.ok()) {
+    status.open_fds = process->open_fds;
+    status.resident_bytes = process->resident_bytes;
+  }
   return status;
 }
 

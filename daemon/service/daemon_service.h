@@ -39,6 +39,7 @@
 #include "daemon/coordinator/shared_segments.h"
 #include "daemon/metrics/process_stats.h"
 #include "daemon/stream/stream_manager.h"
+#include "ember/daemon_status.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -72,19 +73,6 @@ struct OpenedStream {
   uint64_t batches_per_epoch = 0;  // per rank
   uint64_t samples_per_epoch = 0;  // whole dataset
   uint64_t fingerprint = 0;        // the dataset's
-};
-
-struct DaemonStatus {
-  std::string version;
-  uint32_t pid = 0;
-  double uptime_seconds = 0;
-  std::vector<DatasetInfo> datasets;  // sorted by name
-  std::vector<JobSummary> jobs;
-  std::vector<StreamStats> streams;
-  uint64_t shm_bytes_in_use = 0;
-  uint64_t shm_bytes_budget = 0;
-  std::vector<PendingSegment> pending_segments;
-  std::optional<ProcessStats> process;  // this daemon's; none where /proc cannot be read
 };
 
 // A pending KvGet or barrier arrival. Destroying it cancels the wait if it has not
@@ -202,8 +190,9 @@ class DaemonService {
   int JobMembers(const std::string& job) const;
 
   // What `caller` may see: its datasets (and shared ones), jobs, streams and pending
-  // segments; the totals (shared memory in use) are the daemon's.
-  DaemonStatus GetStatus(const Principal& caller) const;
+  // segments; the totals (shared memory in use) are the daemon's. The wire's own struct
+  // (ember/daemon_status.h), made of the subsystems' once, here.
+  ::ember::DaemonStatus GetStatus(const Principal& caller) const;
 
  private:
   friend class JobMembership;
