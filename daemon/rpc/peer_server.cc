@@ -81,7 +81,7 @@ kj::Promise<void> PeerServer::openJob(OpenJobContext context) {
     return context.tailCall(kj::mv(forwarded));
   }
   if (timer_ == nullptr)
-    Throw(FailedPrecondition("node '" + service_.node() + "' coordinates no jobs"));
+    Throw(session_.NoJobs());
   // No caller (an older peer): unknown, owning nothing.
   const Principal caller = p.hasCaller() ? FromRpc(p.getCaller()) : Principal{};
   JobMembership* membership = ValueOrThrow(session_.OpenJob(p.getJob(), p.getNode(), caller));

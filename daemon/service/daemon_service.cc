@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "daemon/coordinator/job_name.h"
+#include "daemon/metrics/process_stats.h"
 
 namespace ember::daemon {
 namespace {

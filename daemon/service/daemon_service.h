@@ -37,7 +37,6 @@
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
 #include "daemon/coordinator/shared_segments.h"
-#include "daemon/metrics/process_stats.h"
 #include "daemon/stream/stream_manager.h"
 #include "ember/daemon_status.h"
 #include "ember/status.h"

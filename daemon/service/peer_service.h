@@ -121,9 +121,10 @@ class PeerSession {
   // Ranks joined through this session now, by job.
   size_t num_ranks() const;
 
- private:
+  // kFailedPrecondition: this daemon (its node named) coordinates no jobs.
   Status NoJobs() const;
 
+ private:
   PeerService& service_;
   const std::string address_;
   std::shared_ptr<PeerMembers> members_;
