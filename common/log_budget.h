@@ -7,7 +7,8 @@
 #define EMBER_COMMON_LOG_BUDGET_H_
 
 #include <cstdint>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace ember {
 
@@ -27,11 +28,11 @@ class LogBudget {
  private:
   const uint32_t per_window_;
   const uint64_t window_micros_;
-  std::mutex mu_;
-  uint64_t window_start_ = 0;  // guarded by mu_
-  uint32_t used_ = 0;          // lines allowed in this window; guarded by mu_
-  uint64_t held_back_ = 0;     // guarded by mu_
-  bool started_ = false;       // guarded by mu_
+  Mutex mu_;
+  uint64_t window_start_ GUARDED_BY(mu_) = 0;
+  uint32_t used_ GUARDED_BY(mu_) = 0;  // lines allowed in this window
+  uint64_t held_back_ GUARDED_BY(mu_) = 0;
+  bool started_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ember

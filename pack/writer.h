@@ -106,7 +106,6 @@ class PackWriter {
   std::unique_ptr<ShardFile> shard_;  // the shard being written, if any
   std::vector<IndexEntry> entries_;  // of the current shard
   std::string paths_;                        // the current shard's path table
-  uint64_t shard_record_bytes_ = 0;          // records' bytes in the current shard
   PackSummary summary_;
   Status status_;  // the first error; sticky
   bool done_ = false;  // committed, or the temporary directory removed

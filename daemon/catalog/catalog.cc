@@ -338,6 +338,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
     if (!entries.ok())
       return Status(entries.status().code(),
                     entries.status().message() + RestoreHint(env, path));
+    MutexLock lock(&catalog->mu_);  // no other thread yet; taken for the analysis
     catalog->entries_ = std::move(entries).value();
     catalog->persisted_ = std::move(text);
   }
@@ -353,7 +354,7 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
   Status on_error_ok = ValidateOnError(spec.on_error);
   if (!on_error_ok.ok()) return on_error_ok.WithContext(context);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
   }
   // Probing reads data files and may take seconds: never under the lock.
@@ -366,7 +367,7 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
   info.spec.shared = spec.shared;
   info.owner = owner;
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
   if (!owner.principal.privileged) {
     size_t owned = 0;
@@ -387,7 +388,7 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
 }
 
 std::vector<DatasetInfo> Catalog::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<DatasetInfo> infos;
   infos.reserve(entries_.size());
   for (const auto& entry : entries_) infos.push_back(entry.second);
@@ -395,7 +396,7 @@ std::vector<DatasetInfo> Catalog::List() const {
 }
 
 Result<DatasetInfo> Catalog::Get(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) return NotFound(Quoted(name) + " not found");
   return it->second;
@@ -403,7 +404,7 @@ Result<DatasetInfo> Catalog::Get(const std::string& name) const {
 
 Status Catalog::Remove(const std::string& name,
                        const std::function<Status(const DatasetInfo&)>& may_remove) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) return NotFound(Quoted(name) + " not found");
   if (may_remove) EMBER_RETURN_IF_ERROR(may_remove(it->second));

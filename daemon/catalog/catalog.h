@@ -17,11 +17,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
 #include "ember/status.h"
@@ -61,16 +61,15 @@ class Catalog {
 
  private:
   Catalog(Env* env, std::string path, Prober prober);
-  Status PersistLocked();
+  Status PersistLocked() REQUIRES(mu_);
 
   Env* env_;
   const std::string path_;
   const Prober prober_;
-  mutable std::mutex mu_;
-  std::map<std::string, DatasetInfo> entries_;  // guarded by mu_
-  // The file's text as last read or written, kept as catalog.yaml.prev on the next
-  // change; guarded by mu_.
-  std::optional<std::string> persisted_;
+  mutable Mutex mu_;
+  std::map<std::string, DatasetInfo> entries_ GUARDED_BY(mu_);
+  // The file's text as last read or written, kept as catalog.yaml.prev on the next change.
+  std::optional<std::string> persisted_ GUARDED_BY(mu_);
 };
 
 }  // namespace ember::daemon

@@ -10,10 +10,10 @@ using Clock = std::chrono::steady_clock;
 
 EpochOrders::~EpochOrders() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (worker_.joinable()) worker_.join();
 }
 
@@ -26,15 +26,17 @@ std::vector<uint64_t> EpochOrders::Ids(const OrderKey& key, uint64_t epoch, Posi
   const Stream stream{key.num_samples, key.seed};
   std::shared_ptr<const Order> order;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     while (order == nullptr) {
       Epochs& epochs = streams_[stream];
       auto it = epochs.find(epoch);
       if (it == epochs.end()) {
         Reserve(stream, epoch);
-        lock.unlock();
-        std::shared_ptr<const Order> built = Build(stream, epoch);
-        lock.lock();
+        std::shared_ptr<const Order> built;
+        {
+          MutexUnlock unlocked(&mu_);
+          built = Build(stream, epoch);
+        }
         ++stats_.built_here;
         Publish(stream, epoch, built);
         order = std::move(built);
@@ -42,14 +44,14 @@ std::vector<uint64_t> EpochOrders::Ids(const OrderKey& key, uint64_t epoch, Posi
         it->second.used = Clock::now();
         order = it->second.order;
       } else {
-        changed_.wait(lock);  // being built, here or in the background
+        changed_.Wait(&mu_);  // being built, here or in the background
       }
     }
     // In the epoch's second half: the next epoch's order, in the background.
     if (2 * range.end >= key.num_samples && streams_[stream].count(epoch + 1) == 0) {
       Reserve(stream, epoch + 1);
       queue_.emplace_back(stream, epoch + 1);
-      changed_.notify_all();
+      changed_.SignalAll();
     }
   }
   for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = order->at(range.begin + i);
@@ -97,7 +99,7 @@ void EpochOrders::Reserve(const Stream& stream, uint64_t epoch) {
 
 void EpochOrders::Publish(const Stream& stream, uint64_t epoch, std::shared_ptr<const Order> order) {
   streams_[stream][epoch] = Slot{std::move(order), Clock::now()};
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 void EpochOrders::DropIdle(Clock::time_point now) {
@@ -120,7 +122,7 @@ size_t EpochOrders::HeldLocked() const {
 }
 
 EpochOrders::Stats EpochOrders::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Stats s = stats_;
   s.held = 0;
   for (const auto& [stream, epochs] : streams_)
@@ -129,27 +131,29 @@ EpochOrders::Stats EpochOrders::stats() const {
 }
 
 void EpochOrders::WaitIdle() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return queue_.empty() && !working_; });
+  MutexLock lock(&mu_);
+  while (!queue_.empty() || working_) changed_.Wait(&mu_);
 }
 
 void EpochOrders::Work() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     if (!queue_.empty()) {
       const auto [stream, epoch] = queue_.front();
       queue_.pop_front();
       working_ = true;
-      lock.unlock();
-      std::shared_ptr<const Order> built = Build(stream, epoch);
-      lock.lock();
+      std::shared_ptr<const Order> built;
+      {
+        MutexUnlock unlocked(&mu_);
+        built = Build(stream, epoch);
+      }
       working_ = false;
       ++stats_.built_ahead;
       Publish(stream, epoch, std::move(built));
       continue;
     }
     DropIdle(Clock::now());
-    changed_.wait_for(lock, std::min<std::chrono::milliseconds>(idle_, std::chrono::seconds(10)));
+    changed_.WaitFor(&mu_, std::min<std::chrono::milliseconds>(idle_, std::chrono::seconds(10)));
   }
 }
 

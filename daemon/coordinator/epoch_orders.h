@@ -17,16 +17,15 @@
 #define EMBER_DAEMON_COORDINATOR_EPOCH_ORDERS_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "daemon/coordinator/epoch_plan.h"
 
 namespace ember::daemon {
@@ -76,23 +75,24 @@ class EpochOrders {
   using Epochs = std::map<uint64_t, Slot>;
 
   static std::shared_ptr<const Order> Build(const Stream& stream, uint64_t epoch);
-  // Adds an empty slot for `epoch`, first dropping orders past the bounds. Requires mu_.
-  void Reserve(const Stream& stream, uint64_t epoch);
-  // The built order into its slot, waking its waiters. Requires mu_.
-  void Publish(const Stream& stream, uint64_t epoch, std::shared_ptr<const Order> order);
-  // Drops orders unused for idle_. Requires mu_.
-  void DropIdle(std::chrono::steady_clock::time_point now);
-  size_t HeldLocked() const;
+  // Adds an empty slot for `epoch`, first dropping orders past the bounds.
+  void Reserve(const Stream& stream, uint64_t epoch) REQUIRES(mu_);
+  // The built order into its slot, waking its waiters.
+  void Publish(const Stream& stream, uint64_t epoch, std::shared_ptr<const Order> order)
+      REQUIRES(mu_);
+  // Drops orders unused for idle_.
+  void DropIdle(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
+  size_t HeldLocked() const REQUIRES(mu_);
   void Work();
 
   const std::chrono::milliseconds idle_;
-  mutable std::mutex mu_;
-  std::condition_variable changed_;                  // built, queued, stopping
-  std::map<Stream, Epochs> streams_;                 // guarded by mu_
-  std::deque<std::pair<Stream, uint64_t>> queue_;    // background builds; guarded by mu_
-  bool working_ = false;                             // guarded by mu_
-  bool stopping_ = false;                            // guarded by mu_
-  Stats stats_;                                      // guarded by mu_ (but held)
+  mutable Mutex mu_;
+  CondVar changed_;                  // built, queued, stopping
+  std::map<Stream, Epochs> streams_ GUARDED_BY(mu_);
+  std::deque<std::pair<Stream, uint64_t>> queue_ GUARDED_BY(mu_);  // background builds
+  bool working_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  Stats stats_ GUARDED_BY(mu_);  // but held, which stats() counts
   std::thread worker_;                               // started with the first slot
 };
 

@@ -31,7 +31,7 @@ struct JobParams {
   uint64_t fingerprint = 0;     // the dataset's (catalog/fingerprint.h); 0: not checked
   // Who created the job (its first rank), or who joins it: a rank joins only a job its
   // principal may access (MayAccess). Not compared as a param.
-  Principal owner;
+  Principal owner{};
 };
 
 struct BatchLease {

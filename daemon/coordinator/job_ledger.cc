@@ -86,7 +86,7 @@ Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& p
 
 Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParams& params) {
   EMBER_RETURN_IF_ERROR(CheckJobName(job));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end() && expired_.erase(job) != 0)
     expired_order_.erase(std::find(expired_order_.begin(), expired_order_.end(), job));
@@ -141,7 +141,7 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
   OrderKey key;
   Result<BatchLease> lease = Internal("unset");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = jobs_.find(job);
     if (it == jobs_.end()) return Missing(job);
     const JobParams& p = it->second.params;
@@ -154,7 +154,7 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
 
 std::vector<Result<BatchLease>> JobLedger::Next(const std::string& job,
                                                 const std::vector<RankWant>& wants) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<Result<BatchLease>> out;
   out.reserve(wants.size());
   auto it = jobs_.find(job);
@@ -200,7 +200,7 @@ Result<BatchLease> JobLedger::NextLocked(const std::string& job, JobState& state
 }
 
 Status JobLedger::Commit(const std::string& job, uint32_t rank, uint64_t epoch, uint64_t batch) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return Missing(job);
   bool committed = false;
@@ -211,7 +211,7 @@ Status JobLedger::Commit(const std::string& job, uint32_t rank, uint64_t epoch, 
 
 std::vector<Status> JobLedger::Commit(const std::string& job,
                                       const std::vector<RankBatch>& commits) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<Status> out;
   out.reserve(commits.size());
   auto it = jobs_.find(job);
@@ -254,7 +254,7 @@ Status JobLedger::CommitLocked(const std::string& job, JobState& state, uint32_t
 
 Status JobLedger::Resume(const std::string& job, uint32_t rank,
                          const std::vector<HeldBatch>& held) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return Missing(job);
   JobState& state = it->second;
@@ -315,7 +315,7 @@ bool JobLedger::Consume(JobState& state, EpochMap::iterator eit, uint32_t rank, 
 }
 
 void JobLedger::Leave(const std::string& job, uint32_t rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   JobState& state = it->second;
@@ -341,21 +341,21 @@ void JobLedger::Leave(const std::string& job, uint32_t rank) {
 }
 
 Result<uint64_t> JobLedger::BatchesPerRank(const std::string& job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return Missing(job);
   return it->second.batches_per_rank;
 }
 
 std::optional<Principal> JobLedger::OwnerOf(const std::string& job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return std::nullopt;
   return it->second.params.owner;
 }
 
 std::vector<JobSummary> JobLedger::Summaries() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<JobSummary> out;
   out.reserve(jobs_.size());
   for (const auto& [name, state] : jobs_) {
@@ -393,7 +393,7 @@ std::vector<JobSummary> JobLedger::Summaries() const {
 }
 
 void JobLedger::SetRankNode(const std::string& job, uint32_t rank, const std::string& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end() || rank >= it->second.joined.size() || !it->second.joined[rank]) return;
   it->second.nodes.resize(it->second.params.world_size);
@@ -407,7 +407,7 @@ Status JobLedger::Missing(const std::string& job) const {
 }
 
 std::vector<std::string> JobLedger::ExpireUnfilled(uint64_t now_micros, uint64_t timeout_micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     JobState& state = it->second;
@@ -447,7 +447,7 @@ std::vector<std::string> JobLedger::ExpireUnfilled(uint64_t now_micros, uint64_t
 }
 
 void JobLedger::SetObserver(LedgerObserver* observer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   observer_ = observer;
 }
 
@@ -459,7 +459,7 @@ std::vector<JobSnapshot> JobLedger::Snapshot() const {
 
 void JobLedger::Snapshot(
     const std::function<void(const std::vector<JobSnapshot>&)>& visit) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<JobSnapshot> out;
   out.reserve(jobs_.size());
   for (const auto& [name, state] : jobs_) {
@@ -487,14 +487,14 @@ void JobLedger::Snapshot(
 
 Status JobLedger::ReplayJob(const std::string& job, const JobParams& params) {
   EMBER_ASSIGN_OR_RETURN(JobState fresh, NewJob(job, params));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   jobs_.insert_or_assign(job, std::move(fresh));
   return Status::Ok();
 }
 
 Status JobLedger::ReplayConsumed(const std::string& job, uint32_t rank, uint64_t epoch,
                                  uint64_t first, uint64_t end) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return Missing(job);
   JobState& state = it->second;
@@ -516,7 +516,7 @@ Status JobLedger::ReplayConsumed(const std::string& job, uint32_t rank, uint64_t
 }
 
 Status JobLedger::ReplayEpochsFinished(const std::string& job, uint64_t first, uint64_t end) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return Missing(job);
   JobState& state = it->second;
@@ -528,7 +528,7 @@ Status JobLedger::ReplayEpochsFinished(const std::string& job, uint64_t first, u
 }
 
 void JobLedger::ReplayForget(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   jobs_.erase(job);
 }
 

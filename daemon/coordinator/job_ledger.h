@@ -42,11 +42,11 @@
 #include <map>
 #include <optional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "daemon/coordinator/epoch_orders.h"
 #include "daemon/coordinator/epoch_plan.h"
 #include "daemon/coordinator/job_coordinator.h"
@@ -245,32 +245,32 @@ class JobLedger final : public JobCoordinator {
   static Result<JobState> NewJob(const std::string& job, const JobParams& params);
 
   // The state of `epoch` (not finished) of job `job`, created with its layout on first use.
-  // Requires mu_.
+  // Called with mu_ held (the state is jobs_'s).
   static Result<EpochMap::iterator> EpochOf(const std::string& job, JobState& state,
                                             uint64_t epoch);
 
   // Next and Commit of one rank. Commit's `*committed`: the lease became consumed now
-  // (not reported to the observer: the caller does). Require mu_.
+  // (not reported to the observer: the caller does). Called with mu_ held.
   static Result<BatchLease> NextLocked(const std::string& job, JobState& state, uint32_t rank,
                                        uint64_t epoch);
   static Status CommitLocked(const std::string& job, JobState& state, uint32_t rank,
                              uint64_t epoch, uint64_t batch, bool* committed);
 
   // Marks `batch` (not yet consumed) consumed by `rank`; when that finishes the epoch,
-  // drops its state (invalidating `eit`) and returns true. Requires mu_.
+  // drops its state (invalidating `eit`) and returns true. Called with mu_ held.
   static bool Consume(JobState& state, EpochMap::iterator eit, uint32_t rank, uint64_t batch);
 
   friend class JobLedgerTestPeer;  // job_ledger_test.cc: checks that memory stays bounded
 
-  // kNotFound "job 'j' does not exist", or the expiry of a job of that name. Requires mu_.
-  Status Missing(const std::string& job) const;
+  // kNotFound "job 'j' does not exist", or the expiry of a job of that name.
+  Status Missing(const std::string& job) const REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, JobState> jobs_;  // guarded by mu_
-  // Expired jobs' messages, by name, and their names oldest first; guarded by mu_.
-  std::map<std::string, std::string> expired_;
-  std::deque<std::string> expired_order_;
-  LedgerObserver* observer_ = nullptr;    // guarded by mu_; not owned
+  mutable Mutex mu_;
+  std::map<std::string, JobState> jobs_ GUARDED_BY(mu_);
+  // Expired jobs' messages, by name, and their names oldest first.
+  std::map<std::string, std::string> expired_ GUARDED_BY(mu_);
+  std::deque<std::string> expired_order_ GUARDED_BY(mu_);
+  LedgerObserver* observer_ GUARDED_BY(mu_) = nullptr;  // not owned
   EpochOrders orders_;                     // the sample ids of local ranks' leases
 };
 

@@ -17,12 +17,12 @@ class JobLedgerTestPeer {
  public:
   // Epochs whose plan and lease records are held in memory.
   static size_t InFlightEpochs(const JobLedger& ledger, const std::string& job) {
-    std::lock_guard<std::mutex> lock(ledger.mu_);
+    MutexLock lock(&ledger.mu_);
     return ledger.jobs_.at(job).epochs.size();
   }
   // Finished epochs remembered one by one (those above the contiguous watermark).
   static size_t FinishedEpochsRecorded(const JobLedger& ledger, const std::string& job) {
-    std::lock_guard<std::mutex> lock(ledger.mu_);
+    MutexLock lock(&ledger.mu_);
     return ledger.jobs_.at(job).finished_above.size();
   }
 };

@@ -154,24 +154,29 @@ Result<JournalReplay> Journal::Open(Env& env, const std::string& path, JournalOp
   JournalReplay replay;
   std::unique_ptr<Journal> journal(new Journal(env, path, options));
   EMBER_RETURN_IF_ERROR(env.RemoveAll(journal->tmp_path_));
-  if (!env.FileExists(path)) {
-    bool renamed = false;
-    EMBER_ASSIGN_OR_RETURN(journal->file_,
-                           journal->WriteNewFile({}, &journal->write_offset_, &renamed));
-    replay.created = true;
-  } else {
-    EMBER_ASSIGN_OR_RETURN(const std::string contents, env.ReadFile(path));
-    EMBER_ASSIGN_OR_RETURN(Parsed parsed, Parse(path, contents, options.max_record_bytes));
-    EMBER_ASSIGN_OR_RETURN(journal->file_, env.OpenWritableFile(path));
-    if (parsed.valid_bytes < contents.size()) {
-      EMBER_RETURN_IF_ERROR(journal->file_->Truncate(parsed.valid_bytes));
-      EMBER_RETURN_IF_ERROR(journal->file_->Sync());
-      replay.torn_bytes = contents.size() - parsed.valid_bytes;
+  {
+    // No other thread yet; taken for the analysis (and in the documented order).
+    MutexLock write_lock(&journal->write_mu_);
+    if (!env.FileExists(path)) {
+      bool renamed = false;
+      EMBER_ASSIGN_OR_RETURN(journal->file_,
+                             journal->WriteNewFile({}, &journal->write_offset_, &renamed));
+      replay.created = true;
+    } else {
+      EMBER_ASSIGN_OR_RETURN(const std::string contents, env.ReadFile(path));
+      EMBER_ASSIGN_OR_RETURN(Parsed parsed, Parse(path, contents, options.max_record_bytes));
+      EMBER_ASSIGN_OR_RETURN(journal->file_, env.OpenWritableFile(path));
+      if (parsed.valid_bytes < contents.size()) {
+        EMBER_RETURN_IF_ERROR(journal->file_->Truncate(parsed.valid_bytes));
+        EMBER_RETURN_IF_ERROR(journal->file_->Sync());
+        replay.torn_bytes = contents.size() - parsed.valid_bytes;
+      }
+      journal->write_offset_ = parsed.valid_bytes;
+      replay.records = std::move(parsed.records);
     }
-    journal->write_offset_ = parsed.valid_bytes;
-    replay.records = std::move(parsed.records);
+    MutexLock lock(&journal->mu_);
+    journal->file_bytes_ = journal->write_offset_;
   }
-  journal->file_bytes_ = journal->write_offset_;
   if (options.group_interval_micros > 0) {
     journal->syncer_ = std::thread([j = journal.get()] { j->SyncLoop(); });
   }
@@ -181,13 +186,13 @@ Result<JournalReplay> Journal::Open(Env& env, const std::string& path, JournalOp
 
 Journal::~Journal() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  work_.notify_all();
+  work_.SignalAll();
   if (syncer_.joinable()) syncer_.join();
   (void)Sync();
-  std::lock_guard<std::mutex> write_lock(write_mu_);
+  MutexLock write_lock(&write_mu_);
   if (file_ != nullptr) (void)file_->Close();
 }
 
@@ -196,26 +201,26 @@ Result<uint64_t> Journal::Append(std::string_view record) {
   bool was_empty;
   uint64_t sequence;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     EMBER_RETURN_IF_ERROR(status_);
     was_empty = pending_.empty();
     AppendFramed(record, &pending_);
     file_bytes_ += kFrameBytes + record.size();
     sequence = ++last_sequence_;
   }
-  if (was_empty) work_.notify_one();
+  if (was_empty) work_.Signal();
   return sequence;
 }
 
 Status Journal::Sync() {
-  std::lock_guard<std::mutex> write_lock(write_mu_);
+  MutexLock write_lock(&write_mu_);
   return SyncLocked();
 }
 
 Status Journal::SyncLocked() {
   uint64_t sequence;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     EMBER_RETURN_IF_ERROR(status_);
     if (pending_.empty()) return Status::Ok();
     writing_.swap(pending_);
@@ -224,7 +229,7 @@ Status Journal::SyncLocked() {
   }
   Status written = file_->WriteAt(write_offset_, writing_.data(), writing_.size());
   if (written.ok()) written = file_->SyncData();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!written.ok()) {
     Fail(written);
     return status_;
@@ -232,19 +237,21 @@ Status Journal::SyncLocked() {
   write_offset_ += writing_.size();
   durable_sequence_ = sequence;
   ++sync_count_;
-  durable_changed_.notify_all();
+  durable_changed_.SignalAll();
   return Status::Ok();
 }
 
 Status Journal::WaitDurable(uint64_t sequence, uint32_t timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (sequence > last_sequence_) {
     return InvalidArgument(path_ + ": record " + std::to_string(sequence) +
                            " was not appended (the last is " + std::to_string(last_sequence_) +
                            ")");
   }
-  durable_changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                            [&] { return durable_sequence_ >= sequence || !status_.ok(); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (durable_sequence_ < sequence && status_.ok() &&
+         durable_changed_.WaitUntil(&mu_, deadline)) {
+  }
   if (durable_sequence_ >= sequence) return Status::Ok();
   if (!status_.ok()) return status_;
   return DeadlineExceeded(path_ + ": record " + std::to_string(sequence) + " not durable after " +
@@ -253,27 +260,27 @@ Status Journal::WaitDurable(uint64_t sequence, uint32_t timeout_ms) {
 }
 
 uint64_t Journal::durable_sequence() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return durable_sequence_;
 }
 
 uint64_t Journal::last_sequence() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return last_sequence_;
 }
 
 uint64_t Journal::file_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return file_bytes_;
 }
 
 uint64_t Journal::sync_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return sync_count_;
 }
 
 Status Journal::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
@@ -281,7 +288,7 @@ Status Journal::Rewrite(const std::vector<std::string>& records) {
   for (const std::string& record : records) {
     EMBER_RETURN_IF_ERROR(CheckRecordSize(path_, record.size(), options_.max_record_bytes));
   }
-  std::lock_guard<std::mutex> write_lock(write_mu_);
+  MutexLock write_lock(&write_mu_);
   // Everything appended so far goes into the old file first, so that it is complete if
   // the rewrite fails before the rename.
   EMBER_RETURN_IF_ERROR(SyncLocked());
@@ -290,7 +297,7 @@ Status Journal::Rewrite(const std::vector<std::string>& records) {
   Result<std::unique_ptr<WritableFile>> file = WriteNewFile(records, &bytes, &renamed);
   if (!file.ok()) {
     if (renamed) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       Fail(file.status());
     }
     return file.status();
@@ -298,7 +305,7 @@ Status Journal::Rewrite(const std::vector<std::string>& records) {
   (void)file_->Close();  // the old file, synced above and replaced
   file_ = std::move(file).value();
   write_offset_ = bytes;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   file_bytes_ = bytes + pending_.size();
   return Status::Ok();
 }
@@ -328,21 +335,23 @@ Result<std::unique_ptr<WritableFile>> Journal::WriteNewFile(
 
 void Journal::Fail(const Status& error) {
   if (status_.ok()) status_ = error;
-  durable_changed_.notify_all();
+  durable_changed_.SignalAll();
 }
 
 void Journal::SyncLoop() {
   using Clock = std::chrono::steady_clock;
   const auto interval = std::chrono::microseconds(options_.group_interval_micros);
   Clock::time_point last_sync = Clock::now() - interval;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    work_.wait(lock, [&] { return stopping_ || (!pending_.empty() && status_.ok()); });
-    if (work_.wait_until(lock, last_sync + interval, [&] { return stopping_; })) return;
+    while (!stopping_ && (pending_.empty() || !status_.ok())) work_.Wait(&mu_);
+    const Clock::time_point due = last_sync + interval;  // group what comes until then
+    while (!stopping_ && work_.WaitUntil(&mu_, due)) {
+    }
+    if (stopping_) return;
     last_sync = Clock::now();
-    lock.unlock();
+    MutexUnlock unlocked(&mu_);
     (void)Sync();  // a failure is sticky in status_
-    lock.lock();
   }
 }
 

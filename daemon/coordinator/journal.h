@@ -36,16 +36,15 @@
 #ifndef EMBER_DAEMON_COORDINATOR_JOURNAL_H_
 #define EMBER_DAEMON_COORDINATOR_JOURNAL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "common/env.h"
+#include "common/mutex.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -146,8 +145,8 @@ class Journal {
  private:
   Journal(Env& env, std::string path, JournalOptions options);
 
-  // Write and flush what is buffered. Requires write_mu_.
-  Status SyncLocked();
+  // Write and flush what is buffered.
+  Status SyncLocked() REQUIRES(write_mu_);
 
   // Writes `records` to "<path>.tmp" (after the header), flushes it, renames it over
   // path_, flushes the directory and opens the result for appending; *bytes is its size.
@@ -156,8 +155,8 @@ class Journal {
   Result<std::unique_ptr<WritableFile>> WriteNewFile(const std::vector<std::string>& records,
                                                      uint64_t* bytes, bool* renamed);
 
-  // Makes `error` the sticky failure (the first one stays). Requires mu_.
-  void Fail(const Status& error);
+  // Makes `error` the sticky failure (the first one stays).
+  void Fail(const Status& error) REQUIRES(mu_);
 
   // The background thread: group syncs until stopping_.
   void SyncLoop();
@@ -169,21 +168,21 @@ class Journal {
   const JournalOptions options_;
 
   // Held by whoever writes the file (Sync, Rewrite), taken before mu_, never by Append.
-  std::mutex write_mu_;
-  std::unique_ptr<WritableFile> file_;  // guarded by write_mu_
-  uint64_t write_offset_ = 0;           // guarded by write_mu_: the file's end
-  std::string writing_;                 // guarded by write_mu_: the group being written
+  Mutex write_mu_;
+  std::unique_ptr<WritableFile> file_ GUARDED_BY(write_mu_);
+  uint64_t write_offset_ GUARDED_BY(write_mu_) = 0;  // the file's end
+  std::string writing_ GUARDED_BY(write_mu_);  // the group being written
 
-  mutable std::mutex mu_;
-  std::condition_variable durable_changed_;  // durable_sequence_ or status_ changed
-  std::condition_variable work_;             // pending_ filled, or stopping_
-  std::string pending_;                      // guarded by mu_: framed, not yet written
-  uint64_t last_sequence_ = 0;               // guarded by mu_
-  uint64_t durable_sequence_ = 0;            // guarded by mu_
-  uint64_t file_bytes_ = 0;                  // guarded by mu_
-  uint64_t sync_count_ = 0;                  // guarded by mu_
-  Status status_;                            // guarded by mu_: sticky failure
-  bool stopping_ = false;                    // guarded by mu_
+  mutable Mutex mu_;
+  CondVar durable_changed_;  // durable_sequence_ or status_ changed
+  CondVar work_;             // pending_ filled, or stopping_
+  std::string pending_ GUARDED_BY(mu_);  // framed, not yet written
+  uint64_t last_sequence_ GUARDED_BY(mu_) = 0;
+  uint64_t durable_sequence_ GUARDED_BY(mu_) = 0;
+  uint64_t file_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t sync_count_ GUARDED_BY(mu_) = 0;
+  Status status_ GUARDED_BY(mu_);  // sticky failure
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread syncer_;                       // runs SyncLoop; absent for interval 0
 };
 

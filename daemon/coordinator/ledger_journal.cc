@@ -387,10 +387,10 @@ Result<LedgerReplay> LedgerJournal::Open(Env& env, const std::string& path, JobL
 
 LedgerJournal::~LedgerJournal() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  compact_wanted_.notify_all();
+  compact_wanted_.SignalAll();
   if (compactor_.joinable()) compactor_.join();
   ledger_->SetObserver(nullptr);
 }
@@ -404,7 +404,7 @@ Status LedgerJournal::Replay(const std::vector<std::string>& records, LedgerRepl
       return DataLoss(journal_->path() + ": record " + std::to_string(i) + " (" +
                       TagName(tag) + "): " + applied.message());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, job] : replayer.live_jobs()) ids_[job] = id;
   next_id_ = replayer.max_id() + 1;
   replay->jobs = replayer.live_jobs().size();
@@ -432,12 +432,12 @@ void LedgerJournal::AppendLocked(const std::string& record) {
   const uint64_t bytes = journal_->file_bytes();
   if (bytes >= options_.compact_min_bytes && bytes >= options_.compact_factor * compacted_bytes_) {
     compact_requested_ = true;
-    compact_wanted_.notify_one();
+    compact_wanted_.Signal();
   }
 }
 
 void LedgerJournal::JobCreated(const std::string& job, const JobParams& params) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!status_.ok()) return;
   scratch_.clear();
   EncodeJob(IdOf(job), job, params, &scratch_);
@@ -446,7 +446,7 @@ void LedgerJournal::JobCreated(const std::string& job, const JobParams& params) 
 
 void LedgerJournal::BatchCommitted(const std::string& job, uint64_t epoch, uint64_t batch,
                                    const std::vector<uint32_t>& ranks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!status_.ok() || ranks.empty()) return;
   auto it = ids_.find(job);
   if (it == ids_.end()) {
@@ -485,7 +485,7 @@ void LedgerJournal::BatchCommitted(const std::string& job, uint64_t epoch, uint6
 }
 
 void LedgerJournal::JobForgotten(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!status_.ok()) return;
   auto it = ids_.find(job);
   if (it == ids_.end()) return;
@@ -497,11 +497,11 @@ void LedgerJournal::JobForgotten(const std::string& job) {
 }
 
 Status LedgerJournal::Compact() {
-  std::lock_guard<std::mutex> one_at_a_time(compact_mu_);
+  MutexLock one_at_a_time(&compact_mu_);
   std::vector<std::string> records;
   bool diverted = false;
   ledger_->Snapshot([&](const std::vector<JobSnapshot>& jobs) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!status_.ok()) return;
     const uint32_t max_bytes = options_.journal.max_record_bytes;
     // A varint takes at most 10 bytes; the fields before a list far less than 64.
@@ -532,7 +532,7 @@ Status LedgerJournal::Compact() {
     diverted = true;
   });
   Status rewritten = diverted ? journal_->Rewrite(records) : status();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   compact_requested_ = false;
   if (!diverted) return rewritten;
   diverting_ = false;
@@ -553,12 +553,12 @@ Status LedgerJournal::Compact() {
 }
 
 Status LedgerJournal::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
 uint64_t LedgerJournal::compactions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return compactions_;
 }
 
@@ -570,13 +570,12 @@ void LedgerJournal::Fail(const Status& error) {
 }
 
 void LedgerJournal::CompactLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    compact_wanted_.wait(lock, [this] { return stopping_ || compact_requested_; });
+    while (!stopping_ && !compact_requested_) compact_wanted_.Wait(&mu_);
     if (stopping_) return;
-    lock.unlock();
+    MutexUnlock unlocked(&mu_);
     (void)Compact();  // failures are logged, or sticky in status_
-    lock.lock();
   }
 }
 

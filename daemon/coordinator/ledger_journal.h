@@ -38,16 +38,15 @@
 #ifndef EMBER_DAEMON_COORDINATOR_LEDGER_JOURNAL_H_
 #define EMBER_DAEMON_COORDINATOR_LEDGER_JOURNAL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "common/env.h"
+#include "common/mutex.h"
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/journal.h"
 #include "ember/status.h"
@@ -124,15 +123,15 @@ class LedgerJournal final : public LedgerObserver {
   // Replays `records` into ledger_ and sets up ids_; counts into *replay.
   Status Replay(const std::vector<std::string>& records, LedgerReplay* replay);
 
-  // The job's id, a new one if it has none. Requires mu_.
-  uint64_t IdOf(const std::string& job);
+  // The job's id, a new one if it has none.
+  uint64_t IdOf(const std::string& job) REQUIRES(mu_);
 
   // Appends `record` (or holds it while a compaction runs) and asks for a compaction
-  // when the file has grown enough. Requires mu_.
-  void AppendLocked(const std::string& record);
+  // when the file has grown enough.
+  void AppendLocked(const std::string& record) REQUIRES(mu_);
 
-  // Makes `error` the sticky failure (the first one stays) and logs it. Requires mu_.
-  void Fail(const Status& error);
+  // Makes `error` the sticky failure (the first one stays) and logs it.
+  void Fail(const Status& error) REQUIRES(mu_);
 
   // The background thread: compacts when asked, until stopping_.
   void CompactLoop();
@@ -141,20 +140,20 @@ class LedgerJournal final : public LedgerObserver {
   const std::unique_ptr<Journal> journal_;
   const LedgerJournalOptions options_;
 
-  std::mutex compact_mu_;  // held through Compact: one at a time; taken before the ledger's
+  Mutex compact_mu_;  // held through Compact: one at a time; taken before the ledger's
 
-  mutable std::mutex mu_;  // taken after the ledger's lock
-  std::condition_variable compact_wanted_;              // compact_requested_ or stopping_
-  std::unordered_map<std::string, uint64_t> ids_;       // guarded by mu_: live jobs' ids
-  uint64_t next_id_ = 1;                                // guarded by mu_
-  std::string scratch_;                                 // guarded by mu_: record encoding
-  bool diverting_ = false;                              // guarded by mu_: Compact writes
-  std::vector<std::string> held_;                       // guarded by mu_: while diverting_
-  uint64_t compacted_bytes_ = 0;                        // guarded by mu_: file after Compact
-  uint64_t compactions_ = 0;                            // guarded by mu_
-  bool compact_requested_ = false;                      // guarded by mu_
-  bool stopping_ = false;                               // guarded by mu_
-  Status status_;                                       // guarded by mu_: sticky failure
+  mutable Mutex mu_;  // taken after the ledger's lock
+  CondVar compact_wanted_;              // compact_requested_ or stopping_
+  std::unordered_map<std::string, uint64_t> ids_ GUARDED_BY(mu_);  // live jobs' ids
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  std::string scratch_ GUARDED_BY(mu_);  // record encoding
+  bool diverting_ GUARDED_BY(mu_) = false;  // Compact writes
+  std::vector<std::string> held_ GUARDED_BY(mu_);  // while diverting_
+  uint64_t compacted_bytes_ GUARDED_BY(mu_) = 0;  // file after Compact
+  uint64_t compactions_ GUARDED_BY(mu_) = 0;
+  bool compact_requested_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  Status status_ GUARDED_BY(mu_);  // sticky failure
   std::thread compactor_;  // runs CompactLoop; absent when compact_min_bytes is 0
 };
 

@@ -71,7 +71,7 @@ std::vector<JobSummary> RemoteCoordinator::Summaries() const {
     s.ranks.push_back(progress);
   }
   std::vector<JobSummary> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& [job, s] : jobs) {
     auto per_rank = batches_per_rank_.find(job);
     if (per_rank != batches_per_rank_.end()) s.batches_per_rank = per_rank->second;
@@ -129,7 +129,7 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
     SendJoin(job, rank, state, /*again=*/!held.empty());
   });
   if (!sent) return Unavailable("coordinator " + address_ + ": this daemon is shutting down");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   batches_per_rank_[job] = layout->steps();
   order_keys_[job] = {params.num_samples, params.seed, params.shuffle};
   return Status::Ok();
@@ -353,13 +353,13 @@ void RemoteCoordinator::Leave(const std::string& job, uint32_t rank) {
 }
 
 OrderKey RemoteCoordinator::OrderKeyOf(const std::string& job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = order_keys_.find(job);
   return it == order_keys_.end() ? OrderKey{} : it->second;
 }
 
 Result<uint64_t> RemoteCoordinator::BatchesPerRank(const std::string& job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = batches_per_rank_.find(job);
   if (it == batches_per_rank_.end()) return NotFound("job '" + job + "' does not exist");
   return it->second;

@@ -40,12 +40,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/rpc_status.h"
 #include "daemon/coordinator/coordinator_channel.h"
 #include "daemon/coordinator/epoch_orders.h"
@@ -160,9 +160,9 @@ class RemoteCoordinator final : public JobCoordinator {
   // positions); {} when the job is unknown.
   OrderKey OrderKeyOf(const std::string& job) const;
 
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t> batches_per_rank_;  // by job; guarded by mu_
-  std::map<std::string, OrderKey> order_keys_;        // by job; guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, uint64_t> batches_per_rank_ GUARDED_BY(mu_);  // by job
+  std::map<std::string, OrderKey> order_keys_ GUARDED_BY(mu_);        // by job
   EpochOrders orders_;  // built on the streams' threads and in its own, never the loop's
 };
 

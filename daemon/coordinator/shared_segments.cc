@@ -43,7 +43,7 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
                            " a segment may have");
   }
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t now = env_->NowMicros();
   DropExpired(now);
   const auto key = std::make_pair(job, name);
@@ -90,12 +90,12 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
 }
 
 size_t SharedSegments::NumPending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return pending_.size();
 }
 
 std::vector<PendingSegment> SharedSegments::Pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t now = env_->NowMicros();
   std::vector<PendingSegment> out;
   for (const auto& [key, p] : pending_) {

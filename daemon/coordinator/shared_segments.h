@@ -22,12 +22,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/env.h"
+#include "common/mutex.h"
 #include "daemon/access/principal.h"
 #include "ember/status.h"
 
@@ -92,13 +92,13 @@ class SharedSegments {
   // True if `entry` was created the TTL or more before `now_micros`.
   bool Expired(const Entry& entry, uint64_t now_micros) const;
 
-  // Drops pending segments older than the TTL. Requires mu_.
-  void DropExpired(uint64_t now_micros);
+  // Drops pending segments older than the TTL.
+  void DropExpired(uint64_t now_micros) REQUIRES(mu_);
 
   Env* const env_;
   const SharedSegmentLimits limits_;
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, Entry> pending_;  // (job, name)
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, std::string>, Entry> pending_ GUARDED_BY(mu_);  // (job, name)
 };
 
 }  // namespace ember::daemon

@@ -21,7 +21,7 @@ DatasetCache::~DatasetCache() { pool_.join(); }
 
 DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
   using R = Result<std::shared_ptr<const Source>>;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Entry& entry = entries_[Key(info.spec)];
   if (auto loaded = entry.loaded.lock()) {
     std::promise<R> ready;
@@ -35,7 +35,7 @@ DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
   boost::asio::post(pool_, [this, promise, spec = info.spec, reads_as = info.owner.reads_as] {
     std::shared_ptr<Env> reader = EnvReadingAs(env_, reads_as);
     auto loaded = LoadDataset(*reader, spec, plugins_);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Entry& e = entries_[Key(spec)];
     e.pending = SourceFuture();
     if (!loaded.ok()) {
@@ -52,7 +52,7 @@ DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
 }
 
 size_t DatasetCache::NumLoaded() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& [name, entry] : entries_)
     if (!entry.loaded.expired()) ++n;

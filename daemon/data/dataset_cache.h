@@ -10,11 +10,11 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <boost/asio/thread_pool.hpp>
 
+#include "common/mutex.h"
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
 #include "daemon/data/plugin/plugin_registry.h"
@@ -48,8 +48,8 @@ class DatasetCache {
   Env* env_;
   const PluginRegistry* plugins_;
   boost::asio::thread_pool pool_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;  // by Key(spec); guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Entry> entries_ GUARDED_BY(mu_);  // by Key(spec)
 };
 
 }  // namespace ember::daemon

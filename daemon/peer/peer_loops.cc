@@ -6,10 +6,10 @@
 #include <kj/vector.h>
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <utility>
+
+#include "common/mutex.h"
 
 namespace ember::daemon {
 
@@ -18,8 +18,8 @@ namespace ember::daemon {
 // the thread's own.
 struct PeerLoops::Thread final : kj::TaskSet::ErrorHandler {
   explicit Thread(unsigned index) {
-    std::mutex mu;
-    std::condition_variable cv;
+    Mutex mu;
+    CondVar cv;
     bool ready = false;
     thread = std::thread([this, index, &mu, &cv, &ready] {
       // As `top -H` shows it (15 characters at most).
@@ -30,17 +30,17 @@ struct PeerLoops::Thread final : kj::TaskSet::ErrorHandler {
       loop = &here;
       stop = kj::mv(stopped.fulfiller);
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(&mu);
         executor = kj::getCurrentThreadExecutor().addRef();
         ready = true;
       }
-      cv.notify_one();
+      cv.Signal();
       stopped.promise.wait(io.waitScope);
       loop = nullptr;
       spdlog::debug("peer loop {} stopped", index);
     });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&ready] { return ready; });
+    MutexLock lock(&mu);
+    while (!ready) cv.Wait(&mu);
   }
 
   ~Thread() {

@@ -181,10 +181,10 @@ kj::Promise<void> DaemonServer::joinJob(JoinJobContext context) {
   const auto params = context.getParams();
   const std::string coordinator = ToStd(params.getCoordinator());
   if (!coordinator.empty() && open_remote_ != nullptr) {
-    std::optional<rpc::Job::Client> remote =
+    kj::Maybe<rpc::Job::Client> remote =
         ValueOrThrow((*open_remote_)(ToStd(params.getJob()), coordinator, session_->principal()));
-    if (remote) {
-      context.getResults().setJob(kj::mv(*remote));
+    KJ_IF_MAYBE(job, remote) {
+      context.getResults().setJob(kj::mv(*job));
       return kj::READY_NOW;
     }
   }

@@ -12,7 +12,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include <kj/timer.h>
@@ -23,19 +22,21 @@
 
 namespace ember::daemon {
 
-// The Job capability of `job` at the daemon `coordinator` (HOST:PORT) names: nullopt when
+// The Job capability of `job` at the daemon `coordinator` (HOST:PORT) names: nullptr when
 // that is this daemon; kUnavailable / kFailedPrecondition when it cannot be reached.
-using RemoteJobOpener = std::function<Result<std::optional<rpc::Job::Client>>(
+// (kj::Maybe rather than std::optional: clang cannot instantiate std::optional of a
+// capnp Client, whose copy constructor takes a non-const reference.)
+using RemoteJobOpener = std::function<Result<kj::Maybe<rpc::Job::Client>>(
     const std::string& job, const std::string& coordinator, const Principal& caller)>;
 
 class DaemonServer final : public rpc::Daemon::Server {
  public:
-  // `service` and `timer` (not owned) must outlive the server and what it hands out.
-  // `open_remote` (may be null: every job is local) serves joinJob with a coordinator.
-  DaemonServer(DaemonService& service, std::shared_ptr<Session> session, kj::Timer& timer,
+  // Serves one client's `session`. `timer` (not owned) must outlive the server and what it
+  // hands out. `open_remote` (may be null: every job is local) serves joinJob with a
+  // coordinator.
+  DaemonServer(std::shared_ptr<Session> session, kj::Timer& timer,
                const RemoteJobOpener* open_remote = nullptr)
-      : service_(service), session_(std::move(session)), timer_(timer),
-        open_remote_(open_remote) {}
+      : session_(std::move(session)), timer_(timer), open_remote_(open_remote) {}
 
  protected:
   kj::Promise<void> addDataset(AddDatasetContext context) override;
@@ -47,7 +48,6 @@ class DaemonServer final : public rpc::Daemon::Server {
   kj::Promise<void> joinJob(JoinJobContext context) override;
 
  private:
-  DaemonService& service_;
   std::shared_ptr<Session> session_;
   kj::Timer& timer_;
   const RemoteJobOpener* const open_remote_;

@@ -73,12 +73,12 @@ std::shared_ptr<Session> NewSession(DaemonService& service, PeerCredentials peer
 
 // One client connection: its session, its RPC system and the DaemonServer it bootstraps.
 struct ClientListener::Connection {
-  Connection(DaemonService& service, kj::Timer& timer, const RemoteJobOpener* open_remote,
+  Connection(kj::Timer& timer, const RemoteJobOpener* open_remote,
              kj::Own<kj::AsyncCapabilityStream> s, std::shared_ptr<Session> session)
       : stream(kj::mv(s)),
         network(*stream, kMaxFdsPerMessage, capnp::rpc::twoparty::Side::SERVER),
         rpc(capnp::makeRpcServer(
-            network, kj::heap<DaemonServer>(service, std::move(session), timer, open_remote))) {}
+            network, kj::heap<DaemonServer>(std::move(session), timer, open_remote))) {}
   kj::Own<kj::AsyncCapabilityStream> stream;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
@@ -170,7 +170,7 @@ kj::Promise<void> ClientListener::AcceptLoop() {
             auto stream = io.downcast<kj::AsyncCapabilityStream>();
             std::shared_ptr<Session> session = NewSession(service_, PeerOf(*stream));
             if (!session) return kj::READY_NOW;  // dropping the stream closes it
-            auto connection = kj::heap<Connection>(service_, timer_, open_remote_,
+            auto connection = kj::heap<Connection>(timer_, open_remote_,
                                                    kj::mv(stream), std::move(session));
             auto disconnected = connection->network.onDisconnect();
             connections_->add(disconnected.attach(kj::mv(connection)));

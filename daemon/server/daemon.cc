@@ -220,11 +220,11 @@ Status Daemon::Parts::StartService() {
         return remote->coordinator.get();
       });
   open_remote_job_ = [this](const std::string& job, const std::string& address,
-                            const Principal& caller) -> Result<std::optional<rpc::Job::Client>> {
+                            const Principal& caller) -> Result<kj::Maybe<rpc::Job::Client>> {
     Result<Remote*> remote = RemoteAt(address);
     if (!remote.ok()) return remote.status().WithContext("coordinator '" + address + "'");
-    if (*remote == nullptr) return std::optional<rpc::Job::Client>();
-    return std::optional<rpc::Job::Client>((*remote)->channel->OpenJob(job, caller));
+    if (*remote == nullptr) return kj::Maybe<rpc::Job::Client>(nullptr);
+    return kj::Maybe<rpc::Job::Client>((*remote)->channel->OpenJob(job, caller));
   };
 
   std::optional<gid_t> share_gid;
@@ -421,10 +421,12 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(Env* env, DaemonConfig config,
                                  source = std::move(config_source)]() mutable {
     d->Run(env, std::move(config), std::move(source));
   });
-  std::unique_lock<std::mutex> lock(daemon->mu_);
-  daemon->changed_.wait(lock, [&] { return daemon->started_.has_value(); });
-  const Status started = *daemon->started_;
-  lock.unlock();
+  Status started;
+  {
+    MutexLock lock(&daemon->mu_);
+    while (!daemon->started_.has_value()) daemon->changed_.Wait(&daemon->mu_);
+    started = *daemon->started_;
+  }
   if (!started.ok()) {
     daemon->thread_.join();
     return started;
@@ -437,15 +439,15 @@ void Daemon::Run(Env* env, DaemonConfig config, std::string config_source) {
   Status opened = parts->Open();
   if (!opened.ok()) {
     parts.reset();  // in reverse order, before Start returns the error
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     started_ = opened;
     stopped_ = opened;
-    changed_.notify_all();
+    changed_.SignalAll();
     return;
   }
   auto stop = kj::newPromiseAndCrossThreadFulfiller<std::string>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     peer_port_ = parts->peer_port();
     metrics_port_ = parts->metrics_port();
     parts_ = parts.get();
@@ -453,22 +455,22 @@ void Daemon::Run(Env* env, DaemonConfig config, std::string config_source) {
     executor_ = kj::getCurrentThreadExecutor().addRef();
     if (stop_why_) stop_->fulfill(kj::cp(*stop_why_));
     started_ = Status::Ok();
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   Status served = parts->Serve(kj::mv(stop.promise));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     parts_ = nullptr;
     stop_ = nullptr;
   }
   parts.reset();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stopped_ = served;
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 void Daemon::Stop(const std::string& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stop_why_) return;
   stop_why_ = why;
   if (stop_ && stop_->isWaiting()) stop_->fulfill(kj::cp(why));
@@ -478,7 +480,7 @@ void Daemon::Reload(const DaemonConfig& loaded) {
   kj::Own<const kj::Executor> executor;
   Parts* parts = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (parts_ == nullptr || stop_why_) return;
     executor = executor_->addRef();
     parts = parts_;
@@ -488,11 +490,15 @@ void Daemon::Reload(const DaemonConfig& loaded) {
 }
 
 Status Daemon::Wait(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto stopped = [&] { return stopped_.has_value(); };
-  if (timeout == std::chrono::milliseconds::max())
-    changed_.wait(lock, stopped);
-  else if (!changed_.wait_for(lock, timeout, stopped))
+  MutexLock lock(&mu_);
+  if (timeout == std::chrono::milliseconds::max()) {
+    while (!stopped_.has_value()) changed_.Wait(&mu_);
+    return *stopped_;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!stopped_.has_value() && changed_.WaitUntil(&mu_, deadline)) {
+  }
+  if (!stopped_.has_value())
     return DeadlineExceeded("emberd on " + socket_path_ + " still runs after " +
                             std::to_string(timeout.count()) + " ms");
   return *stopped_;

@@ -22,10 +22,8 @@
 #define EMBER_DAEMON_SERVER_DAEMON_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -33,6 +31,7 @@
 #include <kj/async.h>
 
 #include "common/env.h"
+#include "common/mutex.h"
 #include "daemon/config/config.h"
 #include "ember/status.h"
 
@@ -79,16 +78,16 @@ class Daemon {
   uint16_t peer_port_ = 0;
   uint16_t metrics_port_ = 0;
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  std::optional<Status> started_;  // guarded by mu_: set once start-up ends
-  std::optional<Status> stopped_;  // guarded by mu_: set once shut down
-  std::optional<std::string> stop_why_;  // guarded by mu_: once Stop is called
-  // While the loop serves (guarded by mu_): the subsystems, what ends Serve, and the
-  // loop's executor (for Reload).
-  Parts* parts_ = nullptr;
-  kj::Own<kj::CrossThreadPromiseFulfiller<std::string>> stop_;
-  kj::Own<const kj::Executor> executor_;
+  mutable Mutex mu_;
+  CondVar changed_;
+  std::optional<Status> started_ GUARDED_BY(mu_);  // set once start-up ends
+  std::optional<Status> stopped_ GUARDED_BY(mu_);  // set once shut down
+  std::optional<std::string> stop_why_ GUARDED_BY(mu_);  // once Stop is called
+  // While the loop serves: the subsystems, what ends Serve, and the loop's executor (for
+  // Reload).
+  Parts* parts_ GUARDED_BY(mu_) = nullptr;
+  kj::Own<kj::CrossThreadPromiseFulfiller<std::string>> stop_ GUARDED_BY(mu_);
+  kj::Own<const kj::Executor> executor_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

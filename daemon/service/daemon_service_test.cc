@@ -66,7 +66,7 @@ TEST_CASE("datasets are added and removed on the blocking pool") {
 TEST_CASE("KvGet returns a present key at once and waits for a missing one") {
   ServiceFixture f("kv_get");
   auto job = Join(f.service(), "job");
-  job->KvSet("a", "1");
+  REQUIRE(job->KvSet("a", "1").ok());
   Outcome<Result<std::string>> present;
   CHECK(job->KvGet("a", 1000, present.Callback()) == nullptr);
   REQUIRE(present.calls == 1);
@@ -76,7 +76,7 @@ TEST_CASE("KvGet returns a present key at once and waits for a missing one") {
   std::unique_ptr<Wait> wait = job->KvGet("b", 1000, later.Callback());
   REQUIRE(wait != nullptr);
   CHECK(later.calls == 0);
-  job->KvSet("b", "2");
+  REQUIRE(job->KvSet("b", "2").ok());
   REQUIRE(later.calls == 1);
   CHECK(later.value->value() == "2");
   wait->Expire();  // too late: already completed
@@ -103,13 +103,13 @@ TEST_CASE("KvGet timeouts: 0 does not wait, Expire fails the wait, dropping it c
   CHECK(expired.value->status().code() == StatusCode::kDeadlineExceeded);
   CHECK(expired.value->status().message() ==
         "waiting for key 'k' of job 'job': timed out after 50 ms");
-  job->KvSet("k", "late");
+  REQUIRE(job->KvSet("k", "late").ok());
   CHECK(expired.calls == 1);
 
   Outcome<Result<std::string>> dropped;
   wait = job->KvGet("other", 50, dropped.Callback());
   wait.reset();
-  job->KvSet("other", "v");
+  REQUIRE(job->KvSet("other", "v").ok());
   CHECK(dropped.calls == 0);
 }
 
@@ -165,8 +165,8 @@ TEST_CASE("a job's keys live while it has members, then its name can be reused")
   auto second = Join(service, "job");
   auto other = Join(service, "other");
   CHECK(service.JobMembers("job") == 2);
-  first->KvSet("addr", "10.0.0.1");
-  other->KvSet("addr", "10.0.0.2");
+  REQUIRE(first->KvSet("addr", "10.0.0.1").ok());
+  REQUIRE(other->KvSet("addr", "10.0.0.2").ok());
   first.reset();
   CHECK(service.JobMembers("job") == 1);
   CHECK(second->KvCheck({"addr"}));

@@ -50,7 +50,7 @@ TEST_CASE("dropping a session closes its streams and ends its memberships") {
   REQUIRE(session->OpenStream(ServiceFixture::StreamOf("job", "toks", 1)).ok());
   Result<JobMembership*> job = session->JoinJob("job");
   REQUIRE(job.ok());
-  (*job)->KvSet("addr", "x");
+  REQUIRE((*job)->KvSet("addr", "x").ok());
   REQUIRE(session->JoinJob("job").ok());
   CHECK(session->num_memberships() == 2);
   CHECK(service.JobMembers("job") == 2);
@@ -73,7 +73,7 @@ TEST_CASE("LeaveJob ends one membership of the session") {
   Result<JobMembership*> second = session.JoinJob("job");
   REQUIRE(first.ok());
   REQUIRE(second.ok());
-  (*first)->KvSet("k", "v");
+  REQUIRE((*first)->KvSet("k", "v").ok());
   session.LeaveJob(*first);
   CHECK(session.num_memberships() == 1);
   CHECK((*second)->KvCheck({"k"}));

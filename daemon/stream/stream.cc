@@ -7,7 +7,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -40,19 +39,19 @@ struct Stream::Filling {
   std::vector<Status> errors;
   std::atomic<uint64_t> next_row{0};
   std::atomic<bool> failed{false};
-  std::mutex mu;
-  std::condition_variable done_cv;
-  uint64_t pending = 0;        // decode tasks not yet done; guarded by mu
-  bool rows_claimed = false;   // a task found no row left to claim; guarded by mu
+  Mutex mu;
+  CondVar done_cv;
+  uint64_t pending GUARDED_BY(mu) = 0;      // decode tasks not yet done
+  bool rows_claimed GUARDED_BY(mu) = false;  // a task found no row left to claim
 
   void Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    done_cv.wait(lock, [&] { return pending == 0; });
+    MutexLock lock(&mu);
+    while (pending != 0) done_cv.Wait(&mu);
   }
   // Until a decode thread is out of rows (or all are done).
   void WaitUntilRowsClaimed() {
-    std::unique_lock<std::mutex> lock(mu);
-    done_cv.wait(lock, [&] { return rows_claimed || pending == 0; });
+    MutexLock lock(&mu);
+    while (!rows_claimed && pending != 0) done_cv.Wait(&mu);
   }
   ~Filling() {
     Wait();
@@ -153,7 +152,7 @@ Stream::~Stream() {
 void Stream::Stop() {
   stop_.store(true, std::memory_order_release);
   ring_->Wake();
-  std::lock_guard<std::mutex> lock(coordinator_mu_);
+  MutexLock lock(&coordinator_mu_);
   if (left_job_) return;
   left_job_ = true;
   // Commit the batches whose slots the reader handed back; Leave returns the others.
@@ -232,7 +231,7 @@ Status Stream::Produce() {
       if (filling.empty()) filling_.store(false);
       EMBER_RETURN_IF_ERROR(published);
 
-      std::lock_guard<std::mutex> lock(rate_mu_);
+      MutexLock lock(&rate_mu_);
       const uint64_t now = env_.NowMicros();
       if (rate_window_start_us_ == 0) rate_window_start_us_ = now;
       rate_window_samples_ += samples;
@@ -320,10 +319,10 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
     while (!stop_.load(std::memory_order_relaxed) && !f->failed.load(std::memory_order_relaxed)) {
       const uint64_t r = f->next_row.fetch_add(1, std::memory_order_relaxed);
       if (r >= rows) {
-        std::lock_guard<std::mutex> lock(f->mu);
+        MutexLock lock(&f->mu);
         if (!f->rows_claimed) {
           f->rows_claimed = true;
-          f->done_cv.notify_all();
+          f->done_cv.SignalAll();
         }
         return;
       }
@@ -339,12 +338,15 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
   }
   // One task per decode thread; FinishFill waits for all of them.
   const uint64_t tasks = std::min<uint64_t>(rows, decode_pool_->threads);
-  f->pending = tasks;
+  {
+    MutexLock lock(&f->mu);
+    f->pending = tasks;
+  }
   for (uint64_t c = 0; c < tasks; ++c) {
     decode_pool_->Post([read_rows, f = f.get()] {
       read_rows();
-      std::lock_guard<std::mutex> lock(f->mu);
-      if (--f->pending == 0) f->done_cv.notify_all();
+      MutexLock lock(&f->mu);
+      if (--f->pending == 0) f->done_cv.SignalAll();
     });
   }
   return f;
@@ -404,16 +406,17 @@ void Stream::LogSkipsHeldBack(uint64_t held_back) const {
 }
 
 Result<BatchLease> Stream::NextLease(uint64_t epoch) {
-  std::unique_lock<std::mutex> lock(coordinator_mu_);
+  MutexLock lock(&coordinator_mu_);
   if (left_job_) return Cancelled("stream closed");
   Result<BatchLease> lease = Internal("unset");
   if (coordinator_.remote()) {
     // The answer may take the coordinator's deadline, and Stop() may come meanwhile on
     // the loop the call waits for. A lease answered after Stop() left the job went back
     // with the membership it was granted to.
-    lock.unlock();
-    lease = coordinator_.Next(params_.job, params_.rank, epoch);
-    lock.lock();
+    {
+      MutexUnlock unlocked(&coordinator_mu_);
+      lease = coordinator_.Next(params_.job, params_.rank, epoch);
+    }
     if (left_job_) return Cancelled("stream closed");
   } else {
     lease = coordinator_.Next(params_.job, params_.rank, epoch);
@@ -433,7 +436,7 @@ Status Stream::CommitConsumed() {
   };
   std::vector<Consumed> consumed;
   {
-    std::lock_guard<std::mutex> lock(coordinator_mu_);
+    MutexLock lock(&coordinator_mu_);
     if (left_job_) return Cancelled("stream closed");
     for (uint32_t i = 0; i < in_slot_.size(); ++i)
       if (in_slot_[i] && ring_->SlotFree(i))
@@ -441,14 +444,14 @@ Status Stream::CommitConsumed() {
   }
   for (const Consumed& c : consumed)
     (void)coordinator_.Commit(params_.job, params_.rank, c.epoch, c.batch);
-  std::lock_guard<std::mutex> lock(coordinator_mu_);
+  MutexLock lock(&coordinator_mu_);
   if (left_job_) return Cancelled("stream closed");
   for (const Consumed& c : consumed) in_slot_[c.slot].reset();
   return Status::Ok();
 }
 
 Status Stream::Publish(ring::SlotHeader* slot, BatchLease lease, uint64_t rows) {
-  std::lock_guard<std::mutex> lock(coordinator_mu_);
+  MutexLock lock(&coordinator_mu_);
   if (left_job_) return Cancelled("stream closed");
   in_slot_[ring_->IndexOf(slot)] = std::move(lease);
   // Counted before the reader can see the batch, so that its stats never lag behind it.
@@ -477,7 +480,7 @@ StreamStats Stream::Stats() const {
   stats.bytes_published = bytes_published_.load(std::memory_order_relaxed);
   stats.decode_errors = decode_errors_.load(std::memory_order_relaxed);
   stats.data_stall_seconds = ring_->reader_wait_nanos() / 1e9;
-  std::lock_guard<std::mutex> lock(rate_mu_);
+  MutexLock lock(&rate_mu_);
   stats.samples_per_second = samples_per_second_;
   return stats;
 }

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,6 +24,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "common/mutex.h"
 #include "daemon/catalog/dataset.h"
 #include "daemon/coordinator/job_coordinator.h"
 #include "common/env.h"
@@ -212,15 +212,15 @@ class Stream {
   // left the job, no batch is leased or published by this stream, and every batch it
   // committed was consumed. Never held across a call that waits for another daemon
   // (JobCoordinator::remote()), so that Stop() on the event loop returns at once.
-  std::mutex coordinator_mu_;
-  bool left_job_ = false;  // guarded by coordinator_mu_
-  // The lease whose batch sits in each slot, until committed; guarded by coordinator_mu_.
-  std::vector<std::optional<BatchLease>> in_slot_;
+  Mutex coordinator_mu_;
+  bool left_job_ GUARDED_BY(coordinator_mu_) = false;
+  // The lease whose batch sits in each slot, until committed.
+  std::vector<std::optional<BatchLease>> in_slot_ GUARDED_BY(coordinator_mu_);
 
-  mutable std::mutex rate_mu_;
-  uint64_t rate_window_start_us_ = 0;      // guarded by rate_mu_
-  uint64_t rate_window_samples_ = 0;       // guarded by rate_mu_
-  double samples_per_second_ = 0;          // guarded by rate_mu_
+  mutable Mutex rate_mu_;
+  uint64_t rate_window_start_us_ GUARDED_BY(rate_mu_) = 0;
+  uint64_t rate_window_samples_ GUARDED_BY(rate_mu_) = 0;
+  double samples_per_second_ GUARDED_BY(rate_mu_) = 0;
 
   std::thread producer_;
 };

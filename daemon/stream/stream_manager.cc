@@ -38,24 +38,24 @@ StreamManager::StreamManager(Env* env, Catalog* catalog, JobCoordinator* local_c
 StreamManager::~StreamManager() {
   std::map<uint64_t, std::shared_ptr<Stream>> streams;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     streams.swap(streams_);
   }
   // Stop them all first, so that their producers wind down side by side.
   for (auto& [id, stream] : streams) stream->Stop();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [id, stream] : streams) closing_.push_back(std::move(stream));
     shutting_down_ = true;
   }
-  closing_cv_.notify_all();
+  closing_cv_.SignalAll();
   reaper_.join();
 }
 
 void StreamManager::Reap() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    closing_cv_.wait(lock, [&] { return !closing_.empty() || shutting_down_; });
+    while (closing_.empty() && !shutting_down_) closing_cv_.Wait(&mu_);
     if (closing_.empty()) return;
     std::vector<std::shared_ptr<Stream>> done;
     for (auto it = closing_.begin(); it != closing_.end();) {
@@ -66,20 +66,17 @@ void StreamManager::Reap() {
         ++it;
       }
     }
-    lock.unlock();
     for (std::shared_ptr<Stream>& stream : done) {
       const uint64_t id = stream->id(), bytes = stream->ring_bytes();
       const Principal owner = stream->params().owner;
-      stream.reset();  // joins the finished producer and unmaps the ring
       {
-        std::lock_guard<std::mutex> relock(mu_);
-        UnreserveLocked(owner, bytes);
+        MutexUnlock unlocked(&mu_);
+        stream.reset();  // joins the finished producer and unmaps the ring
       }
+      UnreserveLocked(owner, bytes);
       spdlog::info("stream {} closed", id);
     }
-    lock.lock();
-    if (done.empty() && !closing_.empty())
-      closing_cv_.wait_for(lock, kReapInterval);
+    if (done.empty() && !closing_.empty()) (void)closing_cv_.WaitFor(&mu_, kReapInterval);
   }
 }
 
@@ -125,7 +122,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
       params.slots, ring::SlotSizeFor(BatchPayloadBytes(StreamTensors(*info, params.sample_ids), params.batch_size)));
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (draining_) return Unavailable("emberd is shutting down: no new streams");
     EMBER_RETURN_IF_ERROR(ReserveLocked(params, ring_bytes));
     id = next_id_++;
@@ -137,7 +134,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                  : Result<JobCoordinator*>(FailedPrecondition(
                        "coordinator: this daemon cannot reach other daemons"));
     if (!resolved.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       UnreserveLocked(params.owner, ring_bytes);
       return resolved.status().WithContext("coordinator '" + params.coordinator + "'");
     }
@@ -145,7 +142,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   }
   auto stream =
       Stream::Start(id, *env_, *coordinator, *info, load_source_(*info), decode_pool_, params);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!stream.ok()) {
     UnreserveLocked(params.owner, ring_bytes);
     if (stream.status().code() == StatusCode::kAlreadyExists)
@@ -208,13 +205,13 @@ void StreamManager::SetBudget(uint64_t shm_budget_bytes, uint32_t default_slots)
 }
 
 void StreamManager::BeginDrain() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   draining_ = true;
   for (auto& [id, stream] : streams_) stream->Drain();
 }
 
 size_t StreamManager::BatchesInFlight() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t filling = 0;
   for (const auto& [id, stream] : streams_) filling += stream->filling() ? 1 : 0;
   return filling;
@@ -223,7 +220,7 @@ size_t StreamManager::BatchesInFlight() const {
 void StreamManager::Close(uint64_t id) {
   std::shared_ptr<Stream> stream;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = streams_.find(id);
     if (it == streams_.end()) return;
     stream = std::move(it->second);
@@ -231,17 +228,17 @@ void StreamManager::Close(uint64_t id) {
   }
   stream->Stop();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closing_.push_back(std::move(stream));
   }
-  closing_cv_.notify_all();
+  closing_cv_.SignalAll();
   spdlog::info("stream {} closing", id);
 }
 
 std::vector<StreamStats> StreamManager::Stats() const {
   std::vector<std::shared_ptr<Stream>> streams;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, s] : streams_) streams.push_back(s);
   }
   std::vector<StreamStats> stats;
@@ -250,7 +247,7 @@ std::vector<StreamStats> StreamManager::Stats() const {
 }
 
 uint64_t StreamManager::shm_bytes_in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return reserved_bytes_;
 }
 

@@ -9,15 +9,14 @@
 #define EMBER_DAEMON_STREAM_STREAM_MANAGER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "daemon/catalog/catalog.h"
 #include "daemon/coordinator/job_coordinator.h"
 #include "common/env.h"
@@ -93,8 +92,8 @@ class StreamManager {
  private:
   // Reserves a ring of `bytes` for `owner` (kResourceExhausted with the numbers past the
   // budget, the owner's share or its stream count); Unreserve gives it back.
-  Status ReserveLocked(const StreamParams& params, uint64_t bytes);
-  void UnreserveLocked(const Principal& owner, uint64_t bytes);
+  Status ReserveLocked(const StreamParams& params, uint64_t bytes) REQUIRES(mu_);
+  void UnreserveLocked(const Principal& owner, uint64_t bytes) REQUIRES(mu_);
 
   // The reaper thread: destroys closed streams as their producers finish, returning
   // their bytes to the budget; exits once shutting down with none left.
@@ -109,19 +108,19 @@ class StreamManager {
   const StreamLimits limits_;  // its shm_budget_bytes and default_slots: the two below
   std::atomic<uint64_t> shm_budget_bytes_;
   std::atomic<uint32_t> default_slots_;
-  mutable std::mutex mu_;
-  uint64_t next_id_ = 1;                                  // guarded by mu_
-  uint64_t reserved_bytes_ = 0;                           // guarded by mu_
+  mutable Mutex mu_;
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  uint64_t reserved_bytes_ GUARDED_BY(mu_) = 0;
   struct UserUse {
     uint64_t bytes = 0;
     uint32_t streams = 0;  // open or closing
   };
-  std::map<uid_t, UserUse> users_;  // by the streams' owners' uid; guarded by mu_
-  std::map<uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by mu_
-  std::vector<std::shared_ptr<Stream>> closing_;  // stopped, not yet reaped; guarded by mu_
-  bool shutting_down_ = false;                    // guarded by mu_
-  bool draining_ = false;                         // guarded by mu_
-  std::condition_variable closing_cv_;            // closing_ or shutting_down_ changed
+  std::map<uid_t, UserUse> users_ GUARDED_BY(mu_);  // by the streams' owners' uid
+  std::map<uint64_t, std::shared_ptr<Stream>> streams_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Stream>> closing_ GUARDED_BY(mu_);  // stopped, not yet reaped
+  bool shutting_down_ GUARDED_BY(mu_) = false;
+  bool draining_ GUARDED_BY(mu_) = false;
+  CondVar closing_cv_;            // closing_ or shutting_down_ changed
   std::thread reaper_;
 };
 

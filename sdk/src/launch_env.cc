@@ -62,7 +62,7 @@ const std::vector<Launcher>& Launchers() {
 struct Sourced {
   int value = 0;
   std::string source;  // the variable
-  std::string note;    // how the value was found where it is not the variable's, e.g. " (unset)"
+  std::string note{};  // how the value was found where it is not the variable's, e.g. " (unset)"
 };
 
 std::string Describe(const Sourced& v) { return v.source + "=" + std::to_string(v.value) + v.note; }

@@ -27,7 +27,7 @@ struct DataParallel::State {
     int64_t module_index;  // in module.parameters()
     size_t bucket;
     bool ready = false;  // its hook fired in this backward pass
-    std::shared_ptr<torch::autograd::Node> accumulator;
+    std::shared_ptr<torch::autograd::Node> accumulator{};
     uintptr_t hook_key = 0;
   };
 

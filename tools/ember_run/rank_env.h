@@ -20,9 +20,9 @@ struct RunLayout {
   int nnodes = 1;
   int node_rank = 0;
   int nproc = 1;            // local ranks on this node, the same on every node
-  std::string job;          // empty: none given
-  std::string socket;       // emberd's unix socket; empty: the ranks inherit EMBER_SOCKET
-  std::string coordinator;  // HOST:PORT; empty: the ranks inherit EMBER_COORDINATOR
+  std::string job{};        // empty: none given
+  std::string socket{};     // emberd's unix socket; empty: the ranks inherit EMBER_SOCKET
+  std::string coordinator{};  // HOST:PORT; empty: the ranks inherit EMBER_COORDINATOR
 };
 
 // Ok, or kInvalidArgument naming the flag and its value: a count below 1, a node rank not

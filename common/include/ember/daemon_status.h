@@ -23,7 +23,7 @@ struct DatasetSpec {
   std::string split = "train";
   // YAML text of a decode/transform pipeline (formats that decode); empty: the format's
   // default. Kept in the catalog, so the dataset does not depend on the file it came from.
-  std::string pipeline;
+  std::string pipeline{};
   // What a corrupt sample does to a stream: "fail" ends it with the error; "skip" drops
   // the sample from its batch, logs it (file, reason) and counts it.
   std::string on_error = "fail";
@@ -78,7 +78,7 @@ struct RankProgress {
   uint64_t epoch = 0;     // its first epoch not fully consumed
   uint64_t consumed = 0;  // batches of that epoch consumed in a row from its first
   uint64_t leased = 0;    // batches handed to it, not yet consumed
-  std::string node;       // the node whose daemon it joined through; empty: this daemon
+  std::string node{};     // the node whose daemon it joined through; empty: this daemon
 };
 
 struct JobStatus {
