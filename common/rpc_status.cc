@@ -43,15 +43,20 @@ Status FromDescription(const std::string& text) {
   return Internal(text);
 }
 
-Status FromException(const kj::Exception& exception) {
+Status FromException(const kj::Exception& exception, const Link& link) {
   std::string text(exception.getDescription().cStr());
   const std::string remote = "remote exception: ";
   // Once per hop: a daemon that forwards another daemon's answer adds a prefix too.
-  while (text.rfind(remote, 0) == 0) text = text.substr(remote.size());
+  int hops = 0;
+  for (; text.rfind(remote, 0) == 0; ++hops) text = text.substr(remote.size());
   Status status = Status::Ok();
   if (ParseDescription(text, &status)) return status;
-  if (exception.getType() == kj::Exception::Type::DISCONNECTED)
-    return Unavailable("connection to emberd lost: " + text);
+  if (exception.getType() == kj::Exception::Type::DISCONNECTED) {
+    if (hops == 0) return Unavailable("connection to " + link.next + " lost: " + text);
+    return Unavailable(link.next + " lost its connection to " +
+                       (link.beyond.empty() ? std::string("another daemon") : link.beyond) +
+                       ": " + text);
+  }
   return Internal(text);
 }
 

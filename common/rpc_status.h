@@ -17,9 +17,21 @@ namespace ember::rpc_status {
 // `status` must not be OK. kResourceExhausted travels as OVERLOADED, the rest as FAILED.
 kj::Exception ToException(const Status& status);
 
+// The links a call went over, for what a lost connection says: `next` is the one the
+// caller called over ("emberd at /run/ember/emberd.sock", "coordinator 10.0.0.1:7100"),
+// `beyond` what lies past it when the callee forwards the call ("the job's coordinator
+// 10.0.0.1:7100"; empty: unknown).
+struct Link {
+  std::string next = "emberd";
+  std::string beyond;
+};
+
 // Recovers the code and message; an exception that did not come from ToException (a
 // dropped connection, a bug) becomes kUnavailable / kInternal with its description.
-Status FromException(const kj::Exception& exception);
+// A lost connection names the link that failed: "connection to <next> lost: ..." when it
+// was the caller's own, "<next> lost its connection to <beyond>: ..." when the callee
+// forwarded it (its description carries a "remote exception: " prefix per hop).
+Status FromException(const kj::Exception& exception, const Link& link = {});
 
 // The Status of a description "<status code name>: <message>" (Status::ToString, as an
 // error travels in a struct field rather than as an exception); kInternal with the whole

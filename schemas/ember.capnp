@@ -238,8 +238,18 @@ interface Job {
 
   # Returns once worldSize callers have reached `barrier` (the round then resets, so a
   # barrier can be reused). invalid_argument: worldSize 0 or unlike the current round's.
-  # Waiting arrivals count against the job's 4096 pending waits; names up to 1 KiB.
-  barrier @5 (barrier :Text, worldSize :UInt32, timeoutMs :UInt32) -> ();
+  # Waiting arrivals count against the job's 4096 pending waits; names up to 1 KiB, and
+  # 1024 barrier names a job.
+  # Rounds are numbered from 1 per barrier name; the answer says which one completed.
+  # `round` 0 arrives at the round now open; round N (a caller that saw round N - 1
+  # complete) returns at once if round N already completed (its answer was lost, e.g. to a
+  # coordinator restart), and tells a coordinator that lost its state (a restart) that
+  # the rounds before N completed, so that members who re-send their arrival after a
+  # restart meet again. `member` (a random id per client; 0: none) replaces the member's
+  # earlier arrival in the open round rather than counting twice (one re-sent over a new
+  # connection before the old one's end was noticed).
+  barrier @5 (barrier :Text, worldSize :UInt32, timeoutMs :UInt32, round :UInt64,
+              member :UInt64) -> (round :UInt64);
 
   # A zero-filled shared-memory segment (a memfd, sealed against resizing only) that the
   # worldSize ranks of the job on this node share, e.g. for an all-reduce in shared
@@ -254,4 +264,9 @@ interface Job {
   # No length limit yet on `segment`.
   openSharedMemory @6 (segment :Text, worldSize :UInt32, bytes :UInt64, rank :UInt32)
       -> (memory :SharedMemory);
+
+  # The coordinating daemon's incarnation: a random id drawn when it started. A member
+  # that joins again and finds another one knows the coordinator restarted and lost the
+  # job's keys and barriers (it then sets again what it had set).
+  incarnation @7 () -> (id :UInt64);
 }

@@ -155,48 +155,94 @@ bool KvStore::Delete(const std::string& job, const std::string& key) {
 
 Result<std::optional<KvStore::WaiterId>> KvStore::Arrive(const std::string& job,
                                                          const std::string& name,
-                                                         uint32_t world_size,
-                                                         DoneCallback on_done) {
+                                                         uint32_t world_size, uint64_t round,
+                                                         DoneCallback on_done,
+                                                         uint64_t member) {
   if (world_size == 0) {
     return InvalidArgument(Where(job, "barrier", name) + ": world_size must be positive");
   }
   auto bit = barriers_.find({job, name});
-  if (bit != barriers_.end() && bit->second.world_size != world_size) {
+  if (bit != barriers_.end() && bit->second.world_size != 0 &&
+      bit->second.world_size != world_size) {
     return InvalidArgument(Where(job, "barrier", name) + " was opened with world_size " +
                            std::to_string(bit->second.world_size) + ", this arrival has " +
                            std::to_string(world_size));
   }
-  const size_t arrived = bit == barriers_.end() ? 0 : bit->second.arrived.size();
-  if (arrived + 1 < world_size) {
+  if (bit == barriers_.end()) {
     EMBER_RETURN_IF_ERROR(CheckWaiter(job, "barrier", name));
-    if (bit == barriers_.end()) {
-      bit = barriers_.emplace(std::make_pair(job, name), Barrier{}).first;
-      bit->second.world_size = world_size;
+    size_t names = 0;
+    for (auto it = barriers_.lower_bound({job, std::string()});
+         it != barriers_.end() && it->first.first == job; ++it)
+      ++names;
+    if (names >= limits_.max_job_barriers)
+      return ResourceExhausted(Where(job, "barrier", name) + ": the job has " +
+                               std::to_string(names) + " barriers, the limit");
+    bit = barriers_.emplace(std::make_pair(job, name), Barrier{}).first;
+  }
+  Barrier& barrier = bit->second;
+  if (round != 0 && round <= barrier.completed) {
+    on_done(round);  // completed before; this caller did not hear it
+    return std::optional<WaiterId>();
+  }
+  if (round > barrier.completed + 1) {
+    barrier.completed = round - 1;  // this store lost them: the caller saw them complete
+    ReleaseCompleted(barrier);
+  }
+  if (member != 0) {
+    for (auto it = barrier.arrived.begin(); it != barrier.arrived.end(); ++it) {
+      auto wit = waiters_.find(*it);
+      if (wit->second.member != member) continue;
+      EraseWaiter(wit);  // the same member again: its earlier arrival's caller is gone
+      barrier.arrived.erase(it);
+      break;
     }
+  }
+  if (barrier.arrived.size() + 1 < world_size) {
+    EMBER_RETURN_IF_ERROR(CheckWaiter(job, "barrier", name));
     const WaiterId id = next_id_++;
     Waiter waiter;
     waiter.job = job;
     waiter.key = name;
     waiter.barrier = true;
+    waiter.round = round;
+    waiter.member = member;
     waiter.on_done = std::move(on_done);
     AddWaiter(id, std::move(waiter));
-    bit->second.arrived.push_back(id);
+    barrier.world_size = world_size;
+    barrier.arrived.push_back(id);
     return std::optional<WaiterId>(id);
   }
 
-  // The last arrival: reset the barrier before running callbacks, which may arrive again.
+  // The last arrival: open the next round before running callbacks, which may arrive again.
+  const uint64_t completed = ++barrier.completed;
   std::vector<DoneCallback> done;
-  if (bit != barriers_.end()) {
-    for (WaiterId id : bit->second.arrived) {
-      auto wit = waiters_.find(id);
-      done.push_back(std::move(wit->second.on_done));
-      EraseWaiter(wit);
-    }
-    barriers_.erase(bit);
+  for (WaiterId id : barrier.arrived) {
+    auto wit = waiters_.find(id);
+    done.push_back(std::move(wit->second.on_done));
+    EraseWaiter(wit);
   }
+  barrier.arrived.clear();
+  barrier.world_size = 0;
   done.push_back(std::move(on_done));
-  for (DoneCallback& callback : done) callback();
+  for (DoneCallback& callback : done) callback(completed);
   return std::optional<WaiterId>();
+}
+
+void KvStore::ReleaseCompleted(Barrier& barrier) {
+  std::vector<std::pair<DoneCallback, uint64_t>> done;
+  for (auto it = barrier.arrived.begin(); it != barrier.arrived.end();) {
+    auto wit = waiters_.find(*it);
+    const uint64_t round = wit->second.round;
+    if (round != 0 && round <= barrier.completed) {
+      done.emplace_back(std::move(wit->second.on_done), round);
+      EraseWaiter(wit);
+      it = barrier.arrived.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (barrier.arrived.empty()) barrier.world_size = 0;
+  for (auto& [callback, round] : done) callback(round);
 }
 
 void KvStore::CancelWaiter(WaiterId id) {
@@ -212,7 +258,7 @@ void KvStore::CancelWaiter(WaiterId id) {
           break;
         }
       }
-      if (arrived.empty()) barriers_.erase(bit);
+      if (arrived.empty()) bit->second.world_size = 0;  // its rounds are remembered
     }
   }
   EraseWaiter(wit);

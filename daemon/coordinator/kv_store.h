@@ -28,13 +28,14 @@ struct KvLimits {
   size_t max_job_bytes = size_t{16} << 20;     // all keys and values of a job
   size_t max_job_keys = 16384;
   size_t max_job_waiters = 4096;               // pending Gets and barrier arrivals
+  size_t max_job_barriers = 1024;              // barrier names (each remembers its rounds)
 };
 
 class KvStore {
  public:
   using WaiterId = uint64_t;
   using ValueCallback = std::function<void(const std::string& value)>;
-  using DoneCallback = std::function<void()>;
+  using DoneCallback = std::function<void(uint64_t round)>;  // the round that completed
 
   explicit KvStore(KvLimits limits = {}) : limits_(limits) {}
 
@@ -56,15 +57,25 @@ class KvStore {
   bool Delete(const std::string& job, const std::string& key);
 
   // Barrier `name` of `job` for `world_size` participants: `on_done` runs for every
-  // participant once world_size have arrived; the barrier then resets (reusable).
+  // participant of a round once world_size have arrived, with the round's number (1, 2,
+  // ... per name); the barrier then opens the next round (reusable).
   // The last arrival runs all callbacks (in arrival order, its own last) and gets nullopt;
   // earlier ones get an id for CancelWaiter.
+  // `round` 0 arrives at the round now open. Round N (the caller saw round N - 1
+  // complete) that already completed runs `on_done` at once (its answer was lost); a
+  // round N past the open one means this store lost the earlier rounds (its daemon
+  // restarted): they count as completed, and arrivals waiting with an explicit round
+  // before N complete now. So members that re-send their arrival to a restarted
+  // coordinator meet again, even if some passed the barrier before the restart.
+  // `member` (0: anonymous) replaces that member's earlier arrival in the open round (its
+  // callback is dropped unrun) instead of counting twice.
   // kInvalidArgument if world_size is 0 or differs from the one the current round was
   // opened with (a round opens with its first arrival and closes when it completes or
-  // every participant has been cancelled); kResourceExhausted for a name too long or too
-  // many waiters.
+  // every participant has been cancelled); kResourceExhausted for a name too long, too
+  // many waiters or too many barrier names.
   Result<std::optional<WaiterId>> Arrive(const std::string& job, const std::string& name,
-                                         uint32_t world_size, DoneCallback on_done);
+                                         uint32_t world_size, uint64_t round,
+                                         DoneCallback on_done, uint64_t member = 0);
 
   // Drops a pending Get or Arrive (after a timeout or a disconnect). A cancelled
   // barrier participant no longer counts as arrived. No-op for unknown ids.
@@ -81,13 +92,19 @@ class KvStore {
     std::string job;
     std::string key;  // or barrier name
     bool barrier = false;
+    uint64_t round = 0;   // a barrier arrival's, as it asked (0: the open one)
+    uint64_t member = 0;  // a barrier arrival's member, 0: anonymous
     ValueCallback on_value;
     DoneCallback on_done;
   };
   struct Barrier {
-    uint32_t world_size = 0;
-    std::vector<WaiterId> arrived;
+    uint32_t world_size = 0;        // the open round's; 0 while nobody waits
+    std::vector<WaiterId> arrived;  // in the open round, round completed + 1
+    uint64_t completed = 0;         // rounds completed
   };
+  // Completes the arrivals of `barrier` that asked for an explicit round up to its
+  // completed one (after a jump, see Arrive).
+  void ReleaseCompleted(Barrier& barrier);
 
   // Takes every pending Get of (job, key) off the waiter list, then runs them with the
   // key's current value.

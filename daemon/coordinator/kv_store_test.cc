@@ -22,7 +22,8 @@ struct Got {
 
 std::optional<KvStore::WaiterId> MustArrive(KvStore& kv, const std::string& job,
                                             const std::string& name, uint32_t world, int* fired) {
-  Result<std::optional<KvStore::WaiterId>> r = kv.Arrive(job, name, world, [fired] { ++*fired; });
+  Result<std::optional<KvStore::WaiterId>> r =
+      kv.Arrive(job, name, world, 0, [fired](uint64_t) { ++*fired; });
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   return *r;
@@ -180,9 +181,11 @@ TEST_CASE("a barrier of 1 completes at once") {
 TEST_CASE("barrier world_size must be positive and agree within a round") {
   KvStore kv;
   int fired = 0;
-  CHECK(kv.Arrive("j", "b", 0, [] {}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(kv.Arrive("j", "b", 0, 0, [](uint64_t) {}).status().code() ==
+        StatusCode::kInvalidArgument);
   MustArrive(kv, "j", "b", 3, &fired);
-  Result<std::optional<KvStore::WaiterId>> wrong = kv.Arrive("j", "b", 2, [&] { ++fired; });
+  Result<std::optional<KvStore::WaiterId>> wrong =
+      kv.Arrive("j", "b", 2, 0, [&](uint64_t) { ++fired; });
   CHECK(wrong.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(wrong.status().message(), Catch::Contains("world_size 3"));
   CHECK_THAT(wrong.status().message(), Catch::Contains("barrier 'b'"));
@@ -254,7 +257,7 @@ TEST_CASE("jobs are isolated") {
   CHECK(fa == 0);
   CHECK(fb == 0);
   // Same barrier name, other job, other size: no clash.
-  CHECK(kv.Arrive("c", "bar", 5, [] {}).ok());
+  CHECK(kv.Arrive("c", "bar", 5, 0, [](uint64_t) {}).ok());
 
   REQUIRE(kv.Set("b", "k", "from b").ok());
   CHECK(got.value == "from b");
@@ -320,9 +323,10 @@ TEST_CASE("a job's keys, values and waits are bounded, and nothing changes past 
   // its place. Another job has its own.
   Got got;
   REQUIRE(kv.Get("j", "later", got.Callback())->has_value());
-  REQUIRE(kv.Arrive("j", "bar", 3, [] {}).ok());
+  REQUIRE(kv.Arrive("j", "bar", 3, 0, [](uint64_t) {}).ok());
   CHECK(kv.Get("j", "other", got.Callback()).status().code() == StatusCode::kResourceExhausted);
-  CHECK(kv.Arrive("j", "bar", 3, [] {}).status().code() == StatusCode::kResourceExhausted);
+  CHECK(kv.Arrive("j", "bar", 3, 0, [](uint64_t) {}).status().code() ==
+        StatusCode::kResourceExhausted);
   CHECK(kv.Get("k", "other", got.Callback()).ok());
   REQUIRE(kv.Delete("j", "b"));  // room for a third key
   REQUIRE(kv.Set("j", "later", "1").ok());
@@ -330,6 +334,107 @@ TEST_CASE("a job's keys, values and waits are bounded, and nothing changes past 
   CHECK(kv.Get("j", "other", got.Callback()).ok());
   kv.DropJob("j");
   CHECK(kv.Set("j", "a", std::string(15, 'x')).ok());
+}
+
+// Arrives at (job, name) asking for `round`; the round it completed with lands in *done
+// (0 while waiting).
+std::optional<KvStore::WaiterId> ArriveAt(KvStore& kv, const std::string& name, uint32_t world,
+                                          uint64_t round, uint64_t* done) {
+  Result<std::optional<KvStore::WaiterId>> r =
+      kv.Arrive("j", name, world, round, [done](uint64_t completed) { *done = completed; });
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return *r;
+}
+
+TEST_CASE("barrier rounds are numbered; a round asked for again after it completed returns") {
+  KvStore kv;
+  uint64_t a = 0, b = 0;
+  ArriveAt(kv, "b", 2, 0, &a);
+  CHECK_FALSE(ArriveAt(kv, "b", 2, 0, &b).has_value());
+  CHECK(a == 1);
+  CHECK(b == 1);
+  // Round 2 by both, asked for by number.
+  ArriveAt(kv, "b", 2, 2, &a);
+  ArriveAt(kv, "b", 2, 2, &b);
+  CHECK(a == 2);
+  CHECK(b == 2);
+  // A member whose answer to round 2 was lost asks again: it completed, so at once.
+  uint64_t again = 0;
+  CHECK_FALSE(ArriveAt(kv, "b", 2, 2, &again).has_value());
+  CHECK(again == 2);
+  // Round 3 still needs both.
+  uint64_t c = 0;
+  CHECK(ArriveAt(kv, "b", 2, 3, &c).has_value());
+  CHECK(c == 0);
+}
+
+TEST_CASE("a store that lost its rounds (a restarted coordinator) lets re-sent arrivals meet") {
+  // Before the restart both members passed rounds 1..4 of "final"; A also passed round 5,
+  // whose answer B never got. The new store knows nothing.
+  KvStore kv;
+  uint64_t b = 0;
+  // B re-sends round 5: the store learns rounds 1..4 completed, B waits in round 5.
+  REQUIRE(ArriveAt(kv, "final", 2, 5, &b).has_value());
+  CHECK(b == 0);
+  // A's next arrival is round 6: round 5 completed, so B is released, and A waits.
+  uint64_t a = 0;
+  REQUIRE(ArriveAt(kv, "final", 2, 6, &a).has_value());
+  CHECK(b == 5);
+  CHECK(a == 0);
+  // B's round 6 completes it for both.
+  CHECK_FALSE(ArriveAt(kv, "final", 2, 6, &b).has_value());
+  CHECK(a == 6);
+  CHECK(b == 6);
+}
+
+TEST_CASE("members re-sending the same round after a restart complete it; round 0 joins it") {
+  KvStore kv;
+  uint64_t a = 0, b = 0, fresh = 0;
+  REQUIRE(ArriveAt(kv, "sync", 3, 7, &a).has_value());
+  // A resumed rank (a new client: round 0) joins the open round, 7.
+  REQUIRE(ArriveAt(kv, "sync", 3, 0, &fresh).has_value());
+  CHECK_FALSE(ArriveAt(kv, "sync", 3, 7, &b).has_value());
+  CHECK(a == 7);
+  CHECK(b == 7);
+  CHECK(fresh == 7);
+}
+
+TEST_CASE("a member's second arrival in a round replaces its first") {
+  KvStore kv;
+  int stale = 0, fresh = 0, other = 0;
+  REQUIRE(kv.Arrive("j", "b", 2, 0, [&](uint64_t) { ++stale; }, 41).ok());
+  // Member 41 again (over a new connection): still one arrival of two.
+  REQUIRE(kv.Arrive("j", "b", 2, 0, [&](uint64_t) { ++fresh; }, 41).ok());
+  CHECK(fresh == 0);
+  REQUIRE(kv.Arrive("j", "b", 2, 0, [&](uint64_t) { ++other; }, 42).ok());
+  CHECK(stale == 0);  // dropped unrun
+  CHECK(fresh == 1);
+  CHECK(other == 1);
+}
+
+TEST_CASE("a cancelled arrival leaves the barrier's rounds; names per job are bounded") {
+  KvLimits limits;
+  limits.max_job_barriers = 2;
+  KvStore kv(limits);
+  uint64_t a = 0, b = 0;
+  ArriveAt(kv, "x", 2, 0, &a);
+  CHECK_FALSE(ArriveAt(kv, "x", 2, 0, &b).has_value());
+  std::optional<KvStore::WaiterId> w = ArriveAt(kv, "x", 3, 2, &a);
+  REQUIRE(w.has_value());
+  kv.CancelWaiter(*w);
+  // Round 2 is open again with no one waiting; asking for round 1 again returns at once.
+  uint64_t late = 0;
+  CHECK_FALSE(ArriveAt(kv, "x", 2, 1, &late).has_value());
+  CHECK(late == 1);
+  ArriveAt(kv, "y", 2, 0, &a);
+  Result<std::optional<KvStore::WaiterId>> third =
+      kv.Arrive("j", "z", 2, 0, [](uint64_t) {});
+  CHECK(third.status().code() == StatusCode::kResourceExhausted);
+  CHECK(third.status().message() == "job 'j': barrier 'z': the job has 2 barriers, the limit");
+  // DropJob forgets them.
+  kv.DropJob("j");
+  CHECK(kv.Arrive("j", "z", 2, 0, [](uint64_t) {}).ok());
 }
 
 }  // namespace

@@ -234,13 +234,19 @@ kj::Promise<void> JobServer::kvDelete(KvDeleteContext context) {
 
 kj::Promise<void> JobServer::barrier(BarrierContext context) {
   auto p = context.getParams();
-  auto arrived = CompletionOf<Status>(kj::newPromiseAndFulfiller<Status>());
+  auto arrived = CompletionOf<Result<uint64_t>>(kj::newPromiseAndFulfiller<Result<uint64_t>>());
   std::unique_ptr<Wait> wait = membership_.Barrier(ToStd(p.getBarrier()), p.getWorldSize(),
-                                                   p.getTimeoutMs(), arrived.done);
+                                                   p.getRound(), p.getTimeoutMs(), arrived.done,
+                                                   p.getMember());
   return WithTimeout(timer_, kj::mv(arrived.promise), std::move(wait), p.getTimeoutMs())
-      .then([](Status s) {
-        if (!s.ok()) Throw(s);
+      .then([context](Result<uint64_t> round) mutable {
+        context.getResults().setRound(ValueOrThrow(std::move(round)));
       });
+}
+
+kj::Promise<void> JobServer::incarnation(IncarnationContext context) {
+  context.getResults().setId(membership_.incarnation());
+  return kj::READY_NOW;
 }
 
 kj::Promise<void> JobServer::openSharedMemory(OpenSharedMemoryContext context) {

@@ -71,6 +71,7 @@ class JobServer final : public rpc::Job::Server {
   kj::Promise<void> kvCheck(KvCheckContext context) override;
   kj::Promise<void> kvDelete(KvDeleteContext context) override;
   kj::Promise<void> barrier(BarrierContext context) override;
+  kj::Promise<void> incarnation(IncarnationContext context) override;
   kj::Promise<void> openSharedMemory(OpenSharedMemoryContext context) override;
 
  private:

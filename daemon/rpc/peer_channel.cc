@@ -87,7 +87,7 @@ uint64_t PeerChannel::Connect() {
                 });
           })
           .catch_([this, generation](kj::Exception&& e) -> rpc::Peer::Client {
-            error_ = rpc_status::FromException(e).message();
+            error_ = rpc_status::FromException(e, Link()).message();
             // Not here: peer_ may be the last reference to the client this promise
             // resolves, and dropping it now would free the promise while it runs.
             tasks_->add(kj::evalLater([this, generation] {
@@ -143,7 +143,9 @@ kj::Promise<Result<ExchangeAnswer>> PeerChannel::Exchange(const std::string& job
         answered_.emplace(job, kj::mv(response));
         return answer;
       },
-      [](kj::Exception&& e) -> Result<ExchangeAnswer> { return rpc_status::FromException(e); });
+      [this](kj::Exception&& e) -> Result<ExchangeAnswer> {
+        return rpc_status::FromException(e, Link());
+      });
 }
 
 rpc::Job::Client PeerChannel::OpenJob(const std::string& job, const Principal& caller) {

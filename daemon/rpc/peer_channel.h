@@ -49,6 +49,8 @@ class PeerChannel final : public CoordinatorChannel {
  private:
   // The coordinator's Peer capability on the live connection (Connect() first).
   rpc::Peer::Client Peer();
+  // This channel's link, for what a lost connection says (rpc_status::FromException).
+  rpc_status::Link Link() const { return {"coordinator " + address_, ""}; }
 
   kj::AsyncIoProvider& io_;
   PeerTls* const tls_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "daemon/coordinator/job_name.h"
@@ -139,14 +140,17 @@ bool JobMembership::KvDelete(const std::string& key) {
 }
 
 std::unique_ptr<Wait> JobMembership::Barrier(const std::string& barrier, uint32_t world_size,
-                                             uint32_t timeout_ms,
-                                             std::function<void(Status)> done) {
+                                             uint64_t round, uint32_t timeout_ms,
+                                             std::function<void(Result<uint64_t>)> done,
+                                             uint64_t member) {
   auto completed = std::make_shared<bool>(false);
-  auto id = service_.deps_.kv->Arrive(job_, barrier, world_size, [completed, done] {
-    if (*completed) return;
-    *completed = true;
-    done(Status::Ok());
-  });
+  auto id = service_.deps_.kv->Arrive(job_, barrier, world_size, round,
+                                      [completed, done](uint64_t round_done) {
+                                        if (*completed) return;
+                                        *completed = true;
+                                        done(round_done);
+                                      },
+                                      member);
   if (!id.ok()) {
     done(id.status());
     return nullptr;
@@ -166,7 +170,12 @@ Result<std::shared_ptr<SharedMemory>> JobMembership::OpenSharedMemory(const std:
 }
 
 DaemonService::DaemonService(ServiceDeps deps)
-    : deps_(std::move(deps)), start_micros_(deps_.env->NowMicros()) {}
+    : deps_(std::move(deps)),
+      start_micros_(deps_.env->NowMicros()),
+      incarnation_((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}() ^
+                   start_micros_) {}
+
+uint64_t JobMembership::incarnation() const { return service_.incarnation(); }
 
 Status DaemonService::AdmitConnection(const Principal& caller) {
   if (caller.privileged) return Status::Ok();

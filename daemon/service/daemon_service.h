@@ -121,12 +121,20 @@ class JobMembership {
   bool KvCheck(const std::vector<std::string>& keys) const;
   bool KvDelete(const std::string& key);
 
-  // Arrives at `barrier` for `world_size` participants. `done` runs with Ok once
-  // world_size have arrived (now if this is the last arrival: returns null), or at once
-  // with kInvalidArgument (see KvStore::Arrive). Otherwise returns the Wait, as KvGet.
-  // timeout_ms 0: an arrival that does not complete the round fails at once.
-  std::unique_ptr<Wait> Barrier(const std::string& barrier, uint32_t world_size,
-                                uint32_t timeout_ms, std::function<void(Status)> done);
+  // Arrives at `barrier`'s `round` (0: the open one; see KvStore::Arrive) for `world_size`
+  // participants. `done` runs with the round's number once world_size have arrived (now
+  // if this is the last arrival or the round completed before: returns null), or at once
+  // with kInvalidArgument / kResourceExhausted (see KvStore::Arrive). Otherwise returns
+  // the Wait, as KvGet. timeout_ms 0: an arrival that does not complete the round fails
+  // at once.
+  // `member`: see KvStore::Arrive.
+  std::unique_ptr<Wait> Barrier(const std::string& barrier, uint32_t world_size, uint64_t round,
+                                uint32_t timeout_ms,
+                                std::function<void(Result<uint64_t>)> done,
+                                uint64_t member = 0);
+
+  // The daemon's incarnation (DaemonService::incarnation).
+  uint64_t incarnation() const;
 
   // See SharedSegments::Open (errors name the job and segment).
   Result<std::shared_ptr<SharedMemory>> OpenSharedMemory(const std::string& segment,
@@ -188,6 +196,10 @@ class DaemonService {
   // Members of `job` now (0 if none).
   int JobMembers(const std::string& job) const;
 
+  // A random id drawn when the service was made: a member that finds another one after
+  // joining again knows this daemon restarted (and lost the jobs' keys and barriers).
+  uint64_t incarnation() const { return incarnation_; }
+
   // What `caller` may see: its datasets (and shared ones), jobs, streams and pending
   // segments; the totals (shared memory in use) are the daemon's. The wire's own struct
   // (ember/daemon_status.h), made of the subsystems' once, here.
@@ -209,6 +221,7 @@ class DaemonService {
 
   const ServiceDeps deps_;
   const uint64_t start_micros_;
+  const uint64_t incarnation_;
   std::map<std::string, Members> members_;  // by job: its live memberships
   std::map<uid_t, uint32_t> connections_;   // of non-privileged uids
 };

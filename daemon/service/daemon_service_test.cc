@@ -116,42 +116,42 @@ TEST_CASE("KvGet timeouts: 0 does not wait, Expire fails the wait, dropping it c
 TEST_CASE("a barrier completes every arrival once world_size have arrived") {
   ServiceFixture f("barrier");
   auto job = Join(f.service(), "job");
-  Outcome<Status> first, second;
-  std::unique_ptr<Wait> wait = job->Barrier("b", 2, 1000, first.Callback());
+  Outcome<Result<uint64_t>> first, second;
+  std::unique_ptr<Wait> wait = job->Barrier("b", 2, 0, 1000, first.Callback());
   REQUIRE(wait != nullptr);
   CHECK(first.calls == 0);
-  CHECK(job->Barrier("b", 2, 1000, second.Callback()) == nullptr);
+  CHECK(job->Barrier("b", 2, 0, 1000, second.Callback()) == nullptr);
   REQUIRE(first.calls == 1);
   REQUIRE(second.calls == 1);
-  CHECK(first.value->ok());
-  CHECK(second.value->ok());
+  CHECK(**first.value == 1);  // the round that completed
+  CHECK(**second.value == 1);
 
-  Outcome<Status> mismatched, opener;
-  std::unique_ptr<Wait> open = job->Barrier("b", 2, 1000, opener.Callback());
-  CHECK(job->Barrier("b", 3, 1000, mismatched.Callback()) == nullptr);
+  Outcome<Result<uint64_t>> mismatched, opener;
+  std::unique_ptr<Wait> open = job->Barrier("b", 2, 0, 1000, opener.Callback());
+  CHECK(job->Barrier("b", 3, 0, 1000, mismatched.Callback()) == nullptr);
   REQUIRE(mismatched.calls == 1);
-  CHECK(mismatched.value->code() == StatusCode::kInvalidArgument);
+  CHECK(mismatched.value->status().code() == StatusCode::kInvalidArgument);
   CHECK(opener.calls == 0);
 }
 
 TEST_CASE("a barrier arrival that times out no longer counts") {
   ServiceFixture f("barrier_timeout");
   auto job = Join(f.service(), "job");
-  Outcome<Status> now;
-  CHECK(job->Barrier("b", 2, 0, now.Callback()) == nullptr);
+  Outcome<Result<uint64_t>> now;
+  CHECK(job->Barrier("b", 2, 0, 0, now.Callback()) == nullptr);
   REQUIRE(now.calls == 1);
-  CHECK(now.value->code() == StatusCode::kDeadlineExceeded);
-  CHECK(now.value->message() == "barrier 'b' of job 'job' (2 ranks): timed out after 0 ms");
+  CHECK(now.value->status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(now.value->status().message() == "barrier 'b' of job 'job' (2 ranks): timed out after 0 ms");
 
-  Outcome<Status> expired;
-  std::unique_ptr<Wait> wait = job->Barrier("b", 2, 30, expired.Callback());
+  Outcome<Result<uint64_t>> expired;
+  std::unique_ptr<Wait> wait = job->Barrier("b", 2, 0, 30, expired.Callback());
   wait->Expire();
   REQUIRE(expired.calls == 1);
-  CHECK(expired.value->code() == StatusCode::kDeadlineExceeded);
+  CHECK(expired.value->status().code() == StatusCode::kDeadlineExceeded);
 
   // Neither earlier arrival counts: this one waits for a partner.
-  Outcome<Status> alone;
-  std::unique_ptr<Wait> waiting = job->Barrier("b", 2, 30, alone.Callback());
+  Outcome<Result<uint64_t>> alone;
+  std::unique_ptr<Wait> waiting = job->Barrier("b", 2, 0, 30, alone.Callback());
   CHECK(waiting != nullptr);
   CHECK(alone.calls == 0);
 }

@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,11 @@ struct ClientOptions {
   // limit (the default: a call that waits, such as KvGet or a barrier, has its own
   // timeout; a stream's batches come through its ring).
   std::chrono::milliseconds call_timeout{0};
+  // How long a store call that does not wait (KvSet, KvAdd, KvCheck, KvDelete) goes on
+  // joining again after the link to the daemon or to the job's coordinator is lost (a
+  // restart), before it fails kUnavailable; KvGet and Barrier retry within their own
+  // timeout. 0: fail at once.
+  std::chrono::milliseconds rejoin_timeout{30000};
 };
 
 inline constexpr const char* kDefaultSocket = "/run/ember/emberd.sock";
@@ -73,9 +80,9 @@ class Client {
   bool connected() const;
 
   // Connects again to the same socket (a daemon restarted by systemd), waiting up to
-  // `timeout`; on success the client is connected again, and readers, streams and job
-  // memberships of the old connection stay dead. kUnavailable as Connect. Not to be called
-  // concurrently with other calls on this client (ember::Loader calls it from its Next).
+  // `timeout`; on success the client is connected again, and readers and streams of the
+  // old connection stay dead (store calls join their jobs again by themselves).
+  // kUnavailable as Connect. Calls running meanwhile finish on the old connection.
   Status Reconnect(std::chrono::milliseconds timeout);
 
   // Catalog.
@@ -92,8 +99,17 @@ class Client {
 
   // Coordinator store, scoped by job. The store is the local daemon's, or, when
   // $EMBER_COORDINATOR names the daemon coordinating a job that spans nodes, that daemon's
-  // (through the local one). The client joins each job once, on its first use here, and holds that membership until it is destroyed; the daemon drops a job's keys and
+  // (through the local one). The client joins each job once, on its first use here, and
+  // holds that membership until it is destroyed; the daemon drops a job's keys and
   // barriers when no client holds a membership of it any more.
+  // A lost link (the local daemon or the job's coordinator restarted) does not end a
+  // call: it joins the job again, reconnecting to the daemon if need be, and retries
+  // (see ClientOptions::rejoin_timeout). Having joined a coordinator that restarted, it
+  // first sets again what this client had set: each key's last value it set, or the sum
+  // of its KvAdd deltas since. A barrier arrival is re-sent with the round it was in, so
+  // members meet again after a restart. Errors name the link that failed, e.g.
+  //   unavailable: emberd at /run/ember/emberd.sock lost its connection to the job's
+  //   coordinator 10.0.0.1:7100: Peer disconnected
   // KvGet waits up to `timeout` for the key to appear (kDeadlineExceeded naming the key
   // after that); a timeout of 0 (or less) does not wait, one over 2^32 - 1 ms is capped.
   Status KvSet(const std::string& job, const std::string& key, const std::string& value);
@@ -104,6 +120,7 @@ class Client {
   Result<bool> KvDelete(const std::string& job, const std::string& key);
 
   // Returns once `world_size` callers have reached barrier `name` of `job`; waits as KvGet.
+  // Each client is one participant (it numbers the rounds it passed).
   Status Barrier(const std::string& job, const std::string& name, uint32_t world_size,
                  std::chrono::milliseconds timeout);
 
@@ -125,10 +142,24 @@ class Client {
                                uint32_t world_size, uint64_t bytes);
 
   class Impl;  // in sdk/src; holds the RPC thread
+  struct JobMemory;  // in sdk/src: what this client set and passed in each job
 
  private:
-  explicit Client(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  Client(std::shared_ptr<Impl> impl, std::chrono::milliseconds rejoin_timeout);
+  // The connection now (Reconnect replaces it; a call holds the one it started on).
+  std::shared_ptr<Impl> impl() const;
+  // Runs `attempt` (given the time left: all of `timeout` the first time) until it
+  // succeeds, fails other than kUnavailable, or `timeout` has passed; between tries it
+  // reconnects to the daemon or drops the client's membership of `job` (a lost
+  // coordinator link), so that the next try joins again.
+  Status RetryJob(const std::string& job, std::chrono::milliseconds timeout,
+                  const std::function<Status(Impl& impl, std::chrono::milliseconds left)>& attempt);
+
+  const std::string socket_path_;
+  mutable std::mutex impl_mu_;
+  std::shared_ptr<Impl> impl_;  // guarded by impl_mu_
+  const std::chrono::milliseconds rejoin_timeout_;
+  std::shared_ptr<JobMemory> memory_;
 };
 
 }  // namespace ember
