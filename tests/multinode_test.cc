@@ -98,7 +98,9 @@ int FreePort() {
 }
 
 TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry on, exactly once") {
-  // Rank 0 on node-a, ranks 1 and 2 on node-b (whose daemon speaks for both at once).
+  // Rank 0 on node-a, ranks 1 and 2 on node-b (whose daemon speaks for both at once). The
+  // job's store and barriers come back too: the final barrier and a key-value round trip
+  // after the restart, and the keys set before it, set again by their members.
   TestCluster cluster;
   const int port = FreePort();
   const std::string coordinator = "127.0.0.1:" + std::to_string(port);
@@ -144,6 +146,19 @@ TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry o
     }
     return true;
   };
+  // As ember-run --coordinator sets it for every rank of every node.
+  ::setenv("EMBER_COORDINATOR", coordinator.c_str(), 1);
+  REQUIRE(client_a->KvSet("survivor", "addr-0", "10.0.0.1:29500").ok());
+  REQUIRE(client_a->KvAdd("survivor", "joined", 1).ok());
+  REQUIRE(client_b->KvAdd("survivor", "joined", 2).ok());
+  // Two barriers passed before the restart: the rounds the members name afterwards.
+  for (int round = 0; round < 2; ++round) {
+    auto other = std::async(std::launch::async, [&] {
+      return client_b->Barrier("survivor", "step", 2, std::chrono::seconds(20));
+    });
+    REQUIRE(client_a->Barrier("survivor", "step", 2, std::chrono::seconds(20)).ok());
+    REQUIRE(other.get().ok());
+  }
   read(0, 12);
   read(1, 7);
   read(2, 4);
@@ -158,6 +173,19 @@ TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry o
     CHECK(status->jobs[0].ranks[2].node == "node-b");
   }
   c->Kill();  // commits of the last group interval may be lost: the nodes report them
+  {
+    // While it is down, a store call that does not wait for it names the link that failed.
+    ClientOptions impatient;
+    impatient.socket_path = b->socket();
+    impatient.rejoin_timeout = std::chrono::milliseconds(0);
+    auto client = Client::Connect(impatient);
+    REQUIRE(client.ok());
+    Result<bool> present = (*client)->KvCheck("survivor", {"addr-0"});
+    INFO(present.status().ToString());
+    CHECK(present.status().code() == StatusCode::kUnavailable);
+    CHECK_THAT(present.status().message(), Catch::Contains(coordinator));
+    CHECK_THAT(present.status().message(), !Catch::Contains("connection to emberd lost"));
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   c->Start();
   while (read(0, 1)) {
@@ -176,6 +204,84 @@ TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry o
   CHECK(a->log().find("joining again through coordinator") != std::string::npos);
   CHECK(b->log().find("job 'survivor': rank 2: joining again through coordinator") !=
         std::string::npos);
+
+  // The final barrier, on both nodes, through the restarted coordinator.
+  auto other = std::async(std::launch::async, [&] {
+    return client_b->Barrier("survivor", "final", 2, std::chrono::seconds(30));
+  });
+  Status here = client_a->Barrier("survivor", "final", 2, std::chrono::seconds(30));
+  Status there = other.get();
+  INFO(here.ToString() << " / " << there.ToString() << "\nnode-b:\n" << b->log()
+                       << "\nnode-c:\n" << c->log());
+  CHECK(here.ok());
+  CHECK(there.ok());
+  // The barrier passed twice before the restart goes on from its third round.
+  auto third = std::async(std::launch::async, [&] {
+    return client_b->Barrier("survivor", "step", 2, std::chrono::seconds(30));
+  });
+  CHECK(client_a->Barrier("survivor", "step", 2, std::chrono::seconds(30)).ok());
+  CHECK(third.get().ok());
+  // A key-value round trip, and the keys set before the restart, set again by their
+  // members when they joined the new coordinator.
+  REQUIRE(client_b->KvSet("survivor", "after", "b").ok());
+  Result<std::string> after = client_a->KvGet("survivor", "after", std::chrono::seconds(10));
+  INFO(after.status().ToString());
+  CHECK((after.ok() && *after == "b"));
+  Result<std::string> addr = client_b->KvGet("survivor", "addr-0", std::chrono::seconds(10));
+  INFO(addr.status().ToString());
+  CHECK((addr.ok() && *addr == "10.0.0.1:29500"));
+  Result<std::string> joined = client_a->KvGet("survivor", "joined", std::chrono::seconds(10));
+  CHECK((joined.ok() && *joined == "3"));
+  ::unsetenv("EMBER_COORDINATOR");
+}
+
+TEST_CASE("streams closed mid-epoch on the node that does not coordinate, 50 times: no hang") {
+  // Each close comes while the stream's producer waits for the coordinator's next lease
+  // (slots 2: it leases as the rank reads); the daemon must close it at once and go on
+  // answering.
+  TestCluster cluster;
+  auto a = cluster.Node("node-a");
+  auto b = cluster.Node("node-b");
+  constexpr uint32_t kSamples = 4096;
+  auto client_a = StartWithSyntheticDataset(*a, kSamples);
+  auto client_b = StartWithSyntheticDataset(*b, kSamples);
+  const std::string coordinator = PeerAddress(*a);
+  using Clock = std::chrono::steady_clock;
+  std::chrono::milliseconds slowest(0);
+  for (int cycle = 0; cycle < 50; ++cycle) {
+    StreamOptions options = ReaderOptions("closer-" + std::to_string(cycle), 8, 1);
+    options.world_size = 1;
+    options.slots = 2;
+    options.coordinator = coordinator;
+    const auto start = Clock::now();
+    {
+      auto reader = client_b->OpenStream(options);
+      INFO("cycle " << cycle << ": " << reader.status().ToString() << "\nnode-b:\n" << b->log());
+      REQUIRE(reader.ok());
+      for (int i = 0; i < 1 + cycle % 3; ++i) {
+        auto next = (*reader)->Next();
+        REQUIRE(next.ok());
+        REQUIRE(next->has_value());
+      }
+    }  // closed here, mid-epoch
+    Result<DaemonStatus> status = client_b->GetStatus();
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    slowest = std::max(slowest, took);
+    INFO("cycle " << cycle << " took " << took.count() << " ms\nnode-b:\n" << b->log());
+    REQUIRE(status.ok());
+    REQUIRE(took < std::chrono::seconds(5));
+  }
+  // Every stream went: none left open on either node.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  Result<DaemonStatus> status = client_b->GetStatus();
+  while (status.ok() && !status->streams.empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    status = client_b->GetStatus();
+  }
+  REQUIRE(status.ok());
+  CHECK(status->streams.empty());
+  INFO("slowest cycle " << slowest.count() << " ms");
+  b->Stop();  // SIGTERM ends it cleanly (fails the test otherwise)
 }
 
 TEST_CASE("ranks on two nodes share the coordinator's key-value store and barriers") {

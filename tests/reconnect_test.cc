@@ -84,6 +84,51 @@ TEST_CASE("a daemon that does not come back ends the wait at the deadline, namin
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
 
+TEST_CASE("emberd restarted during a barrier: both ranks reconnect and meet; keys come back") {
+  Daemon daemon;
+  daemon.Start();
+  auto rank0 = daemon.Connect();
+  auto rank1 = daemon.Connect();
+  REQUIRE(rank0->KvSet("meet", "addr", "10.0.0.1:29500").ok());
+  // Rank 0 waits in the barrier when its daemon (the job's coordinator) dies.
+  auto waiting = std::async(std::launch::async, [&] {
+    return rank0->Barrier("meet", "start", 2, std::chrono::seconds(30));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  daemon.Kill();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  daemon.Start();
+  // Rank 1 arrives after the restart, over its dead connection first.
+  Status here = rank1->Barrier("meet", "start", 2, std::chrono::seconds(30));
+  Status there = waiting.get();
+  INFO(here.ToString() << " / " << there.ToString() << "\n" << daemon.log());
+  CHECK(here.ok());
+  CHECK(there.ok());
+  CHECK(rank0->connected());
+  // Rank 0 set its key again on joining the restarted daemon.
+  Result<std::string> addr = rank1->KvGet("meet", "addr", std::chrono::seconds(10));
+  INFO(addr.status().ToString());
+  CHECK((addr.ok() && *addr == "10.0.0.1:29500"));
+}
+
+TEST_CASE("a lost daemon fails a store call at its deadline, naming the socket") {
+  Daemon daemon;
+  daemon.Start();
+  ClientOptions options;
+  options.socket_path = daemon.socket();
+  options.rejoin_timeout = std::chrono::milliseconds(300);
+  auto client = Client::Connect(options);
+  REQUIRE(client.ok());
+  REQUIRE((*client)->KvSet("gone", "k", "v").ok());
+  daemon.Kill();
+  const auto start = std::chrono::steady_clock::now();
+  Status set = (*client)->KvSet("gone", "k", "w");
+  INFO(set.ToString());
+  CHECK(set.code() == StatusCode::kUnavailable);
+  CHECK_THAT(set.message(), Catch::Contains(daemon.socket()));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}
+
 TEST_CASE("a node's daemon killed and restarted mid-epoch: its rank's Loader carries on") {
   TestCluster cluster;
   auto a = cluster.Node("node-a");

@@ -3,6 +3,7 @@
 //   ember-run --nproc M [--job NAME] [--socket PATH] -- PROGRAM ARGS...
 //   ember-run --nnodes N --node-rank K --coordinator HOST:PORT --nproc M --job NAME
 //             [--max-restarts R] -- PROGRAM ARGS...          (on each of the N nodes)
+//   (--nproc M0,M1,...: a count per node, for uneven layouts; the same list everywhere)
 //
 // Each rank gets the variables of RankEnvironment (tools/ember_run/rank_env.h): EMBER_RANK
 // K*M+i of EMBER_WORLD_SIZE N*M, EMBER_LOCAL_RANK i, EMBER_JOB, EMBER_RESTART_COUNT, ...
@@ -80,7 +81,7 @@ class Supervisor {
 
   // "rank 3 (local rank 1 on node 1, pid 42)", or "rank 1 (pid 42)" on one node.
   std::string Name(int local_rank, pid_t pid) const {
-    const int rank = layout_.node_rank * layout_.nproc + local_rank;
+    const int rank = FirstRank(layout_) + local_rank;
     std::string name = "rank " + std::to_string(rank) + " (";
     if (layout_.nnodes > 1)
       name += "local rank " + std::to_string(local_rank) + " on node " +
@@ -213,9 +214,11 @@ int Main(int argc, char** argv) {
   int max_restarts = 0;
   double grace_seconds = 10;
   std::vector<std::string> command;
-  app.add_option("--nproc", layout.nproc, "ranks to start on this node")
-      ->required()
-      ->check(CLI::Range(1, 1024));
+  std::string nproc;
+  app.add_option("--nproc", nproc,
+                 "ranks to start on this node: M (the same on every node) or M0,M1,... (one "
+                 "count per node, the same list on every node)")
+      ->required();
   app.add_option("--nnodes", layout.nnodes, "nodes of the run, each running one ember-run")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
@@ -240,7 +243,9 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (Status checked = CheckRunLayout(layout); !checked.ok()) {
+  Status checked = ParseNproc(nproc, &layout);
+  if (checked.ok()) checked = CheckRunLayout(&layout);
+  if (!checked.ok()) {
     std::cerr << "ember-run: " << checked.message() << "\n";
     return 2;
   }

@@ -23,6 +23,8 @@ LaunchEnv ReadBack(const RunLayout& layout, int local_rank, int restart_count) {
   return *env;
 }
 
+Status Check(RunLayout layout) { return CheckRunLayout(&layout); }
+
 TEST_CASE("RankEnvironment: node K's local rank i is global rank K*M+i of N*M") {
   RunLayout layout{.nnodes = 3,
                    .node_rank = 0,
@@ -68,21 +70,50 @@ TEST_CASE("RankEnvironment sets EMBER_SOCKET and EMBER_COORDINATOR only when giv
 }
 
 TEST_CASE("CheckRunLayout names the flag and its value") {
-  CHECK(CheckRunLayout({.nproc = 1}).ok());
-  CHECK(CheckRunLayout({.nnodes = 2, .node_rank = 1, .nproc = 4, .job = "j", .coordinator = "h:1"})
+  CHECK(Check({.nproc = 1}).ok());
+  CHECK(Check({.nnodes = 2, .node_rank = 1, .nproc = 4, .job = "j", .coordinator = "h:1"})
             .ok());
-  CHECK(CheckRunLayout({.nnodes = 2, .node_rank = 2, .nproc = 1, .job = "j"}).message() ==
+  CHECK(Check({.nnodes = 2, .node_rank = 2, .nproc = 1, .job = "j"}).message() ==
         "--node-rank 2 is not in 0..1 (--nnodes 2)");
-  CHECK(CheckRunLayout({.nnodes = 2, .node_rank = -1, .nproc = 1, .job = "j"}).message() ==
+  CHECK(Check({.nnodes = 2, .node_rank = -1, .nproc = 1, .job = "j"}).message() ==
         "--node-rank -1 is not in 0..1 (--nnodes 2)");
-  CHECK(CheckRunLayout({.nnodes = 0}).message() == "--nnodes 0 is below 1");
-  CHECK(CheckRunLayout({.nproc = 0}).message() == "--nproc 0 is below 1");
-  CHECK(CheckRunLayout({.nnodes = 2, .node_rank = 0, .nproc = 1}).message() ==
+  CHECK(Check({.nnodes = 0}).message() == "--nnodes 0 is below 1");
+  CHECK(Check({.nproc = 0}).message() == "--nproc 0 is not in 1..1024");
+  CHECK(Check({.nnodes = 2, .node_rank = 0, .nproc = 1}).message() ==
         "--job is required with --nnodes 2: the ember-run of every node must give its ranks the "
         "same job");
-  const Status bad = CheckRunLayout({.nproc = 1, .coordinator = "n0"});
+  const Status bad = Check({.nproc = 1, .coordinator = "n0"});
   CHECK(bad.code() == StatusCode::kInvalidArgument);
   CHECK(bad.message() == "--coordinator='n0' is not HOST:PORT: no ':PORT'");
+}
+
+TEST_CASE("--nproc with a count per node: uneven layouts, ranks numbered node after node") {
+  RunLayout layout{.nnodes = 3, .node_rank = 2, .job = "j", .coordinator = "h:1"};
+  REQUIRE(ParseNproc("2,4,3", &layout).ok());
+  REQUIRE(CheckRunLayout(&layout).ok());
+  CHECK(layout.nproc == 3);  // this node's
+  CHECK(FirstRank(layout) == 6);
+  CHECK(WorldSize(layout) == 9);
+  const LaunchEnv env = ReadBack(layout, 1, 0);
+  CHECK(env.rank == 7);
+  CHECK(env.world_size == 9);
+  CHECK(env.local_rank == 1);
+  CHECK(env.local_world_size == 3);
+  // One count: every node's.
+  RunLayout uniform{.nnodes = 2, .node_rank = 1, .job = "j"};
+  REQUIRE(ParseNproc("4", &uniform).ok());
+  REQUIRE(CheckRunLayout(&uniform).ok());
+  CHECK(FirstRank(uniform) == 4);
+  CHECK(WorldSize(uniform) == 8);
+  // Errors name the value.
+  RunLayout bad{.nnodes = 3, .node_rank = 0, .job = "j"};
+  CHECK(ParseNproc("2,x", &bad).message() ==
+        "--nproc '2,x' is not a count (M) or a count per node (M0,M1,...)");
+  CHECK(ParseNproc("", &bad).code() == StatusCode::kInvalidArgument);
+  REQUIRE(ParseNproc("2,4", &bad).ok());
+  CHECK(CheckRunLayout(&bad).message() == "--nproc gives 2 counts, one per node, for --nnodes 3");
+  REQUIRE(ParseNproc("2,0,1", &bad).ok());
+  CHECK(CheckRunLayout(&bad).message() == "--nproc 0 is not in 1..1024");
 }
 
 }  // namespace
