@@ -111,6 +111,28 @@ TEST_CASE("emberd restarted during a barrier: both ranks reconnect and meet; key
   CHECK((addr.ok() && *addr == "10.0.0.1:29500"));
 }
 
+TEST_CASE("a barrier that times out after its coordinator restarted says so") {
+  Daemon daemon;
+  daemon.Start();
+  auto rank0 = daemon.Connect();
+  auto rank1 = daemon.Connect();
+  auto other = std::async(std::launch::async, [&] {
+    return rank0->Barrier("alone", "b", 2, std::chrono::seconds(20));
+  });
+  REQUIRE(rank1->Barrier("alone", "b", 2, std::chrono::seconds(20)).ok());
+  REQUIRE(other.get().ok());
+  daemon.Kill();
+  daemon.Start();
+  // Rank 0 does not come again: rank 1 waits in round 2 until its timeout.
+  Status alone = rank1->Barrier("alone", "b", 2, std::chrono::milliseconds(1500));
+  CHECK(alone.code() == StatusCode::kDeadlineExceeded);
+  CHECK_THAT(alone.message(), Catch::StartsWith("barrier 'b' of job 'alone' (2 ranks): timed out"));
+  CHECK_THAT(alone.message(),
+             Catch::EndsWith("(the job's coordinator restarted meanwhile; a member that passed "
+                             "this round before the restart arrives again only at its next "
+                             "barrier)"));
+}
+
 TEST_CASE("a lost daemon fails a store call at its deadline, naming the socket") {
   Daemon daemon;
   daemon.Start();

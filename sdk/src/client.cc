@@ -620,8 +620,8 @@ Status Client::Barrier(const std::string& job, const std::string& name, uint32_t
       memory_->Incarnation(job) != incarnation)
     return Status(passed.code(),
                   passed.message() +
-                      " (the job's coordinator restarted during it: members that passed this "
-                      "round before the restart arrive again only at their next barrier)");
+                      " (the job's coordinator restarted meanwhile; a member that passed this "
+                      "round before the restart arrives again only at its next barrier)");
   return passed;
 }
 
