@@ -303,6 +303,18 @@ class PosixEnv final : public Env {
     return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   }
 
+  Status RestrictToOwner(const std::string& path) override {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) return ErrnoStatus(path + ": lstat", errno);
+    mode_t mode;
+    if (S_ISDIR(st.st_mode)) mode = 0700;
+    else if (S_ISREG(st.st_mode)) mode = 0600;
+    else return FailedPrecondition(path + ": not a directory or a regular file");
+    if ((st.st_mode & 07777) == mode) return Status::Ok();
+    if (chmod(path.c_str(), mode) != 0) return ErrnoStatus(path + ": chmod", errno);
+    return Status::Ok();
+  }
+
   Status CreateDirs(const std::string& path) override {
     if (path.empty()) return InvalidArgument("CreateDirs: empty path");
     size_t pos = 0;

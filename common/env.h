@@ -231,6 +231,11 @@ class Env {
   // fsyncs the directory `dir`, making renames and creations in it durable.
   virtual Status SyncDir(const std::string& dir) = 0;
 
+  // Makes `path` its owner's only, whatever the umask: a directory 0700, a regular file
+  // 0600 (for the daemon's state). kFailedPrecondition naming it for anything else (a
+  // symlink is not followed); kNotFound if it does not exist.
+  virtual Status RestrictToOwner(const std::string& path) = 0;
+
   // Monotonic clock.
   virtual uint64_t NowMicros() = 0;
 };

@@ -66,6 +66,29 @@ TEST_CASE("WriteFileAtomic creates, replaces and leaves no temporary files") {
   CHECK(*names == std::vector<std::string>{"f.txt"});
 }
 
+TEST_CASE("RestrictToOwner makes a directory 0700 and a file 0600, follows no symlink") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("restrict");
+  const mode_t old_umask = ::umask(022);
+  REQUIRE(env->CreateDirs(dir + "/state").ok());
+  REQUIRE(env->WriteFileAtomic(dir + "/state/f", "x").ok());
+  struct stat st;
+  REQUIRE(stat((dir + "/state/f").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);  // the umask's
+  REQUIRE(env->RestrictToOwner(dir + "/state").ok());
+  REQUIRE(env->RestrictToOwner(dir + "/state/f").ok());
+  REQUIRE(stat((dir + "/state").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0700);
+  REQUIRE(stat((dir + "/state/f").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+  ::umask(old_umask);
+  REQUIRE(symlink((dir + "/state/f").c_str(), (dir + "/link").c_str()) == 0);
+  const Status link = env->RestrictToOwner(dir + "/link");
+  CHECK(link.code() == StatusCode::kFailedPrecondition);
+  CHECK(link.message() == dir + "/link: not a directory or a regular file");
+  CHECK(env->RestrictToOwner(dir + "/missing").code() == StatusCode::kNotFound);
+}
+
 TEST_CASE("WriteFileAtomic into a missing directory fails and names the path") {
   auto env = NewPosixEnv();
   std::string dir = FreshTestDir("write_missing");

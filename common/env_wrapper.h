@@ -65,6 +65,9 @@ class EnvWrapper : public Env {
   }
   Status RemoveAll(const std::string& path) override { return target_->RemoveAll(path); }
   Status SyncDir(const std::string& dir) override { return target_->SyncDir(dir); }
+  Status RestrictToOwner(const std::string& path) override {
+    return target_->RestrictToOwner(path);
+  }
   uint64_t NowMicros() override { return target_->NowMicros(); }
 
  private:

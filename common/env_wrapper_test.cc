@@ -67,6 +67,7 @@ TEST_CASE("an EnvWrapper uses what it overrides and forwards every other call") 
   CHECK(env.Exchange("/d/a", "/x").status().message() == Refusal("/x"));
   CHECK(env.RemoveAll("/d").message() == Refusal("/d"));
   CHECK(env.SyncDir("/s").message() == Refusal("/s"));
+  CHECK(env.RestrictToOwner("/d").message() == Refusal("/d"));
 }
 
 }  // namespace

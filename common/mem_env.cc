@@ -122,5 +122,6 @@ Status MemEnv::RenameNoReplace(const std::string&, const std::string& to) {
 Result<bool> MemEnv::Exchange(const std::string&, const std::string& b) { return ReadOnly(b); }
 Status MemEnv::RemoveAll(const std::string& path) { return ReadOnly(path); }
 Status MemEnv::SyncDir(const std::string& dir) { return ReadOnly(dir); }
+Status MemEnv::RestrictToOwner(const std::string& path) { return ReadOnly(path); }
 
 }  // namespace ember

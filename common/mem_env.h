@@ -49,6 +49,7 @@ class MemEnv : public Env {
   Result<bool> Exchange(const std::string& a, const std::string& b) override;
   Status RemoveAll(const std::string& path) override;
   Status SyncDir(const std::string& dir) override;
+  Status RestrictToOwner(const std::string& path) override;
   // Advances by one on every call.
   uint64_t NowMicros() override { return ++now_micros_; }
 

@@ -4,6 +4,7 @@
 #include "daemon/server/daemon.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -141,6 +142,49 @@ TEST_CASE("a Daemon serves in-process and stops as asked, removing its socket") 
   (*daemon)->Stop("the test is done");
   CHECK((*daemon)->Wait(milliseconds(20000)).ok());
   CHECK_FALSE(std::filesystem::exists(tmp.path() + "/emberd.sock"));
+}
+
+// The permission bits of `path`.
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  REQUIRE(lstat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+TEST_CASE("the state directory and its files are emberd's alone whatever the umask") {
+  TempDir tmp;
+  testing::WriteSyntheticIdx(tmp.path(), "train", 32);
+  // What an older emberd left under root's umask 022.
+  const std::string state = tmp.path() + "/state";
+  std::filesystem::create_directories(state);
+  ::chmod(state.c_str(), 0755);
+  WriteTestFile(state + "/jobs.journal.prev-run", "old");
+  ::chmod((state + "/jobs.journal.prev-run").c_str(), 0644);
+  const mode_t old_umask = ::umask(022);
+  std::unique_ptr<Env> env = NewPosixEnv();
+  DaemonConfig config = ConfigIn(tmp.path());
+  config.listen = "127.0.0.1:0";  // peer.port too
+  config.tls = daemon::PeerTlsMode::kOff;
+  auto daemon = Daemon::Start(env.get(), config);
+  INFO(daemon.status().ToString());
+  REQUIRE(daemon.ok());
+  {
+    auto client = ConnectTo(**daemon);
+    REQUIRE(client->AddDataset({"a", "idx", tmp.path(), "train"}).ok());
+    REQUIRE(client->AddDataset({"b", "idx", tmp.path(), "train"}).ok());  // keeps a .prev
+    auto reader = client->OpenStream(ReaderOptions("j", 16, 1, "a"));
+    REQUIRE(reader.ok());
+    REQUIRE((*reader)->Next().ok());
+  }
+  CHECK(ModeOf(state) == 0700);
+  for (const char* name : {"catalog.yaml", "catalog.yaml.prev", "jobs.journal", "peer.port",
+                           "jobs.journal.prev-run"}) {
+    INFO(name);
+    CHECK(ModeOf(state + "/" + name) == 0600);
+  }
+  (*daemon)->Stop("the test is done");
+  CHECK((*daemon)->Wait(milliseconds(20000)).ok());
+  ::umask(old_umask);
 }
 
 TEST_CASE("Daemon::Start fails with the step's error and leaves nothing serving") {

@@ -418,12 +418,15 @@ Status Catalog::Remove(const std::string& name,
 }
 
 Status Catalog::PersistLocked() {
+  // Both files name every user's paths and uids: the owner's only, whatever the umask.
   if (persisted_) {
     EMBER_RETURN_IF_ERROR(env_->WriteFileAtomic(path_ + kPreviousSuffix, *persisted_)
                               .WithContext("keeping the previous catalog"));
+    EMBER_RETURN_IF_ERROR(env_->RestrictToOwner(path_ + kPreviousSuffix));
   }
   std::string text = Seal(Serialize(entries_));
   EMBER_RETURN_IF_ERROR(env_->WriteFileAtomic(path_, text));
+  EMBER_RETURN_IF_ERROR(env_->RestrictToOwner(path_));
   persisted_ = std::move(text);
   return Status::Ok();
 }

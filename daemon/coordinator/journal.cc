@@ -317,7 +317,9 @@ Result<std::unique_ptr<WritableFile>> Journal::WriteNewFile(
   for (const std::string& record : records) AppendFramed(record, &contents);
   EMBER_RETURN_IF_ERROR(env_->RemoveAll(tmp_path_));
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> tmp, env_->CreateWritableFile(tmp_path_));
-  Status status = tmp->WriteAt(0, contents.data(), contents.size());
+  // Every job's name and progress: the owner's only, whatever the umask.
+  Status status = env_->RestrictToOwner(tmp_path_);
+  if (status.ok()) status = tmp->WriteAt(0, contents.data(), contents.size());
   if (status.ok()) status = tmp->Sync();
   const Status closed = tmp->Close();
   if (status.ok()) status = closed;

@@ -45,6 +45,22 @@ namespace {
 constexpr const char* kVersion = "0.1.0";
 
 // This daemon's name for other nodes: key `node`, else the host's name.
+// Creates the state directory if need be and makes it and what it holds emberd's alone
+// (0700, files 0600) whatever the umask: the catalog and the journal name every user's
+// paths, uids and jobs. Also fixes a directory an older emberd left readable.
+Status PrivateStateDir(Env& env, const std::string& dir) {
+  EMBER_RETURN_IF_ERROR(env.CreateDirs(dir));
+  EMBER_RETURN_IF_ERROR(env.RestrictToOwner(dir));
+  EMBER_ASSIGN_OR_RETURN(const std::vector<std::string> names, env.ListDir(dir));
+  for (const std::string& name : names) {
+    const Status restricted = env.RestrictToOwner(dir + "/" + name);
+    if (!restricted.ok() && restricted.code() != StatusCode::kFailedPrecondition &&
+        restricted.code() != StatusCode::kNotFound)
+      return restricted;
+  }
+  return Status::Ok();
+}
+
 std::string NodeName(const DaemonConfig& config) {
   if (!config.node_name.empty()) return config.node_name;
   char host[256] = {};
@@ -176,6 +192,8 @@ Status Daemon::Parts::OpenState() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   decode_threads_ = config_.decode_threads ? config_.decode_threads : cores;
 
+  EMBER_RETURN_IF_ERROR(
+      PrivateStateDir(*env_, config_.state_dir).WithContext(source_ + ": state_dir"));
   const PluginRegistry* registry = plugins_.get();
   EMBER_ASSIGN_OR_RETURN(
       catalog_, Catalog::Open(env_, config_.state_dir,
@@ -288,6 +306,7 @@ Status Daemon::Parts::ListenForPeers() {
   bound.port = peers_->port();
   EMBER_RETURN_IF_ERROR(env_->WriteFileAtomic(config_.state_dir + "/peer.port",
                                               std::to_string(bound.port) + "\n"));
+  EMBER_RETURN_IF_ERROR(env_->RestrictToOwner(config_.state_dir + "/peer.port"));
   if (peer_tls_ == nullptr) {
     spdlog::warn("tls: off: peer connections on {} are plain TCP, neither authenticated nor "
                  "encrypted; set tls: {{cert, key, ca}} for mutual TLS",
@@ -312,6 +331,7 @@ Status Daemon::Parts::ServeMetrics() {
                            }));
   EMBER_RETURN_IF_ERROR(env_->WriteFileAtomic(config_.state_dir + "/metrics.port",
                                               std::to_string(metrics_->port()) + "\n"));
+  EMBER_RETURN_IF_ERROR(env_->RestrictToOwner(config_.state_dir + "/metrics.port"));
   spdlog::info("serving metrics on {} (port {}) at /metrics", config_.metrics_listen,
                metrics_->port());
   return Status::Ok();
