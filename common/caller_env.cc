@@ -121,6 +121,17 @@ int OpenNoSymlinks(const std::string& real, int flags) {
   return fd;
 }
 
+// kPermissionDenied for a path in /proc (given or resolved): /proc/self/fd/N and
+// /proc/<pid>/... name the daemon's own descriptors and files, never a user's data.
+Status CheckNotProc(const std::string& path, const std::string& real) {
+  for (const std::string* p : {&path, &real}) {
+    if (*p == "/proc" || p->rfind("/proc/", 0) == 0)
+      return PermissionDenied(path + ": /proc is not data (its entries name emberd's own "
+                              "descriptors and files)");
+  }
+  return Status::Ok();
+}
+
 Status OpenError(const std::string& path, const std::string& what, int err) {
   if (err == ELOOP) return PermissionDenied(path + ": " + what + ": changed to a symlink while opened");
   if (err == EMFILE || err == ENFILE) return ResourceExhausted(path + ": " + what + ": " + std::strerror(err));
@@ -157,7 +168,9 @@ class CallerEnv final : public EnvWrapper {
  private:
   // The resolved path, once every directory on it is searchable.
   Result<std::string> Searchable(const std::string& path) const {
+    EMBER_RETURN_IF_ERROR(CheckNotProc(path, path));
     EMBER_ASSIGN_OR_RETURN(std::string real, Resolve(path));
+    EMBER_RETURN_IF_ERROR(CheckNotProc(path, real));
     EMBER_RETURN_IF_ERROR(CheckSearch(path, real, creds_));
     return real;
   }
@@ -168,6 +181,7 @@ class CallerEnv final : public EnvWrapper {
     // per component: it is checked and opened as it is, and the open refuses any symlink
     // on the way, so that a success means the checks were on the real path. Whatever
     // fails that way goes the whole way round, which decides and names the error.
+    EMBER_RETURN_IF_ERROR(CheckNotProc(path, path));
     if (HaveOpenAt2() && LooksResolved(path)) {
       Result<int> fd = OpenRegular(path, path, /*resolved=*/false, size);
       if (fd.ok()) return fd;
@@ -179,16 +193,33 @@ class CallerEnv final : public EnvWrapper {
   // Opens the regular file `real` (`path`, resolved if `resolved`) once every directory
   // on the way is searchable and the file readable by the caller. Unresolved: only with
   // openat2, which refuses every symlink on the way.
+  // The file is first opened O_PATH (which opens nothing: no device acts, no FIFO waits)
+  // and checked on that descriptor, regular and readable by the caller; only then is that
+  // same inode opened for reading (through /proc/self/fd), so a file the caller may not
+  // read is never opened, even one swapped in after the checks.
   Result<int> OpenRegular(const std::string& path, const std::string& real, bool resolved,
                           uint64_t* size) const {
     if (!resolved) EMBER_RETURN_IF_ERROR(CheckSearch(path, real, creds_));
+    const int path_flags = O_PATH | O_CLOEXEC;
+    const int where = resolved ? OpenNoSymlinks(real, path_flags)
+                               : OpenAt2NoSymlinks(real, path_flags);
+    if (where < 0) return OpenError(path, "cannot open", errno);
     struct stat st;
-    // Refused before open(): opening a FIFO or a device may block or act on it.
-    if (lstat(real.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotRegularFile(path, st.st_mode);
-    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
-    const int fd = resolved ? OpenNoSymlinks(real, flags) : OpenAt2NoSymlinks(real, flags);
-    if (fd < 0) return OpenError(path, "cannot open", errno);
-    Status checked = CheckOpened(path, fd, &st, R_OK, "read");
+    Status checked = CheckOpened(path, where, &st, R_OK, "read");
+    if (checked.ok() && !S_ISREG(st.st_mode)) checked = NotRegularFile(path, st.st_mode);
+    if (!checked.ok()) {
+      close(where);
+      return checked;
+    }
+    const std::string self = "/proc/self/fd/" + std::to_string(where);
+    int fd;
+    do {
+      fd = open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    } while (fd < 0 && errno == EINTR);
+    const int err = errno;
+    close(where);
+    if (fd < 0) return OpenError(path, "cannot open", err);
+    checked = CheckOpened(path, fd, &st, R_OK, "read");
     if (checked.ok() && !S_ISREG(st.st_mode)) checked = NotRegularFile(path, st.st_mode);
     const int fl = fcntl(fd, F_GETFL);
     if (checked.ok() && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0))

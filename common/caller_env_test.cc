@@ -1,5 +1,6 @@
 #include "common/caller_env.h"
 
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,6 +201,48 @@ TEST_CASE("CallerEnv refuses a FIFO without opening it") {
   REQUIRE(refused.status().code() == StatusCode::kInvalidArgument);
   CHECK(refused.status().message() == fifo + ": not a regular file (a FIFO)");
   CHECK(env->ReadFile(dir.path() + "/missing").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("CallerEnv never opens a file the caller may not read, even behind a symlink") {
+  if (!CanMakeOtherUsersFiles()) return;
+  SearchableDir dir;
+  auto base = NewPosixEnv();
+  auto env = NewCallerEnv(base.get(), User());
+  const std::string secret = dir.File("secret", 0600);
+  const std::string mine = dir.Dir("mine", 0755, kUser, kUserGroup);
+  REQUIRE(symlink(secret.c_str(), (mine + "/x.png").c_str()) == 0);
+  // Every open of the target shows as IN_OPEN.
+  const int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  REQUIRE(watch >= 0);
+  REQUIRE(inotify_add_watch(watch, secret.c_str(), IN_OPEN) >= 0);
+  auto denied = env->ReadFile(mine + "/x.png");
+  CHECK(denied.status().code() == StatusCode::kPermissionDenied);
+  auto mapped = env->MapReadOnly(secret);
+  CHECK(mapped.status().code() == StatusCode::kPermissionDenied);
+  char events[4096];
+  const ssize_t n = read(watch, events, sizeof(events));
+  CHECK(n < 0);  // nothing opened it
+  CHECK(errno == EAGAIN);
+  // A file it may read is opened, and seen.
+  const std::string fine = dir.File("fine", 0644);
+  REQUIRE(inotify_add_watch(watch, fine.c_str(), IN_OPEN) >= 0);
+  CHECK(*env->ReadFile(fine) == "contents of fine");
+  CHECK(read(watch, events, sizeof(events)) > 0);
+  close(watch);
+}
+
+TEST_CASE("CallerEnv refuses /proc paths: they name emberd's own descriptors") {
+  auto base = NewPosixEnv();
+  auto env = NewCallerEnv(base.get(), User());
+  const Status fd = env->ReadFile("/proc/self/fd/3").status();
+  CHECK(fd.code() == StatusCode::kPermissionDenied);
+  CHECK(fd.message() ==
+        "/proc/self/fd/3: /proc is not data (its entries name emberd's own descriptors and "
+        "files)");
+  CHECK(env->ListDir("/proc/self/fd").status().code() == StatusCode::kPermissionDenied);
+  CHECK(env->ReadFile("/proc/" + std::to_string(getpid()) + "/environ").status().code() ==
+        StatusCode::kPermissionDenied);
+  CHECK_FALSE(env->FileExists("/proc/self/status"));
 }
 
 }  // namespace
