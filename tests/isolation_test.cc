@@ -167,11 +167,18 @@ TEST_CASE("another user's dataset is not listed, inspected, removed or streamed"
     return out;
   });
   CHECK(seen ==
-        "open, inspect=permission_denied: dataset 'alices' belongs to uid 2001 and is not shared"
-        " rm=permission_denied: dataset 'alices' belongs to uid 2001"
-        " stream=permission_denied: stream for job 'bobs-job' rank 0: dataset 'alices' belongs to"
-        " uid 2001 and is not shared shared=ok rm-shared=permission_denied: dataset 'open' belongs"
-        " to uid 2001");
+        "open, inspect=not_found: dataset 'alices' not found"
+        " rm=not_found: dataset 'alices' not found"
+        " stream=not_found: stream for job 'bobs-job' rank 0: dataset 'alices' not found"
+        " shared=ok rm-shared=permission_denied: dataset 'open' belongs to uid 2001");
+  // Byte for byte what a dataset that does not exist says.
+  CHECK(RunAs(kBob, [&] {
+          auto c = ConnectTo(socket);
+          return Code(c->InspectDataset("nobody-has")) + " " +
+                 Code(c->OpenStream(Rank("bobs-job", "nobody-has", 0)));
+        }) ==
+        "not_found: dataset 'nobody-has' not found"
+        " not_found: stream for job 'bobs-job' rank 0: dataset 'nobody-has' not found");
   CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->InspectDataset("alices")); }) == "ok");
 }
 

@@ -398,7 +398,7 @@ std::vector<DatasetInfo> Catalog::List() const {
 Result<DatasetInfo> Catalog::Get(const std::string& name) const {
   MutexLock lock(&mu_);
   auto it = entries_.find(name);
-  if (it == entries_.end()) return NotFound(Quoted(name) + " not found");
+  if (it == entries_.end()) return DatasetNotFound(name);
   return it->second;
 }
 
@@ -406,7 +406,7 @@ Status Catalog::Remove(const std::string& name,
                        const std::function<Status(const DatasetInfo&)>& may_remove) {
   MutexLock lock(&mu_);
   auto it = entries_.find(name);
-  if (it == entries_.end()) return NotFound(Quoted(name) + " not found");
+  if (it == entries_.end()) return DatasetNotFound(name);
   if (may_remove) EMBER_RETURN_IF_ERROR(may_remove(it->second));
   auto node = entries_.extract(it);
   Status persisted = PersistLocked();

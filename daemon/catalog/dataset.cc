@@ -102,6 +102,10 @@ Result<ring::DType> ParseDType(const std::string& name) {
   return out;
 }
 
+Status DatasetNotFound(const std::string& name) {
+  return NotFound("dataset '" + name + "' not found");
+}
+
 bool MayRead(const Principal& caller, const DatasetInfo& info) {
   return info.spec.shared || MayAccess(caller, info.owner.principal);
 }

@@ -66,6 +66,11 @@ struct DatasetInfo {
 // MayAccess). Removing it takes MayAccess to its owner.
 bool MayRead(const Principal& caller, const DatasetInfo& info);
 
+// kNotFound "dataset 'NAME' not found": what a missing dataset says, and all that a caller
+// that may not read a dataset learns of it (no owner, no other code), so that errors are
+// no oracle of other users' datasets.
+Status DatasetNotFound(const std::string& name);
+
 // Checks a dataset name: 1-64 characters of [A-Za-z0-9_.-], not starting with '.'.
 Status ValidateDatasetName(const std::string& name);
 

@@ -220,9 +220,7 @@ std::vector<DatasetInfo> DaemonService::ListDatasets(const Principal& caller) co
 Result<DatasetInfo> DaemonService::InspectDataset(const Principal& caller,
                                                   const std::string& dataset) const {
   EMBER_ASSIGN_OR_RETURN(DatasetInfo info, deps_.catalog->Get(dataset));
-  if (!MayRead(caller, info))
-    return PermissionDenied("dataset '" + dataset + "' belongs to " +
-                            Describe(info.owner.principal) + " and is not shared");
+  if (!MayRead(caller, info)) return DatasetNotFound(dataset);
   return info;
 }
 
@@ -233,6 +231,8 @@ void DaemonService::RemoveDataset(const Principal& caller, std::string dataset,
                                       done = std::move(done)] {
     done(catalog->Remove(dataset, [&](const DatasetInfo& info) {
       if (MayAccess(caller, info.owner.principal)) return Status::Ok();
+      // A shared dataset is visible: say why it stays; another is not there for them.
+      if (!MayRead(caller, info)) return DatasetNotFound(dataset);
       return PermissionDenied("dataset '" + dataset + "' belongs to " +
                               Describe(info.owner.principal));
     }));

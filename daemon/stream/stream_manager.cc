@@ -104,9 +104,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                            std::to_string(limits_.max_slots));
   auto info = catalog_->Get(params.dataset);
   if (!info.ok()) return info.status();
-  if (!MayRead(params.owner, *info))
-    return PermissionDenied("dataset '" + params.dataset + "' belongs to " +
-                            Describe(info->owner.principal) + " and is not shared");
+  if (!MayRead(params.owner, *info)) return DatasetNotFound(params.dataset);
   if (params.expect_fingerprint != 0 && info->fingerprint != 0 &&
       params.expect_fingerprint != info->fingerprint)
     return FailedPrecondition("fingerprint: dataset '" + params.dataset + "' has " +
