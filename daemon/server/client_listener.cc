@@ -170,8 +170,11 @@ kj::Promise<void> ClientListener::AcceptLoop() {
             auto stream = io.downcast<kj::AsyncCapabilityStream>();
             std::shared_ptr<Session> session = NewSession(service_, PeerOf(*stream));
             if (!session) return kj::READY_NOW;  // dropping the stream closes it
-            auto connection = kj::heap<Connection>(timer_, open_remote_,
-                                                   kj::mv(stream), std::move(session));
+            const Principal& who = session->principal();
+            auto bounded =
+                NewBoundedStream(kj::mv(stream), unfinished_, who.uid, who.privileged, timer_);
+            auto connection = kj::heap<Connection>(timer_, open_remote_, kj::mv(bounded),
+                                                   std::move(session));
             auto disconnected = connection->network.onDisconnect();
             connections_->add(disconnected.attach(kj::mv(connection)));
             return kj::READY_NOW;

@@ -16,6 +16,7 @@
 
 #include "common/env.h"
 #include "daemon/rpc/daemon_server.h"
+#include "daemon/server/unfinished_messages.h"
 #include "daemon/service/daemon_service.h"
 #include "ember/status.h"
 
@@ -53,6 +54,7 @@ class ClientListener final : private kj::TaskSet::ErrorHandler {
   void taskFailed(kj::Exception&& e) override;
 
   kj::Timer& timer_;
+  UnfinishedMessages unfinished_;  // what clients' half-sent messages hold, by uid
   const std::string path_;
   DaemonService& service_;
   const RemoteJobOpener* const open_remote_;
