@@ -111,7 +111,7 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "reconnect_timeout", "job_fill_timeout",
                                                   "user_limits", "share_group",
                                                   "drain_timeout", "metrics_listen",
-                                                  "peer_threads"}));
+                                                  "metrics_names", "peer_threads"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -178,6 +178,9 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.metrics_listen, yaml.String(value, Key(key), "HOST:PORT"));
       Result<HostPort> address = ParseHostPort(config.metrics_listen);
       if (!address.ok()) return yaml.Error(value, Key(key) + ": " + address.status().message());
+    } else if (key == "metrics_names") {
+      EMBER_ASSIGN_OR_RETURN(const size_t hide, yaml.OneOf(value, Key(key), {"show", "hide"}));
+      config.metrics_hide_names = hide == 1;
     } else if (key == "tls") {
       EMBER_RETURN_IF_ERROR(ParseTls(yaml, value, file, &config));
     } else if (key == "node") {

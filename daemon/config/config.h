@@ -47,6 +47,9 @@ struct DaemonConfig {
   // key: metrics_listen; HOST:PORT of the HTTP endpoint serving Prometheus metrics at
   // /metrics (daemon/metrics/metrics_server.h), port 0 for any free one; empty: none.
   std::string metrics_listen;
+  // key: metrics_names; show (default) or hide: the metrics name jobs and datasets by a
+  // keyed hash instead (for hosts where the endpoint cannot be bound privately).
+  bool metrics_hide_names = false;
   // key: reconnect_timeout; seconds (1..3600) a rank's stream keeps trying to reach its
   // job's coordinating daemon (another node's) again before it fails.
   uint32_t reconnect_timeout_s = 60;

@@ -258,6 +258,17 @@ TEST_CASE("listen without tls is an error that says what to add") {
   CHECK(CheckListenHasTls(DaemonConfig{}).ok());
 }
 
+TEST_CASE("metrics_names is show or hide") {
+  Result<DaemonConfig> shown = ParseConfig("metrics_names: show\n", "m.yaml");
+  REQUIRE(shown.ok());
+  CHECK_FALSE(shown->metrics_hide_names);
+  Result<DaemonConfig> hidden = ParseConfig("metrics_names: hide\n", "m.yaml");
+  REQUIRE(hidden.ok());
+  CHECK(hidden->metrics_hide_names);
+  CHECK_FALSE(ParseConfig("", "m.yaml")->metrics_hide_names);
+  CHECK_THAT(ErrorOf("metrics_names: omit\n"), Catch::Contains("key 'metrics_names'"));
+}
+
 TEST_CASE("metrics_listen is a HOST:PORT of its own, needing no tls") {
   for (const char* address : {"127.0.0.1:9464", "127.0.0.1:0", "[::1]:9464", "node0:9464"}) {
     INFO(address);

@@ -1,5 +1,8 @@
 #include "daemon/metrics/prometheus_text.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -75,16 +78,16 @@ class Writer {
   std::string out_;
 };
 
-Labels StreamLabels(const StreamStatus& s) {
+Labels StreamLabels(const StreamStatus& s, const MetricNames& names) {
   return {{"stream", std::to_string(s.stream_id)},
-          {"job", s.job},
+          {"job", LabelName(s.job, names)},
           {"rank", std::to_string(s.rank)},
-          {"dataset", s.dataset}};
+          {"dataset", LabelName(s.dataset, names)}};
 }
 
-Labels JobLabels(const JobStatus& j) {
-  return {{"job", j.job},
-          {"dataset", j.dataset},
+Labels JobLabels(const JobStatus& j, const MetricNames& names) {
+  return {{"job", LabelName(j.job, names)},
+          {"dataset", LabelName(j.dataset, names)},
           {"coordinator", j.coordinator.empty() ? "local" : j.coordinator}};
 }
 
@@ -194,7 +197,22 @@ std::string EscapeLabelValue(const std::string& value) {
   return out;
 }
 
-std::string RenderPrometheusText(const DaemonStatus& status) {
+std::string LabelName(const std::string& name, const MetricNames& names) {
+  if (!names.hide) return name;
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), names.key.data(), static_cast<int>(names.key.size()),
+       reinterpret_cast<const unsigned char*>(name.data()), name.size(), digest, &length);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "h";
+  for (unsigned int i = 0; i < 8 && i < length; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 15];
+  }
+  return out;
+}
+
+std::string RenderPrometheusText(const DaemonStatus& status, const MetricNames& names) {
   Writer w;
   const auto gauge = [&w](const char* name, const char* help, const Value& value) {
     w.Header(name, "gauge", help);
@@ -222,8 +240,10 @@ std::string RenderPrometheusText(const DaemonStatus& status) {
   gauge("ember_daemon_pending_segments",
         "Shared-memory segments waiting for their job's other ranks.",
         Value(uint64_t{status.pending_segments.size()}));
-  w.Families<StreamStatus>(StreamFamilies(), status.streams, StreamLabels);
-  w.Families<JobStatus>(JobFamilies(), status.jobs, JobLabels);
+  w.Families<StreamStatus>(StreamFamilies(), status.streams,
+                           [&names](const StreamStatus& s) { return StreamLabels(s, names); });
+  w.Families<JobStatus>(JobFamilies(), status.jobs,
+                        [&names](const JobStatus& j) { return JobLabels(j, names); });
   return w.Take();
 }
 

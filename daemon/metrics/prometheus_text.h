@@ -22,13 +22,27 @@
 #ifndef EMBER_DAEMON_METRICS_PROMETHEUS_TEXT_H_
 #define EMBER_DAEMON_METRICS_PROMETHEUS_TEXT_H_
 
+#include <array>
+#include <cstdint>
 #include <string>
 
 #include "ember/daemon_status.h"
 
 namespace ember::daemon {
 
-std::string RenderPrometheusText(const DaemonStatus& status);
+// How job and dataset label values are written: as they are, or (hide) as "h" and the
+// first 16 hex digits of their HMAC-SHA256 under `key`, stable while the key is (a
+// daemon draws one at start), so that a scraper can tell jobs apart without learning
+// their names.
+struct MetricNames {
+  bool hide = false;
+  std::array<uint8_t, 32> key{};
+};
+
+std::string RenderPrometheusText(const DaemonStatus& status, const MetricNames& names = {});
+
+// The label value of `name` under `names`.
+std::string LabelName(const std::string& name, const MetricNames& names);
 
 // A label value as the format quotes it: backslash, double quote and newline escaped
 // (\\, \", \n); everything else as it is.

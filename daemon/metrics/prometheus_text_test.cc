@@ -142,6 +142,27 @@ ember_job_slowest_rank_behind_batches{job="train",dataset="mnist",coordinator="l
   CHECK(RenderPrometheusText(KnownStatus()) == expected);
 }
 
+TEST_CASE("metrics_names: hide writes job and dataset names as keyed hashes") {
+  MetricNames names;
+  names.hide = true;
+  names.key.fill(7);
+  const std::string text = RenderPrometheusText(KnownStatus(), names);
+  // No label value holds either name ("trainer" is in the HELP lines).
+  CHECK(text.find("\"train\"") == std::string::npos);
+  CHECK(text.find("mnist") == std::string::npos);
+  const std::string job = LabelName("train", names);
+  CHECK(job.size() == 17);
+  CHECK(job[0] == 'h');
+  CHECK(text.find("job=\"" + job + "\"") != std::string::npos);
+  CHECK(text.find("dataset=\"" + LabelName("mnist", names) + "\"") != std::string::npos);
+  // Stable under one key, another under another; shown names as they are.
+  CHECK(LabelName("train", names) == job);
+  MetricNames other = names;
+  other.key.fill(8);
+  CHECK(LabelName("train", other) != job);
+  CHECK(LabelName("train", MetricNames{}) == "train");
+}
+
 TEST_CASE("label values are escaped") {
   CHECK(EscapeLabelValue("plain") == "plain");
   CHECK(EscapeLabelValue("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");

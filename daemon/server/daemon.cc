@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -322,12 +323,20 @@ Status Daemon::Parts::ListenForPeers() {
 // each scrape. Logs where it listens and writes the bound port to <state_dir>/metrics.port.
 Status Daemon::Parts::ServeMetrics() {
   DaemonService& service = *service_;
+  MetricNames names;
+  names.hide = config_.metrics_hide_names;
+  if (names.hide) {
+    std::random_device random;
+    for (uint8_t& b : names.key) b = static_cast<uint8_t>(random());
+  }
   EMBER_ASSIGN_OR_RETURN(
       metrics_,
       MetricsServer::Start(*io_, config_.metrics_listen,
-                           // The operator's view: every job and dataset (keep the address private).
-                           [&service] {
-                             return RenderPrometheusText(service.GetStatus(AccessPolicy::Peer()));
+                           // The operator's view: every job and dataset (keep the address
+                           // private, or hide the names: metrics_names).
+                           [&service, names] {
+                             return RenderPrometheusText(service.GetStatus(AccessPolicy::Peer()),
+                                                         names);
                            }));
   EMBER_RETURN_IF_ERROR(env_->WriteFileAtomic(config_.state_dir + "/metrics.port",
                                               std::to_string(metrics_->port()) + "\n"));
