@@ -59,6 +59,14 @@ class SearchableDir {
   std::string path_;
 };
 
+// What most cases start from: a searchable directory, the daemon's Env, and the
+// user's view of it.
+struct CallerEnvFixture {
+  SearchableDir dir;
+  std::unique_ptr<Env> base = NewPosixEnv();
+  std::unique_ptr<Env> env = NewCallerEnv(base.get(), User());
+};
+
 TEST_CASE("ModeAllows reads the owner, group and other bits") {
   struct stat st {};
   st.st_mode = S_IFREG | 0640;
@@ -76,11 +84,9 @@ TEST_CASE("ModeAllows reads the owner, group and other bits") {
   CHECK_FALSE(ModeAllows(Credentials{0, 0, {}}, st, X_OK));
 }
 
-TEST_CASE("CallerEnv reads what the user may read and names what it refuses") {
+TEST_CASE_METHOD(CallerEnvFixture,
+                 "CallerEnv reads what the user may read and names what it refuses") {
   if (!CanMakeOtherUsersFiles()) return;
-  SearchableDir dir;
-  auto base = NewPosixEnv();
-  auto env = NewCallerEnv(base.get(), User());
 
   const std::string open = dir.File("open", 0644);
   const std::string secret = dir.File("secret", 0600);
@@ -108,11 +114,9 @@ TEST_CASE("CallerEnv reads what the user may read and names what it refuses") {
   }
 }
 
-TEST_CASE("CallerEnv needs every directory on the way to be searchable") {
+TEST_CASE_METHOD(CallerEnvFixture,
+                 "CallerEnv needs every directory on the way to be searchable") {
   if (!CanMakeOtherUsersFiles()) return;
-  SearchableDir dir;
-  auto base = NewPosixEnv();
-  auto env = NewCallerEnv(base.get(), User());
   const std::string closed = dir.Dir("closed", 0700);
   const std::string inside = closed + "/file";
   WriteTestFile(inside, "x");
@@ -135,11 +139,9 @@ TEST_CASE("CallerEnv needs every directory on the way to be searchable") {
   CHECK(env->ListDir(dir.path()).ok());
 }
 
-TEST_CASE("CallerEnv resolves symlinks and checks where they lead") {
+TEST_CASE_METHOD(CallerEnvFixture,
+                 "CallerEnv resolves symlinks and checks where they lead") {
   if (!CanMakeOtherUsersFiles()) return;
-  SearchableDir dir;
-  auto base = NewPosixEnv();
-  auto env = NewCallerEnv(base.get(), User());
   const std::string secret = dir.File("secret", 0600);
   const std::string mine = dir.Dir("mine", 0755, kUser, kUserGroup);
   const std::string link = mine + "/x.png";
@@ -163,11 +165,9 @@ TEST_CASE("CallerEnv resolves symlinks and checks where they lead") {
   CHECK(env->ReadFile(link3).ok());
 }
 
-TEST_CASE("CallerEnv checks the real path when a directory on the way is a symlink") {
+TEST_CASE_METHOD(CallerEnvFixture,
+                 "CallerEnv checks the real path when a directory on the way is a symlink") {
   if (!CanMakeOtherUsersFiles()) return;
-  SearchableDir dir;
-  auto base = NewPosixEnv();
-  auto env = NewCallerEnv(base.get(), User());
   // closed/ (0700) holds open/ (0755) and open/file (0644): the way to the file is shut.
   const std::string closed = dir.Dir("closed", 0700);
   REQUIRE(mkdir((closed + "/open").c_str(), 0755) == 0);
@@ -191,10 +191,8 @@ TEST_CASE("CallerEnv checks the real path when a directory on the way is a symli
         StatusCode::kPermissionDenied);
 }
 
-TEST_CASE("CallerEnv refuses a FIFO without opening it") {
-  SearchableDir dir;
-  auto base = NewPosixEnv();
-  auto env = NewCallerEnv(base.get(), User());
+TEST_CASE_METHOD(CallerEnvFixture,
+                 "CallerEnv refuses a FIFO without opening it") {
   const std::string fifo = dir.path() + "/x.png";
   REQUIRE(mkfifo(fifo.c_str(), 0666) == 0);
   auto refused = env->ReadFile(fifo);  // would block forever if it opened the FIFO
@@ -203,11 +201,9 @@ TEST_CASE("CallerEnv refuses a FIFO without opening it") {
   CHECK(env->ReadFile(dir.path() + "/missing").status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("CallerEnv never opens a file the caller may not read, even behind a symlink") {
+TEST_CASE_METHOD(CallerEnvFixture,
+                 "CallerEnv never opens a file the caller may not read, even behind a symlink") {
   if (!CanMakeOtherUsersFiles()) return;
-  SearchableDir dir;
-  auto base = NewPosixEnv();
-  auto env = NewCallerEnv(base.get(), User());
   const std::string secret = dir.File("secret", 0600);
   const std::string mine = dir.Dir("mine", 0755, kUser, kUserGroup);
   REQUIRE(symlink(secret.c_str(), (mine + "/x.png").c_str()) == 0);
