@@ -17,13 +17,14 @@ RANK = textwrap.dedent("""
                           client=ember.Client(sys.argv[1]))
     taken = 0
     try:
-        for batch in loader:      # epochs=None: batches until interrupted
-            taken += 1
-            if taken == 1:
-                print("ready", flush=True)
-            if sys.argv[3] == "hold":
-                held = batch
-                time.sleep(3600)
+        while True:               # epochs=None: each pass is the next epoch
+            for batch in loader:
+                taken += 1
+                if taken == 1:
+                    print("ready", flush=True)
+                if sys.argv[3] == "hold":
+                    held = batch
+                    time.sleep(3600)
     except KeyboardInterrupt:
         print(f"interrupted after {taken} batches", flush=True)
         sys.exit(0)
