@@ -85,7 +85,7 @@ Status JobLedger::Join(const std::string& job, uint32_t rank, const JobParams& p
 }
 
 Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParams& params) {
-  EMBER_RETURN_IF_ERROR(CheckJobName(job));
+  EMBER_RETURN_IF_ERROR(CheckJobName(job, kMaxJobKeyBytes));
   MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end() && expired_.erase(job) != 0)

@@ -2,11 +2,11 @@
 
 namespace ember::daemon {
 
-Status CheckJobName(const std::string& job) {
+Status CheckJobName(const std::string& job, size_t max_bytes) {
   if (job.empty()) return InvalidArgument("job: must not be empty");
-  if (job.size() > kMaxJobNameBytes)
+  if (job.size() > max_bytes)
     return InvalidArgument("job: a name of " + std::to_string(job.size()) +
-                           " bytes is longer than " + std::to_string(kMaxJobNameBytes) + " ('" +
+                           " bytes is longer than " + std::to_string(max_bytes) + " ('" +
                            job.substr(0, 32) + "...')");
   for (size_t i = 0; i < job.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(job[i]);

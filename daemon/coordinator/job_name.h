@@ -11,10 +11,14 @@
 namespace ember::daemon {
 
 inline constexpr size_t kMaxJobNameBytes = 256;
+// A job's key: its name in its owner's scope (daemon/access/job_scope.h), what the
+// coordinator, the stores and the journal hold.
+inline constexpr size_t kMaxJobKeyBytes = kMaxJobNameBytes + 16;
 
-// OK for 1..kMaxJobNameBytes bytes with no control characters; else kInvalidArgument
-// "job: ..." saying what is wrong (a long name is not quoted in full).
-Status CheckJobName(const std::string& job);
+// OK for 1..max_bytes bytes with no control characters; else kInvalidArgument "job: ..."
+// saying what is wrong (a long name is not quoted in full). A session checks the name
+// its caller gives; the layers below it, the key (kMaxJobKeyBytes).
+Status CheckJobName(const std::string& job, size_t max_bytes = kMaxJobNameBytes);
 
 // How messages and logs name a job and one of its ranks: "job 'j'", "job 'j': rank 3".
 std::string JobName(const std::string& job);

@@ -182,7 +182,8 @@ kj::Promise<void> DaemonServer::joinJob(JoinJobContext context) {
   const std::string coordinator = ToStd(params.getCoordinator());
   if (!coordinator.empty() && open_remote_ != nullptr) {
     kj::Maybe<rpc::Job::Client> remote =
-        ValueOrThrow((*open_remote_)(ToStd(params.getJob()), coordinator, session_->principal()));
+        ValueOrThrow((*open_remote_)(ValueOrThrow(session_->JobKey(ToStd(params.getJob()))),
+                                     coordinator, session_->principal()));
     KJ_IF_MAYBE(job, remote) {
       context.getResults().setJob(kj::mv(*job));
       return kj::READY_NOW;
@@ -251,7 +252,7 @@ kj::Promise<void> JobServer::incarnation(IncarnationContext context) {
 
 kj::Promise<void> JobServer::openSharedMemory(OpenSharedMemoryContext context) {
   if (!node_local_)
-    Throw(FailedPrecondition("shared memory is node-local: job '" + membership_.job() +
+    Throw(FailedPrecondition("shared memory is node-local: job '" + membership_.name() +
                              "' is coordinated by another node's daemon"));
   auto p = context.getParams();
   std::shared_ptr<SharedMemory> memory = ValueOrThrow(membership_.OpenSharedMemory(

@@ -7,6 +7,7 @@
 #include <random>
 #include <utility>
 
+#include "daemon/access/job_scope.h"
 #include "daemon/coordinator/job_name.h"
 #include "daemon/metrics/process_stats.h"
 
@@ -84,15 +85,22 @@ void Wait::Expire() {
 }
 
 JobMembership::JobMembership(DaemonService& service, std::string job, const Principal& caller)
-    : service_(service), job_(std::move(job)) {
+    : service_(service), job_(std::move(job)), caller_(caller) {
   const Principal owner = service_.JobOwner(job_).value_or(caller);
   ++service_.members_.try_emplace(job_, DaemonService::Members{owner, 0}).first->second.count;
 }
 
 JobMembership::~JobMembership() { service_.Leave(job_); }
 
+std::string JobMembership::name() const { return CallerJobName(caller_, job_); }
+
+Status JobMembership::Shown(const Status& status) const {
+  if (status.ok()) return status;
+  return Status(status.code(), CallerJobNames(caller_, status.message()));
+}
+
 Status JobMembership::KvSet(const std::string& key, std::string value) {
-  return service_.deps_.kv->Set(job_, key, std::move(value));
+  return Shown(service_.deps_.kv->Set(job_, key, std::move(value)));
 }
 
 std::unique_ptr<Wait> JobMembership::MakeWait(std::optional<KvStore::WaiterId> id,
@@ -118,17 +126,17 @@ std::unique_ptr<Wait> JobMembership::KvGet(const std::string& key, uint32_t time
     done(value);
   });
   if (!id.ok()) {
-    done(id.status());
+    done(Shown(id.status()));
     return nullptr;
   }
-  Status timeout = DeadlineExceeded("waiting for key '" + key + "' of job '" + job_ +
+  Status timeout = DeadlineExceeded("waiting for key '" + key + "' of job '" + name() +
                                     "': timed out after " + std::to_string(timeout_ms) + " ms");
   return MakeWait(*id, std::move(completed), timeout_ms,
                   [done, timeout] { done(timeout); });
 }
 
 Result<int64_t> JobMembership::KvAdd(const std::string& key, int64_t delta) {
-  return service_.deps_.kv->Add(job_, key, delta);
+  return Shown(service_.deps_.kv->Add(job_, key, delta));
 }
 
 bool JobMembership::KvCheck(const std::vector<std::string>& keys) const {
@@ -152,10 +160,10 @@ std::unique_ptr<Wait> JobMembership::Barrier(const std::string& barrier, uint32_
                                       },
                                       member);
   if (!id.ok()) {
-    done(id.status());
+    done(Shown(id.status()));
     return nullptr;
   }
-  Status timeout = DeadlineExceeded("barrier '" + barrier + "' of job '" + job_ + "' (" +
+  Status timeout = DeadlineExceeded("barrier '" + barrier + "' of job '" + name() + "' (" +
                                     std::to_string(world_size) + " ranks): timed out after " +
                                     std::to_string(timeout_ms) + " ms");
   return MakeWait(*id, std::move(completed), timeout_ms, [done, timeout] { done(timeout); });
@@ -165,8 +173,8 @@ Result<std::shared_ptr<SharedMemory>> JobMembership::OpenSharedMemory(const std:
                                                                       uint32_t rank,
                                                                       uint32_t world_size,
                                                                       uint64_t bytes) {
-  return service_.deps_.segments->Open(job_, segment, rank, world_size, bytes,
-                                       service_.members_.at(job_).owner);
+  return Shown(service_.deps_.segments->Open(job_, segment, rank, world_size, bytes,
+                                             service_.members_.at(job_).owner));
 }
 
 DaemonService::DaemonService(ServiceDeps deps)
@@ -266,7 +274,7 @@ void DaemonService::CloseStream(uint64_t id) { deps_.streams->Close(id); }
 
 Result<std::unique_ptr<JobMembership>> DaemonService::JoinJob(const Principal& caller,
                                                              const std::string& job) {
-  EMBER_RETURN_IF_ERROR(CheckJobName(job));
+  EMBER_RETURN_IF_ERROR(CheckJobName(job, kMaxJobKeyBytes));
   EMBER_RETURN_IF_ERROR(CheckJobAccess(caller, job));
   if (!caller.privileged && members_.count(job) == 0) {
     uint32_t owned = 0;

@@ -105,7 +105,8 @@ class JobMembership {
   JobMembership(const JobMembership&) = delete;
   JobMembership& operator=(const JobMembership&) = delete;
 
-  const std::string& job() const { return job_; }
+  const std::string& job() const { return job_; }  // its key (daemon/access/job_scope.h)
+  std::string name() const;                        // the job's name, as the member gave it
 
   // kResourceExhausted past the store's limits (KvLimits), naming the job and the limit.
   Status KvSet(const std::string& key, std::string value);
@@ -151,8 +152,17 @@ class JobMembership {
                                  std::shared_ptr<bool> completed, uint32_t timeout_ms,
                                  std::function<void()> on_timeout);
 
+  // `status` naming the job as the member does (CallerJobNames).
+  Status Shown(const Status& status) const;
+  template <typename T>
+  Result<T> Shown(Result<T> result) const {
+    if (result.ok()) return result;
+    return Shown(result.status());
+  }
+
   DaemonService& service_;
   const std::string job_;
+  const Principal caller_;
 };
 
 class DaemonService {

@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "daemon/access/job_scope.h"
+#include "daemon/coordinator/job_name.h"
+
 namespace ember::daemon {
 
 Session::Session(DaemonService& service, PeerCredentials peer, Principal principal)
@@ -37,12 +40,37 @@ void Session::RemoveDataset(std::string dataset, std::function<void(Status)> don
   service_.RemoveDataset(principal_, std::move(dataset), std::move(done));
 }
 
-DaemonStatus Session::GetStatus() const { return service_.GetStatus(principal_); }
+DaemonStatus Session::GetStatus() const {
+  DaemonStatus status = service_.GetStatus(principal_);
+  for (JobStatus& job : status.jobs) job.job = CallerJobName(principal_, job.job);
+  for (StreamStatus& stream : status.streams) stream.job = CallerJobName(principal_, stream.job);
+  for (PendingSegmentStatus& segment : status.pending_segments)
+    segment.job = CallerJobName(principal_, segment.job);
+  return status;
+}
+
+Result<std::string> Session::JobKey(const std::string& job) const {
+  EMBER_RETURN_IF_ERROR(CheckJobName(job));
+  return ::ember::daemon::JobKey(principal_, job);
+}
+
+namespace {
+
+// `result` with the caller's names for its job keys in its error.
+template <typename T>
+Result<T> InCallerNames(const Principal& caller, Result<T> result) {
+  if (result.ok()) return result;
+  return Status(result.status().code(), CallerJobNames(caller, result.status().message()));
+}
+
+}  // namespace
 
 Result<OpenedStream> Session::OpenStream(const StreamParams& params) {
   StreamParams own = params;
   own.owner = principal_;
-  EMBER_ASSIGN_OR_RETURN(OpenedStream opened, service_.OpenStream(own));
+  EMBER_ASSIGN_OR_RETURN(own.job, JobKey(params.job));
+  EMBER_ASSIGN_OR_RETURN(OpenedStream opened,
+                         InCallerNames(principal_, service_.OpenStream(own)));
   streams_.insert(opened.id);
   return opened;
 }
@@ -52,12 +80,13 @@ void Session::CloseStream(uint64_t id) {
 }
 
 Result<JobMembership*> Session::JoinJob(const std::string& job) {
-  return JoinJobAs(job, principal_);
+  EMBER_ASSIGN_OR_RETURN(std::string key, JobKey(job));
+  return InCallerNames(principal_, JoinJobAs(key, principal_));
 }
 
-Result<JobMembership*> Session::JoinJobAs(const std::string& job, const Principal& principal) {
+Result<JobMembership*> Session::JoinJobAs(const std::string& key, const Principal& principal) {
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<JobMembership> membership,
-                         service_.JoinJob(principal, job));
+                         service_.JoinJob(principal, key));
   JobMembership* raw = membership.get();
   memberships_.emplace(raw, std::move(membership));
   return raw;

@@ -38,27 +38,33 @@ class Session {
   const Principal& principal() const { return principal_; }
 
   // The service's dataset calls, as this session's principal (files read with the
-  // peer's credentials unless it is privileged).
+  // peer's credentials unless it is privileged). GetStatus names the session's jobs as
+  // the session does.
   void AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done);
   std::vector<DatasetInfo> ListDatasets() const;
   Result<DatasetInfo> InspectDataset(const std::string& dataset) const;
   void RemoveDataset(std::string dataset, std::function<void(Status)> done);
   DaemonStatus GetStatus() const;
 
-  // A stream owned by this session until CloseStream or the session's end (see
-  // DaemonService::OpenStream for the errors).
+  // A stream of this session's job params.job (see JoinJob), owned by this session until
+  // CloseStream or the session's end (see DaemonService::OpenStream for the errors).
   Result<OpenedStream> OpenStream(const StreamParams& params);
   // No-op for ids this session does not own (or no longer: closing twice is fine).
   void CloseStream(uint64_t id);
   const std::set<uint64_t>& streams() const { return streams_; }
 
-  // A membership in `job`, owned by this session until LeaveJob or the session's end; the
-  // pointer stays valid until then. Joining a job twice gives two memberships.
-  // kInvalidArgument for an empty job.
+  // A membership in this session's job named `job` (JobKey: each uid names jobs in its
+  // own scope), owned by this session until LeaveJob or the session's end; the pointer
+  // stays valid until then. Joining a job twice gives two memberships. kInvalidArgument
+  // for a bad name.
   Result<JobMembership*> JoinJob(const std::string& job);
-  // JoinJob as `principal`: for the session of another node's daemon, joining a job for
-  // one of its ranks as that node identified the rank's trainer.
-  Result<JobMembership*> JoinJobAs(const std::string& job, const Principal& principal);
+  // JoinJob of the job keyed `key` as `principal`: for the session of another node's
+  // daemon, joining a job for one of its ranks as that node identified the rank's
+  // trainer (the node has scoped the name already).
+  Result<JobMembership*> JoinJobAs(const std::string& key, const Principal& principal);
+  // The key of this session's job named `job` (CheckJobName's errors for a bad name): what
+  // the stores and the coordinators, here and on other nodes, know it by.
+  Result<std::string> JobKey(const std::string& job) const;
   // No-op for a membership this session does not own.
   void LeaveJob(JobMembership* membership);
   size_t num_memberships() const { return memberships_.size(); }

@@ -81,7 +81,7 @@ void StreamManager::Reap() {
 }
 
 Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
-  EMBER_RETURN_IF_ERROR(CheckJobName(params.job));
+  EMBER_RETURN_IF_ERROR(CheckJobName(params.job, kMaxJobKeyBytes));
   if (params.batch_size == 0 || params.batch_size > limits_.max_batch_size)
     return InvalidArgument("batch_size: " + std::to_string(params.batch_size) +
                            " is out of range 1.." + std::to_string(limits_.max_batch_size));
