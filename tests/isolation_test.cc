@@ -277,6 +277,33 @@ TEST_CASE("another user's job name is a job of one's own: its keys and segments 
   CHECK(alice->Next() == "10.0.0.1:1234");
 }
 
+TEST_CASE("one user's huge worlds are refused; another's status still answers") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  UserData bobs(kBob, 4096);
+  const std::string tried = RunAs(kBob, [&] {
+    auto c = ConnectTo(socket);
+    if (auto added = c->AddDataset(TokensSpec("b", bobs.tokens_path())); !added.ok())
+      return added.status().ToString();
+    StreamOptions wide = Rank("w", "b", 0);
+    wide.world_size = 16777216;
+    StreamOptions rejoin = Rank("r", "b", 0);
+    rejoin.rejoin = true;
+    rejoin.rejoin_received = ~uint64_t{0};
+    return Code(c->OpenSharedMemory("w", "grads", 0, 16777216, 4096)) + "\n" +
+           Code(c->OpenStream(wide)) + "\n" + Code(c->OpenStream(rejoin));
+  });
+  CHECK(tried ==
+        "invalid_argument: job 'w': shared memory 'grads': world_size: 16777216 is more than "
+        "65536 ranks (max_world_size)\n"
+        "invalid_argument: stream for job 'w' rank 0: world_size: 16777216 is more than 65536 "
+        "ranks (max_world_size)\n"
+        "invalid_argument: stream for job 'r' rank 0: rejoin_received: 18446744073709551615 is "
+        "more than the 256 batches a rank of 2 gets of dataset 'b' in an epoch");
+  CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->GetStatus()); }) == "ok");
+}
+
 TEST_CASE("members of the share group join each other's jobs") {
   SKIP_UNLESS_ROOT();
   SharedDaemon daemon({"share_group: users\n"});

@@ -111,7 +111,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "reconnect_timeout", "job_fill_timeout",
                                                   "user_limits", "share_group",
                                                   "drain_timeout", "metrics_listen",
-                                                  "metrics_names", "peer_threads"}));
+                                                  "metrics_names", "peer_threads",
+                                                  "max_world_size"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -178,6 +179,9 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.metrics_listen, yaml.String(value, Key(key), "HOST:PORT"));
       Result<HostPort> address = ParseHostPort(config.metrics_listen);
       if (!address.ok()) return yaml.Error(value, Key(key) + ": " + address.status().message());
+    } else if (key == "max_world_size") {
+      EMBER_ASSIGN_OR_RETURN(config.max_world_size,
+                             yaml.Unsigned(value, Key(key), 1, uint32_t{1} << 24));
     } else if (key == "metrics_names") {
       EMBER_ASSIGN_OR_RETURN(const size_t hide, yaml.OneOf(value, Key(key), {"show", "hide"}));
       config.metrics_hide_names = hide == 1;

@@ -56,6 +56,10 @@ struct DaemonConfig {
   // key: job_fill_timeout; seconds (1..86400) a job may wait for every rank of its world
   // to join (after it is created, or replayed at startup) before it expires.
   uint32_t job_fill_timeout_s = 600;
+  // key: max_world_size; the most ranks (1..16777216) a job, a stream's world or a
+  // shared-memory segment may have: what a world costs (its ranks' state, status) grows
+  // with it. The default is kDefaultMaxWorldSize (daemon/coordinator/job_name.h).
+  uint32_t max_world_size = 65536;
   // key: user_limits; a map of what one uid may hold: shm_share (the fraction 0 < f <= 1
   // of shm_budget for its rings), streams, datasets, jobs, connections,
   // pending_segments (each 1..65536).

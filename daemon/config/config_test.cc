@@ -258,6 +258,13 @@ TEST_CASE("listen without tls is an error that says what to add") {
   CHECK(CheckListenHasTls(DaemonConfig{}).ok());
 }
 
+TEST_CASE("max_world_size is a number of ranks") {
+  CHECK(ParseConfig("", "w.yaml")->max_world_size == 65536);
+  CHECK(ParseConfig("max_world_size: 1024\n", "w.yaml")->max_world_size == 1024);
+  CHECK_THAT(ErrorOf("max_world_size: 0\n"), Catch::Contains("key 'max_world_size'"));
+  CHECK_THAT(ErrorOf("max_world_size: 33554432\n"), Catch::Contains("key 'max_world_size'"));
+}
+
 TEST_CASE("metrics_names is show or hide") {
   Result<DaemonConfig> shown = ParseConfig("metrics_names: show\n", "m.yaml");
   REQUIRE(shown.ok());

@@ -88,6 +88,10 @@ Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParam
   EMBER_RETURN_IF_ERROR(CheckJobName(job, kMaxJobKeyBytes));
   MutexLock lock(&mu_);
   auto it = jobs_.find(job);
+  // A job kept from before (ReplayJob) keeps its world under a lower limit.
+  if (it == jobs_.end() || it->second.params.world_size != params.world_size)
+    EMBER_RETURN_IF_ERROR(
+        CheckWorldSize(params.world_size, max_world_size_).WithContext(RankName(job, rank)));
   if (it == jobs_.end() && expired_.erase(job) != 0)
     expired_order_.erase(std::find(expired_order_.begin(), expired_order_.end(), job));
   if (it != jobs_.end()) {

@@ -50,6 +50,7 @@
 #include "daemon/coordinator/epoch_orders.h"
 #include "daemon/coordinator/epoch_plan.h"
 #include "daemon/coordinator/job_coordinator.h"
+#include "daemon/coordinator/job_name.h"
 #include "ember/daemon_status.h"
 #include "ember/status.h"
 
@@ -110,6 +111,10 @@ class LedgerObserver {
 
 class JobLedger final : public JobCoordinator {
  public:
+  // Jobs of at most `max_world_size` ranks (config max_world_size; CheckWorldSize).
+  explicit JobLedger(uint32_t max_world_size = kDefaultMaxWorldSize)
+      : max_world_size_(max_world_size) {}
+
   // Registers `rank` of job `job`. The first rank creates the job; later ranks must
   // match its params (kInvalidArgument naming the mismatched field and both values).
   // kAlreadyExists if that rank is already joined; kInvalidArgument if rank >= world_size
@@ -265,6 +270,7 @@ class JobLedger final : public JobCoordinator {
   // kNotFound "job 'j' does not exist", or the expiry of a job of that name.
   Status Missing(const std::string& job) const REQUIRES(mu_);
 
+  const uint32_t max_world_size_;
   mutable Mutex mu_;
   std::map<std::string, JobState> jobs_ GUARDED_BY(mu_);
   // Expired jobs' messages, by name, and their names oldest first.

@@ -126,6 +126,16 @@ TEST_CASE("Join: double join, rank out of range, impossible plan") {
   CHECK(ledger.Join("w0", 0, Params(10, 2, 0)).code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("Join: a world larger than max_world_size makes no job; a replayed one keeps its own") {
+  JobLedger ledger(1024);
+  Status huge = ledger.Join("big", 0, Params(1u << 22, 1, 1000000));
+  CHECK(huge.message() ==
+        "job 'big': rank 0: world_size: 1000000 is more than 1024 ranks (max_world_size)");
+  CHECK(ledger.BatchesPerRank("big").status().code() == StatusCode::kNotFound);
+  REQUIRE(ledger.ReplayJob("old", Params(1u << 16, 1, 2048)).ok());
+  MustJoin(ledger, "old", 5, Params(1u << 16, 1, 2048));
+}
+
 TEST_CASE("Next: unknown job or rank, and the end of a rank's epoch") {
   JobLedger ledger;
   CHECK(ledger.Next("nope", 0, 0).status().code() == StatusCode::kNotFound);

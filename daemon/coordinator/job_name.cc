@@ -17,6 +17,14 @@ Status CheckJobName(const std::string& job, size_t max_bytes) {
   return Status::Ok();
 }
 
+Status CheckWorldSize(uint64_t world_size, uint32_t max_world_size) {
+  if (world_size == 0) return InvalidArgument("world_size: must be at least 1");
+  if (world_size > max_world_size)
+    return InvalidArgument("world_size: " + std::to_string(world_size) + " is more than " +
+                           std::to_string(max_world_size) + " ranks (max_world_size)");
+  return Status::Ok();
+}
+
 std::string JobName(const std::string& job) { return "job '" + job + "'"; }
 
 std::string RankName(const std::string& job, uint32_t rank) {

@@ -14,11 +14,18 @@ inline constexpr size_t kMaxJobNameBytes = 256;
 // A job's key: its name in its owner's scope (daemon/access/job_scope.h), what the
 // coordinator, the stores and the journal hold.
 inline constexpr size_t kMaxJobKeyBytes = kMaxJobNameBytes + 16;
+// The default of config max_world_size.
+inline constexpr uint32_t kDefaultMaxWorldSize = 65536;
 
 // OK for 1..max_bytes bytes with no control characters; else kInvalidArgument "job: ..."
 // saying what is wrong (a long name is not quoted in full). A session checks the name
 // its caller gives; the layers below it, the key (kMaxJobKeyBytes).
 Status CheckJobName(const std::string& job, size_t max_bytes = kMaxJobNameBytes);
+
+// OK for 1..max_world_size ranks (config max_world_size); else kInvalidArgument
+// "world_size: ...". What a job's world costs (its ranks' state, status lines) grows
+// with it, so a request may not ask for any size it likes.
+Status CheckWorldSize(uint64_t world_size, uint32_t max_world_size);
 
 // How messages and logs name a job and one of its ranks: "job 'j'", "job 'j': rank 3".
 std::string JobName(const std::string& job);

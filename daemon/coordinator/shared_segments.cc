@@ -27,7 +27,7 @@ Result<std::shared_ptr<SharedMemory>> SharedSegments::Open(const std::string& jo
     return InvalidArgument("job '" + job + "': shared memory name must not be empty");
   }
   const std::string where = Where(job, name);
-  if (world_size == 0) return InvalidArgument(where + ": world_size must be positive");
+  EMBER_RETURN_IF_ERROR(CheckWorldSize(world_size, limits_.max_world_size).WithContext(where));
   if (rank >= world_size) {
     return InvalidArgument(where + ": rank " + std::to_string(rank) + " is not below world_size " +
                            std::to_string(world_size));

@@ -29,6 +29,7 @@
 #include "common/env.h"
 #include "common/mutex.h"
 #include "daemon/access/principal.h"
+#include "daemon/coordinator/job_name.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -48,6 +49,7 @@ struct SharedSegmentLimits {
   uint64_t ttl_micros = 10ull * 60 * 1000000;  // a pending segment lives 10 minutes
   size_t max_pending = 1024;                   // pending segments at once
   size_t max_pending_per_owner = 64;           // of them, for jobs of one non-privileged uid
+  uint32_t max_world_size = kDefaultMaxWorldSize;  // config max_world_size
 };
 
 class SharedSegments {

@@ -124,6 +124,19 @@ TEST_CASE("world_size or bytes unlike the first call's is kInvalidArgument namin
   CHECK(segments.NumPending() == 0);
 }
 
+TEST_CASE("a world larger than max_world_size is refused before a segment is made") {
+  TestEnv env;
+  SharedSegmentLimits limits;
+  limits.max_world_size = 1024;
+  SharedSegments segments(&env, limits);
+  Status huge = OpenError(segments, "j", "grad", 0, 16777216, 4096);
+  CHECK(huge.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(huge.message(),
+             Catch::EndsWith("world_size: 16777216 is more than 1024 ranks (max_world_size)"));
+  CHECK(env.created == 0);
+  CHECK(segments.NumPending() == 0);
+}
+
 TEST_CASE("a segment is forgotten once every rank has it; the next call makes a new one") {
   TestEnv env;
   SharedSegments segments(&env);

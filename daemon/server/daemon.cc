@@ -127,7 +127,7 @@ class Daemon::Parts {
   std::unique_ptr<PeerTls> peer_tls_;
   // Jobs' progress survives a restart; a damaged journal stops the daemon rather than
   // forgetting what ranks consumed.
-  JobLedger ledger_;
+  JobLedger ledger_{config_.max_world_size};
   // Proxies to the daemons that coordinate jobs of ranks here (by HOST:PORT); outlive the
   // streams, shut down on the event loop before it goes.
   std::map<std::string, Remote> remotes_;
@@ -221,7 +221,9 @@ Status Daemon::Parts::OpenState() {
 
 // The stores, the decode pool, the streams and the service over them.
 Status Daemon::Parts::StartService() {
-  segments_ = std::make_unique<SharedSegments>(env_);
+  SharedSegmentLimits segment_limits;
+  segment_limits.max_world_size = config_.max_world_size;
+  segments_ = std::make_unique<SharedSegments>(env_, segment_limits);
   cache_ = std::make_unique<DatasetCache>(env_, decode_threads_, plugins_.get());
   decode_pool_ = std::make_unique<DecodePool>(decode_threads_);
   blocking_ = std::make_unique<boost::asio::thread_pool>(2);
@@ -230,6 +232,7 @@ Status Daemon::Parts::StartService() {
   limits.default_slots = config_.default_slots;
   limits.shm_user_share = config_.user_limits.shm_share;
   limits.max_streams_per_user = config_.user_limits.streams;
+  limits.max_world_size = config_.max_world_size;
   streams_ = std::make_unique<StreamManager>(env_, catalog_.get(), &ledger_, cache_.get(),
                                              decode_pool_.get(), limits);
   streams_->set_coordinator_resolver(

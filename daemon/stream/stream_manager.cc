@@ -85,7 +85,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   if (params.batch_size == 0 || params.batch_size > limits_.max_batch_size)
     return InvalidArgument("batch_size: " + std::to_string(params.batch_size) +
                            " is out of range 1.." + std::to_string(limits_.max_batch_size));
-  if (params.world_size == 0) return InvalidArgument("world_size: must be at least 1");
+  EMBER_RETURN_IF_ERROR(CheckWorldSize(params.world_size, limits_.max_world_size));
   if (params.rank >= params.world_size)
     return InvalidArgument("rank: " + std::to_string(params.rank) + " is not below world_size " +
                            std::to_string(params.world_size));
@@ -111,6 +111,15 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                               FingerprintHex(info->fingerprint) + ", the loader state is of " +
                               FingerprintHex(params.expect_fingerprint) +
                               " (the dataset changed since the state was saved)");
+  if (params.rejoin) {  // before Stream::Start builds an entry per batch received
+    const uint64_t per_step = uint64_t{params.batch_size} * params.world_size;
+    const uint64_t most = (info->count + per_step - 1) / per_step;
+    if (params.rejoin_received > most)
+      return InvalidArgument("rejoin_received: " + std::to_string(params.rejoin_received) +
+                             " is more than the " + std::to_string(most) +
+                             " batches a rank of " + std::to_string(params.world_size) +
+                             " gets of dataset '" + params.dataset + "' in an epoch");
+  }
   if (params.start_position != 0 && params.start_position >= info->count)
     return InvalidArgument("start_position: " + std::to_string(params.start_position) +
                            " is not below the dataset's " + std::to_string(info->count) +

@@ -36,6 +36,7 @@ struct StreamLimits {
   uint32_t default_slots = 8;
   uint32_t max_slots = 1024;
   uint32_t max_batch_size = 1 << 20;
+  uint32_t max_world_size = 65536;  // config max_world_size
 };
 
 class StreamManager {

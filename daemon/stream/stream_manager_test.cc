@@ -179,5 +179,29 @@ TEST_CASE("a second stream of a rank already reading is told which stream holds 
   CHECK(h.streams->Open(again).ok());
 }
 
+TEST_CASE("a rejoin's count of batches received is bounded before anything is built") {
+  Harness h("stream_manager_rejoin_bound");
+  StreamParams params = Harness::Params(0);
+  params.rejoin = true;
+  params.rejoin_received = ~uint64_t{0};  // was an entry per batch, on the event loop
+  auto refused = h.streams->Open(params);
+  REQUIRE(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message() ==
+        "rejoin_received: 18446744073709551615 is more than the 4 batches a rank of 2 gets "
+        "of dataset 'fake' in an epoch");
+  params.rejoin_received = 4;  // the whole epoch: it goes on with the next one
+  CHECK(h.streams->Open(params).ok());
+}
+
+TEST_CASE("a world larger than max_world_size is refused") {
+  Harness h("stream_manager_world_bound");
+  StreamParams params = Harness::Params(0);
+  params.world_size = 1000000;
+  auto refused = h.streams->Open(params);
+  REQUIRE(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message() ==
+        "world_size: 1000000 is more than 65536 ranks (max_world_size)");
+}
+
 }  // namespace
 }  // namespace ember::daemon
