@@ -17,7 +17,15 @@
 #include <system_error>
 #include <utility>
 
+#include "common/mapping_guard.h"
+
 namespace ember {
+
+Status MappedFile::ShrunkError() const {
+  return DataLoss(path_ + ": the file shrank below the " + std::to_string(size_) +
+                  " bytes it had when it was opened (truncated while being read?); register "
+                  "it again once it is whole");
+}
 
 Status NotRegularFile(const std::string& path, mode_t mode) {
   const char* kind = S_ISDIR(mode)    ? " (a directory)"
@@ -149,8 +157,14 @@ class PosixReadableFile : public ReadableFile {
 class PosixMappedFile : public MappedFile {
  public:
   PosixMappedFile(std::string path, const char* data, uint64_t size)
-      : MappedFile(std::move(path), data, size) {}
+      : MappedFile(std::move(path), data, size) {
+    if (!GuardMapping(data, static_cast<size_t>(size), &shrunk_))
+      std::fprintf(stderr, "emberd: %s: %zu mappings are guarded already; a truncate of this "
+                   "file while it is read ends the process\n", this->path().c_str(),
+                   kMaxGuardedMappings);
+  }
   ~PosixMappedFile() override {
+    UnguardMapping(data());
     if (data() != nullptr) munmap(const_cast<char*>(data()), static_cast<size_t>(size()));
   }
 

@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -112,9 +113,18 @@ class MappedFile {
   // ignored.
   virtual void WillNeed(uint64_t offset, uint64_t length) const = 0;
 
+  // Whether the file was found shorter than its mapping (its owner truncated it): the
+  // pages past its new end read as zeros from then on (common/mapping_guard.h), so a
+  // reader checks this after reading and fails with ShrunkError instead of serving them.
+  bool shrunk() const { return shrunk_.load(std::memory_order_acquire); }
+  // kDataLoss "PATH: the file shrank below the N bytes it had when it was opened ...".
+  Status ShrunkError() const;
+
  protected:
   MappedFile(std::string path, const char* data, uint64_t size)
       : path_(std::move(path)), data_(data), size_(size) {}
+
+  std::atomic<bool> shrunk_{false};  // set by the mapping's guard
 
  private:
   const std::string path_;

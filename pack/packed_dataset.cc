@@ -175,8 +175,14 @@ std::string PackedDataset::RecordName(const PackedRecord& record) const {
          std::string(record.path) + ")";
 }
 
+Status PackedDataset::CheckShard(const PackedRecord& record) const {
+  const MappedFile& file = *shards_[record.shard].file;
+  return file.shrunk() ? file.ShrunkError() : Status::Ok();
+}
+
 Status PackedDataset::VerifyRecord(const PackedRecord& record) const {
   const uint32_t crc = Crc32(record.data, record.size);
+  EMBER_RETURN_IF_ERROR(CheckShard(record));
   if (crc == record.crc) return Status::Ok();
   return DataLoss(RecordName(record) + ": checksum mismatch: bytes " +
                   std::to_string(record.offset) + ".." +

@@ -63,8 +63,13 @@ class PackedDataset {
   // Reads the record's bytes and checks them against their CRC. kInvalidArgument for an
   // id out of range; kDataLoss
   //   "<dir>/shard-00003.emb record 17 (cat/0001.jpg): checksum mismatch: ..."
+  // Also kDataLoss when the shard shrank under its mapping (CheckShard).
   Status Verify(uint64_t id) const;
   Status VerifyRecord(const PackedRecord& record) const;
+  // kDataLoss (MappedFile::ShrunkError) if the record's shard was truncated since it was
+  // opened: its bytes past the new end read as zeros, so what was read of it (and of its
+  // index) is not the record. A reader checks after it has read.
+  Status CheckShard(const PackedRecord& record) const;
 
   // "<shard file> record N (<path>)", for error messages about one record.
   std::string RecordName(const PackedRecord& record) const;

@@ -1,6 +1,9 @@
 #include "pack/packed_dataset.h"
 
+#include <unistd.h>
+
 #include <atomic>
+
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
@@ -124,6 +127,23 @@ TEST_CASE("Open of a missing directory or manifest is kNotFound") {
   REQUIRE_FALSE(m.ok());
   CHECK(m.status().code() == StatusCode::kNotFound);
   CHECK_THAT(m.status().message(), Contains(dir + "/manifest"));
+}
+
+TEST_CASE("A shard truncated while it is read: Verify says it shrank, nothing crashes") {
+  auto env = NewPosixEnv();
+  const std::string out = FreshTestDir("shrinking") + "/out";
+  const auto records = MakeRecords(30, 5);
+  Pack(*env, out, records);
+  auto d = PackedDataset::Open(*env, out);
+  REQUIRE(d.ok());
+  const uint64_t last = (*d)->count() - 1;
+  REQUIRE((*d)->Verify(last).ok());
+  const std::string shard = out + "/shard-00000.emb";
+  REQUIRE(truncate(shard.c_str(), 4096) == 0);
+  Status status = (*d)->Verify(last);  // reads past the new end: was SIGBUS
+  CHECK(status.code() == StatusCode::kDataLoss);
+  CHECK_THAT(status.message(), Catch::StartsWith(shard + ": the file shrank below the "));
+  CHECK((*d)->Verify(0).code() == StatusCode::kDataLoss);  // the whole shard is suspect now
 }
 
 TEST_CASE("Corruption is detected and named") {

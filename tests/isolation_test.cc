@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -302,6 +303,38 @@ TEST_CASE("one user's huge worlds are refused; another's status still answers") 
         "invalid_argument: stream for job 'r' rank 0: rejoin_received: 18446744073709551615 is "
         "more than the 256 batches a rank of 2 gets of dataset 'b' in an epoch");
   CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->GetStatus()); }) == "ok");
+}
+
+TEST_CASE("a user who truncates its own file ends its streams; emberd lives on") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  UserData bobs(kBob, size_t{1} << 20);  // 2 MiB of tokens
+  UserData alices(kAlice);
+  const std::string tried = RunAs(kBob, [&] {
+    auto c = ConnectTo(socket);
+    if (auto added = c->AddDataset(TokensSpec("b", bobs.tokens_path(), false, 64)); !added.ok())
+      return added.status().ToString();
+    StreamOptions o = ReaderOptions("cut", 16, 0, "b");
+    auto reader = c->OpenStream(o);
+    if (!reader.ok()) return reader.status().ToString();
+    if (!(*reader)->Next().ok()) return std::string("no first batch");
+    if (truncate(bobs.tokens_path().c_str(), 4096) != 0) return std::string("truncate failed");
+    for (int i = 0; i < 100000; ++i) {  // what the ring held, then the error
+      auto batch = (*reader)->Next();
+      if (!batch.ok()) return batch.status().ToString();
+    }
+    return std::string("no error");
+  });
+  CHECK_THAT(tried, Catch::StartsWith("data_loss: ") &&
+                        Catch::Contains(bobs.tokens_path() + ": the file shrank below the"));
+  int wait_status = 0;  // was: exit 135 (SIGBUS), every user's streams cut
+  CHECK(waitpid(daemon->pid(), &wait_status, WNOHANG) == 0);
+  CHECK(RunAs(kAlice, [&] {
+          auto c = ConnectTo(socket);
+          return Code(c->AddDataset(TokensSpec("a", alices.tokens_path()))) + " " +
+                 Code(c->GetStatus());
+        }) == "ok ok");
 }
 
 TEST_CASE("members of the share group join each other's jobs") {

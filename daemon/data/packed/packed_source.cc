@@ -59,6 +59,7 @@ class PackedSource : public Source {
     const pack::PackedRecord record = dataset_->Get(id);
     EMBER_RETURN_IF_ERROR(dataset_->VerifyRecord(record));
     Status status = codec_.decode(record, id, context, dsts);
+    EMBER_RETURN_IF_ERROR(dataset_->CheckShard(record));  // truncated while decoding
     if (!status.ok()) return status.WithContext(dataset_->RecordName(record));
     return Status::Ok();
   }

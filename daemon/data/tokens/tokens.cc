@@ -168,6 +168,7 @@ Status CheckVocab(const TokensFile& tokens) {
   const uint64_t bad = options.width == TokenWidth::kUInt16
                            ? FirstAtLeast<uint16_t>(file.data(), tokens.num_tokens, bound)
                            : FirstAtLeast<uint32_t>(file.data(), tokens.num_tokens, bound);
+  if (file.shrunk()) return file.ShrunkError();
   if (bad < tokens.num_tokens) {
     const uint64_t id = options.width == TokenWidth::kUInt16
                             ? LoadToken<uint16_t>(file.data(), bad)
@@ -205,6 +206,7 @@ class TokensSource : public Source {
       Widen<uint32_t>(data, start, seq_len_, input);
       Widen<uint32_t>(data, start + 1, seq_len_, target);
     }
+    if (tokens_.file->shrunk()) return tokens_.file->ShrunkError();  // it read zeros
     return Status::Ok();
   }
 

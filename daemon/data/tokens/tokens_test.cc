@@ -1,7 +1,10 @@
 #include "daemon/data/tokens/tokens.h"
 
-#include <algorithm>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -298,6 +301,23 @@ TEST_CASE("out-of-range samples and prefetch hints") {
   const uint64_t ids[] = {0, 8, 9, UINT64_MAX};
   source->Prefetch(ids, 4);
   CHECK(Read(*source, 8, 0, 0).input[0] == static_cast<int64_t>(TokenEpochOffset(0, 0, 10) + 80));
+}
+
+TEST_CASE("a file truncated while it is streamed is an error of its reads, not a crash") {
+  auto env = NewPosixEnv();
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t tokens = 8 * page / sizeof(uint16_t);  // eight pages
+  const std::string path = WriteTokens("shrinking", Iota<uint16_t>(tokens));
+  auto source = Load(*env, Spec(path, "tokens: {seq_len: 64}"));
+  Read(*source, 0, 0, 0);
+  REQUIRE(truncate(path.c_str(), static_cast<off_t>(page)) == 0);  // its owner cuts it short
+  std::vector<int64_t> input(64), target(64);
+  void* dsts[2] = {input.data(), target.data()};
+  const uint64_t last = source->info().count - 1;
+  Status status = source->ReadSample(last, SampleContext{}, dsts);  // was SIGBUS: exit 135
+  CHECK(status.code() == StatusCode::kDataLoss);
+  CHECK_THAT(status.message(), Catch::StartsWith(path + ": the file shrank below the " +
+                                                 std::to_string(8 * page) + " bytes"));
 }
 
 TEST_CASE("file errors name the file") {
