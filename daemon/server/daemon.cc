@@ -158,7 +158,16 @@ Daemon::Parts::~Parts() {
   metrics_.reset();
   peers_.reset();
   links_.reset();
-  io_.reset();
+  if (io_ == nullptr) return;
+  // The peer loops are gone, so nothing queues work here any more: run what they queued
+  // last (a lease's answer, a link's end), or the loop's destructor throws that events
+  // are left, which ~Parts (noexcept) turns into an abort.
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([this] {
+    io_->waitScope.poll();
+    io_.reset();
+  })) {
+    spdlog::warn("closing the event loop: {}", e->getDescription().cStr());
+  }
 }
 
 Status Daemon::Parts::Open() {
