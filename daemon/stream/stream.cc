@@ -39,6 +39,9 @@ struct Stream::Filling {
   std::vector<Status> errors;
   std::atomic<uint64_t> next_row{0};
   std::atomic<bool> failed{false};
+  // Its decode tasks posted and not yet started: the pool's queue holds them, but they
+  // find no row once the rows are claimed, so they do not keep the next batch waiting.
+  std::atomic<uint64_t> unstarted{0};
   Mutex mu;
   CondVar done_cv;
   uint64_t pending GUARDED_BY(mu) = 0;      // decode tasks not yet done
@@ -194,7 +197,7 @@ Status Stream::Produce() {
 
   // Batches being decoded, oldest first: at most two. When a decode thread runs out of
   // the current batch's rows and nothing else waits for the pool (no other stream's
-  // batch), the next batch starts at once if the depth leaves a slot for it, so that the
+  // batch; its own tasks not yet started find no row), the next batch starts at once if the depth leaves a slot for it, so that the
   // pool does not idle while the last rows finish and the producer publishes. Declared
   // after `source`, so that the decode tasks end before it goes.
   std::deque<std::unique_ptr<Filling>> filling;
@@ -218,7 +221,9 @@ Status Stream::Produce() {
       }
       if (overlap && filling.size() == 1 && !epoch_done) {
         filling.front()->WaitUntilRowsClaimed();
-        if (decode_pool_->queued.load(std::memory_order_relaxed) == 0 && !drain_.load())
+        if (decode_pool_->queued.load(std::memory_order_relaxed) <=
+                filling.front()->unstarted.load(std::memory_order_relaxed) &&
+            !drain_.load())
           if (ring::SlotHeader* slot = ring_->TryAcquireWithinDepth())
             EMBER_RETURN_IF_ERROR(StartNext(slot, epoch, *source, ahead, epoch_done, filling));
       }
@@ -342,8 +347,10 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
     MutexLock lock(&f->mu);
     f->pending = tasks;
   }
+  f->unstarted.store(tasks, std::memory_order_relaxed);
   for (uint64_t c = 0; c < tasks; ++c) {
     decode_pool_->Post([read_rows, f = f.get()] {
+      f->unstarted.fetch_sub(1, std::memory_order_relaxed);
       read_rows();
       MutexLock lock(&f->mu);
       if (--f->pending == 0) f->done_cv.SignalAll();
