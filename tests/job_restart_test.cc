@@ -125,7 +125,9 @@ TEST_CASE("a damaged jobs journal stops emberd, naming the file and the offset")
   ProcessOutput run = RunToExit(EmberdCommand(dir.path()), dir.path(), std::chrono::seconds(30));
   INFO(run.err);
   CHECK(run.exit_code == 2);
-  CHECK(run.err.find(journal + ": not a journal: bad magic at byte 0") != std::string::npos);
+  CHECK(run.err.find(journal + ": not a journal: bad magic at byte 0. emberd does not start on "
+                     "a damaged journal") != std::string::npos);
+  CHECK(run.err.find("(mv " + journal + " " + journal + ".damaged)") != std::string::npos);
   CHECK(ReadFileOrEmpty(journal) == garbage);  // left for someone to look at
 }
 

@@ -341,6 +341,14 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
     MutexLock lock(&catalog->mu_);  // no other thread yet; taken for the analysis
     catalog->entries_ = std::move(entries).value();
     catalog->persisted_ = std::move(text);
+  } else if (env->FileExists(path + kPreviousSuffix)) {
+    // Only a change writes .prev, and it writes the catalog too: the catalog was removed
+    // since. Starting empty would drop every dataset without a word.
+    return FailedPrecondition(path + " is missing, but its previous copy " + path +
+                              kPreviousSuffix + " is there: to keep its datasets, cp " + path +
+                              kPreviousSuffix + " " + path + "; to start with an empty "
+                              "catalog, remove " + path + kPreviousSuffix + "; then start "
+                              "emberd again");
   }
   return catalog;
 }

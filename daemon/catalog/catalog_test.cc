@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include <cstdio>
 #include <thread>
 
 #include "daemon/catalog/dataset.h"
@@ -333,6 +335,27 @@ TEST_CASE("a corrupt catalog.yaml is an error naming the file") {
   }
 }
 
+TEST_CASE("a missing catalog.yaml beside its previous copy is refused, not started empty") {
+  auto env = NewPosixEnv();
+  std::string dir = FreshTestDir("catalog_gone");
+  const std::string file = dir + "/catalog.yaml";
+  FakeProber prober;
+  {
+    auto catalog = MustOpen(env.get(), dir, prober);
+    REQUIRE(catalog->Add(Spec("a")).ok());
+    REQUIRE(catalog->Add(Spec("b")).ok());
+  }
+  REQUIRE(std::remove(file.c_str()) == 0);
+  auto refused = Catalog::Open(env.get(), dir, prober.Get());
+  REQUIRE(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(refused.status().message() ==
+        file + " is missing, but its previous copy " + file + ".prev is there: to keep its "
+        "datasets, cp " + file + ".prev " + file + "; to start with an empty catalog, remove " +
+        file + ".prev; then start emberd again");
+  REQUIRE(std::rename((file + ".prev").c_str(), file.c_str()) == 0);  // as the hint says
+  CHECK(MustOpen(env.get(), dir, prober)->List().size() == 1);
+}
+
 TEST_CASE("a truncated or damaged catalog.yaml is refused, naming it and the previous copy") {
   auto env = NewPosixEnv();
   std::string dir = FreshTestDir("checksum");
@@ -468,6 +491,10 @@ TEST_CASE("a spec's text fields are bounded, refused without probing, errors sho
   spec = Spec("d");
   spec.path = std::string(kMaxPathBytes + 1, 'p');
   CHECK_THAT(catalog->Add(spec).status().message(), Catch::Contains("path: 4097 bytes"));
+  spec = Spec("d");
+  spec.path = std::string("/data/mine\0/../../etc/shadow", 28);
+  CHECK(catalog->Add(spec).status().message() ==
+        "dataset 'd': path: a NUL byte at offset 10 ('/data/mine' before it)");
   spec = Spec("d");
   spec.on_error = std::string(1 << 20, 'o');
   const Status on_error = catalog->Add(spec).status();

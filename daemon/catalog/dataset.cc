@@ -43,6 +43,15 @@ Status ValidateSpecSizes(const DatasetSpec& spec) {
       return InvalidArgument(std::string(field) + ": " + std::to_string(value.first->size()) +
                              " bytes, at most " + std::to_string(value.second));
   }
+  // A C string ends at a NUL: the file opened would not be the path registered.
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"path", &spec.path},
+                                     {"format", &spec.format}, {"split", &spec.split}}) {
+    const size_t nul = value->find('\0');
+    if (nul != std::string::npos)
+      return InvalidArgument(std::string(field) + ": a NUL byte at offset " +
+                             std::to_string(nul) + " ('" + Excerpt(value->substr(0, nul)) +
+                             "' before it)");
+  }
   return Status::Ok();
 }
 

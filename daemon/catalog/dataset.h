@@ -38,7 +38,8 @@ inline constexpr size_t kMaxSplitBytes = 64;
 inline constexpr size_t kMaxPipelineBytes = 64 * 1024;
 
 // kInvalidArgument naming the first field over its limit ("pipeline: 70000 bytes, at most
-// 65536"); the name is ValidateDatasetName's.
+// 65536") or the first of path, format and split holding a NUL byte; the name is
+// ValidateDatasetName's.
 Status ValidateSpecSizes(const DatasetSpec& spec);
 
 struct TensorSpec {

@@ -219,7 +219,15 @@ Status Daemon::Parts::OpenState() {
     peer_tls_ = std::move(loaded).value();
   }
   const std::string journal_path = config_.state_dir + "/jobs.journal";
-  EMBER_ASSIGN_OR_RETURN(journal_, LedgerJournal::Open(*env_, journal_path, &ledger_));
+  Result<LedgerReplay> replayed = LedgerJournal::Open(*env_, journal_path, &ledger_);
+  if (replayed.status().code() == StatusCode::kDataLoss)
+    return Status(StatusCode::kDataLoss,
+                  replayed.status().message() + ". emberd does not start on a damaged journal "
+                  "(it holds the jobs' progress): keep it for a bug report (mv " + journal_path +
+                  " " + journal_path + ".damaged) and start again; its jobs start afresh, and "
+                  "trainers resume from the loader state in their checkpoints");
+  if (!replayed.ok()) return replayed.status();
+  journal_ = std::move(replayed).value();
   spdlog::info("{}: replayed {} jobs ({} commits, {} records){}", journal_path, journal_.jobs,
                journal_.commits, journal_.records,
                journal_.torn_bytes == 0

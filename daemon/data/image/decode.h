@@ -36,8 +36,13 @@ namespace ember::daemon {
 
 enum class ImageFormat { kJpeg, kPng };
 
+// The most a pipeline may raise max_pixels to (16384 x 16384, 768 MiB of RGB): a decode
+// holds the whole image, on each decode thread at once.
+inline constexpr uint64_t kMaxDecodePixels = uint64_t{1} << 28;
+
 struct ImageDecodeOptions {
-  // Largest width * height a header may claim; bounds the memory one decode needs.
+  // Largest width * height a header may claim (at most kMaxDecodePixels); bounds the
+  // memory one decode needs.
   uint64_t max_pixels = 64'000'000;
 };
 

@@ -232,7 +232,7 @@ class SpecParser {
     EMBER_RETURN_IF_ERROR(yaml_.CheckKeys(decode, "decode", {"max_pixels"}));
     if (const YAML::Node max_pixels = decode["max_pixels"]) {
       EMBER_ASSIGN_OR_RETURN(spec->decode_options.max_pixels,
-                             yaml_.Unsigned(max_pixels, "decode: max_pixels", 1, UINT64_MAX));
+                             yaml_.Unsigned(max_pixels, "decode: max_pixels", 1, kMaxDecodePixels));
     }
     return Status::Ok();
   }

@@ -26,8 +26,9 @@
 //                        last step, and only with dtype float32.
 //   output.dtype         uint8 (default) or float32 (pixel / 255, then normalize if given).
 //   output.layout        CHW (default) or HWC.
-//   decode.max_pixels    largest width * height a file may claim (default 64000000);
-//                        larger images fail as corrupt samples before any pixel is decoded.
+//   decode.max_pixels    largest width * height a file may claim (default 64000000, at most
+//                        kMaxDecodePixels); larger images fail as corrupt samples before
+//                        any pixel is decoded.
 //   <plugin step>        a step added by a transform plugin loaded by emberd (ember_transform_v1
 //                        in ember/plugin.h), e.g. `- solarize: {threshold: 128, p: 0.5}`.
 //                        Its settings must be scalars; the plugin checks them. Plugin steps

@@ -158,7 +158,12 @@ TEST_CASE("pipeline errors name the place, the key or step, and the value") {
   CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}]\noutput: {shape: 3}"),
                  "output: unknown key 'shape' (known: dtype, layout)"));
   CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}]\ndecode: {max_pixels: -1}"),
-                 "decode: max_pixels must be a whole number above 0, got '-1'"));
+                 "decode: max_pixels must be a whole number in 1..268435456, got '-1'"));
+  CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}]\n"
+                            "decode: {max_pixels: 4611686018427387904}"),
+                 "decode: max_pixels"));
+  CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}]\ndecode: {max_pixels: 268435457}"),
+                 "268435456"));
   CHECK(Contains(ParseError("steps: [{center_crop: {size: 8}}]\ntransforms: []"),
                  "pipeline: line 2, column 1: unknown key 'transforms' (known: steps, output, decode)"));
   CHECK(Contains(ParseError("steps: [{resize: {size: 3, size: 4}}]"),
