@@ -19,6 +19,12 @@ namespace ember::daemon {
 
 namespace {
 
+// The host of an accepted connection's "HOST:PORT" (an IPv6 one in brackets).
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
 // After accept() itself fails (out of descriptors), the wait before accepting again.
 constexpr kj::Duration kAcceptRetryDelay = 1 * kj::SECONDS;
 
@@ -95,6 +101,18 @@ void PeerListener::OnAccepted(kj::AuthenticatedStream raw) {
       Refuse(address, std::to_string(handshakes_.load()) + " handshakes are in flight already");
       return;
     }
+    uint32_t from_host = 0;
+    {
+      MutexLock lock(&hosts_mu_);
+      uint32_t& count = handshakes_by_host_[HostOf(address)];
+      from_host = count;
+      if (count < options_.max_handshakes_per_host) ++count;
+    }
+    if (from_host >= options_.max_handshakes_per_host) {
+      Refuse(address, std::to_string(from_host) + " handshakes from " + HostOf(address) +
+                          " are in flight already");
+      return;
+    }
     ++handshakes_;
   }
   if (loops_ == nullptr) {
@@ -112,7 +130,7 @@ void PeerListener::HandOff(std::string address, kj::AuthenticatedStream raw) {
     if (moved < 0) why = std::strerror(errno);
   }
   if (moved < 0) {
-    EndHandshake();
+    EndHandshake(address);
     Refuse(address, "cannot hand the connection to a peer loop: " + why);
     return;
   }
@@ -147,11 +165,11 @@ kj::Promise<void> PeerListener::Handshake(kj::AsyncIoContext& io, std::string ad
   return secured.exclusiveJoin(kj::mv(deadline))
       .then(
           [this, &io, address](kj::AuthenticatedStream&& stream) {
-            EndHandshake();
+            EndHandshake(address);
             return Serve(io, address, kj::mv(stream));
           },
           [this, address](kj::Exception&& e) {
-            EndHandshake();
+            EndHandshake(address);
             Refuse(address, DescribeTlsError(e));
           });
 }
@@ -184,8 +202,12 @@ kj::Promise<void> PeerListener::Serve(kj::AsyncIoContext& io, const std::string&
       });
 }
 
-void PeerListener::EndHandshake() {
-  if (tls_ != nullptr) --handshakes_;
+void PeerListener::EndHandshake(const std::string& address) {
+  if (tls_ == nullptr) return;
+  --handshakes_;
+  MutexLock lock(&hosts_mu_);
+  auto it = handshakes_by_host_.find(HostOf(address));
+  if (it != handshakes_by_host_.end() && --it->second == 0) handshakes_by_host_.erase(it);
 }
 
 void PeerListener::Refuse(const std::string& address, const std::string& reason) {

@@ -22,9 +22,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
+#include "common/mutex.h"
 #include "daemon/peer/peer_loops.h"
 #include "daemon/peer/peer_tls.h"
 #include "ember/status.h"
@@ -44,11 +46,14 @@ using PeerBootstrapFactory =
     std::function<capnp::Capability::Client(const PeerInfo& peer, kj::AsyncIoContext& loop)>;
 
 struct PeerListenerOptions {
-  // From accepting a connection to the end of its TLS handshake.
-  kj::Duration handshake_timeout = 10 * kj::SECONDS;
+  // From accepting a connection to the end of its TLS handshake (a real one takes
+  // milliseconds; an idle connection holds a slot until then).
+  kj::Duration handshake_timeout = 5 * kj::SECONDS;
   // TLS handshakes in flight at once (from accepting, through the wait for a peer loop, to
-  // the handshake's end); a connection beyond them is refused at once.
+  // the handshake's end), in all and from one source address; a connection beyond either
+  // is refused at once. So one host's idle connections cannot lock the real nodes out.
   uint32_t max_handshakes = 64;
+  uint32_t max_handshakes_per_host = 8;
   // Peer loops serving the connections; 0: the listener's own loop serves them.
   unsigned serve_threads = 0;
 };
@@ -94,7 +99,8 @@ class PeerListener final : private kj::TaskSet::ErrorHandler {
                               kj::AuthenticatedStream raw);
   kj::Promise<void> Serve(kj::AsyncIoContext& io, const std::string& address,
                           kj::AuthenticatedStream secured);
-  void EndHandshake();  // of a connection accepted, refused or handed to its RPC system
+  // Of a connection accepted, refused or handed to its RPC system; `address` as accepted.
+  void EndHandshake(const std::string& address);
   void Refuse(const std::string& address, const std::string& reason);
   void taskFailed(kj::Exception&& exception) override;
 
@@ -108,6 +114,8 @@ class PeerListener final : private kj::TaskSet::ErrorHandler {
   std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint32_t> handshakes_{0};  // in flight
+  Mutex hosts_mu_;
+  std::map<std::string, uint32_t> handshakes_by_host_ GUARDED_BY(hosts_mu_);  // in flight
   std::unique_ptr<PeerLoops> loops_;      // null: serve on io_'s loop
   kj::Own<kj::TaskSet> tasks_;  // this loop's: handshakes and connections, or hand-offs
   kj::Promise<void> accepting_;

@@ -101,6 +101,14 @@ struct Server {
     REQUIRE(listener->port() != 0);
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(listener->port()); }
+  // A raw TCP connection to the listener, with no TLS of its own.
+  kj::Own<kj::AsyncIoStream> ConnectRaw(kj::AsyncIoContext& io) const {
+    return io.provider->getNetwork()
+        .parseAddress("127.0.0.1", listener->port())
+        .wait(io.waitScope)
+        ->connect()
+        .wait(io.waitScope);
+  }
   std::vector<PeerInfo> Peers() {
     std::lock_guard<std::mutex> lock(mu);
     return peers;
@@ -316,15 +324,33 @@ TEST_CASE("handshakes in flight are bounded") {
   PeerListenerOptions options;
   options.max_handshakes = 1;
   Server server(io, server_tls.get(), options);
-  auto address = io.provider->getNetwork()
-                     .parseAddress("127.0.0.1", server.listener->port())
-                     .wait(io.waitScope);
-  kj::Own<kj::AsyncIoStream> first = address->connect().wait(io.waitScope);
-  kj::Own<kj::AsyncIoStream> second = address->connect().wait(io.waitScope);
+  kj::Own<kj::AsyncIoStream> first = server.ConnectRaw(io);
+  kj::Own<kj::AsyncIoStream> second = server.ConnectRaw(io);
   REQUIRE(RunUntil(io, [&] { return server.listener->refused() == 1; }));
   CHECK_THAT(log.text(), Catch::Contains("1 handshakes are in flight already"));
   auto buffer = kj::heapArray<kj::byte>(1);
   CHECK(second->tryRead(buffer.begin(), 1, 1).wait(io.waitScope) == 0);
+}
+
+TEST_CASE("one host's idle connections hold at most its share of the handshakes") {
+  Pki pki("transport_per_host");
+  auto server_tls = pki.Load(pki.server, pki.ca);
+  kj::AsyncIoContext& io = pki.io;
+  LogCapture log;
+  PeerListenerOptions options;
+  options.max_handshakes_per_host = 2;
+  Server server(io, server_tls.get(), options);
+  std::vector<kj::Own<kj::AsyncIoStream>> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(server.ConnectRaw(io));
+  REQUIRE(RunUntil(io, [&] { return server.listener->refused() == 1; }));
+  CHECK_THAT(log.text(),
+             Catch::Contains("2 handshakes from 127.0.0.1 are in flight already"));
+  // Its slots come back as its connections go: a real node from there gets through.
+  idle.clear();
+  REQUIRE(RunUntil(io, [&] { return server.listener->refused() == 3; }));  // their ends
+  auto connection = Connect(io, pki.client_tls.get(), server.address());
+  INFO(connection.status().ToString());
+  CHECK(connection.ok());
 }
 
 TEST_CASE("tls: off serves plain Cap'n Proto over TCP") {
