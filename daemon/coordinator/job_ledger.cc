@@ -358,6 +358,14 @@ std::optional<Principal> JobLedger::OwnerOf(const std::string& job) const {
   return it->second.params.owner;
 }
 
+std::vector<std::string> JobLedger::JobsOwnedBy(uid_t uid) const {
+  MutexLock lock(&mu_);
+  std::vector<std::string> owned;
+  for (const auto& [job, state] : jobs_)
+    if (state.params.owner.known() && state.params.owner.uid == uid) owned.push_back(job);
+  return owned;
+}
+
 std::vector<JobSummary> JobLedger::Summaries() const {
   MutexLock lock(&mu_);
   std::vector<JobSummary> out;

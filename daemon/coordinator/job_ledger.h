@@ -169,6 +169,8 @@ class JobLedger final : public JobCoordinator {
   std::vector<JobSummary> Summaries() const;
   // The principal that created `job`, if the ledger has it.
   std::optional<Principal> OwnerOf(const std::string& job) const;
+  // The jobs that `uid` created (for user_limits.jobs), in name order.
+  std::vector<std::string> JobsOwnedBy(uid_t uid) const;
 
   // Forgets every job that has not had each rank of its world join since it was created
   // (or replayed) for `timeout_micros`, counted from the first call that saw it unfilled

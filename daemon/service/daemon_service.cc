@@ -249,6 +249,7 @@ void DaemonService::RemoveDataset(const Principal& caller, std::string dataset,
 
 Result<OpenedStream> DaemonService::OpenStream(const StreamParams& params) {
   Status allowed = CheckJobAccess(params.owner, params.job);
+  if (allowed.ok()) allowed = CheckJobsLimit(params.owner, params.job);
   if (!allowed.ok())
     return allowed.WithContext("stream for job '" + params.job + "' rank " +
                                std::to_string(params.rank));
@@ -276,15 +277,23 @@ Result<std::unique_ptr<JobMembership>> DaemonService::JoinJob(const Principal& c
                                                              const std::string& job) {
   EMBER_RETURN_IF_ERROR(CheckJobName(job, kMaxJobKeyBytes));
   EMBER_RETURN_IF_ERROR(CheckJobAccess(caller, job));
-  if (!caller.privileged && members_.count(job) == 0) {
-    uint32_t owned = 0;
-    for (const auto& [name, members] : members_) owned += members.owner.uid == caller.uid;
-    if (owned >= deps_.user_limits.jobs)
-      return ResourceExhausted("job '" + job + "': uid " + std::to_string(caller.uid) +
-                               " is already in " + std::to_string(owned) +
-                               " jobs, the most one user may join (user_limits.jobs)");
-  }
+  EMBER_RETURN_IF_ERROR(CheckJobsLimit(caller, job));
   return std::unique_ptr<JobMembership>(new JobMembership(*this, job, caller));
+}
+
+Status DaemonService::CheckJobsLimit(const Principal& caller, const std::string& job) const {
+  if (caller.privileged || members_.count(job) != 0 || deps_.ledger->OwnerOf(job))
+    return Status::Ok();
+  // Every kind counts: stores joined, and the ledger's jobs (streams, journaled ones).
+  std::vector<std::string> owned = deps_.ledger->JobsOwnedBy(caller.uid);
+  for (const auto& [name, members] : members_)
+    if (members.owner.uid == caller.uid) owned.push_back(name);
+  std::sort(owned.begin(), owned.end());
+  const size_t count = std::unique(owned.begin(), owned.end()) - owned.begin();
+  if (count < deps_.user_limits.jobs) return Status::Ok();
+  return ResourceExhausted(JobName(CallerJobName(caller, job)) + ": uid " +
+                           std::to_string(caller.uid) + " already has " + std::to_string(count) +
+                           " jobs, the most one user may hold (user_limits.jobs)");
 }
 
 std::optional<Principal> DaemonService::JobOwner(const std::string& job) const {

@@ -221,6 +221,9 @@ class DaemonService {
   // kPermissionDenied unless `caller` may access the job's owner: its members' or its
   // ledger entry's.
   Status CheckJobAccess(const Principal& caller, const std::string& job) const;
+  // kResourceExhausted when `job` would be a new one for a non-privileged caller that
+  // holds user_limits.jobs already: joined stores and ledger jobs (streams, journaled).
+  Status CheckJobsLimit(const Principal& caller, const std::string& job) const;
   // The owner of `job`: its members', else its ledger entry's; null if neither.
   std::optional<Principal> JobOwner(const std::string& job) const;
 

@@ -263,13 +263,31 @@ TEST_CASE("one uid holds at most user_limits jobs, connections and datasets") {
   auto j3 = service.JoinJob(alice, "j3");
   REQUIRE(j3.status().code() == StatusCode::kResourceExhausted);
   CHECK(j3.status().message() ==
-        "job 'j3': uid 1001 is already in 2 jobs, the most one user may join (user_limits.jobs)");
+        "job 'j3': uid 1001 already has 2 jobs, the most one user may hold (user_limits.jobs)");
   auto bobs = service.JoinJob(ServiceFixture::User(1002), "j3");
   CHECK(bobs.ok());
   CHECK(service.JoinJob(ServiceFixture::Root(), "j4").ok());
   j2->reset();
   CHECK(service.JoinJob(alice, "j3").status().code() == StatusCode::kPermissionDenied);  // bob's
-  CHECK(service.JoinJob(alice, "j5").ok());
+  auto j5 = service.JoinJob(alice, "j5");
+  CHECK(j5.ok());
+  // A stream's job counts as well (it was a way around the limit: ledger jobs).
+  j1->reset();
+  j1_again->reset();
+  DatasetSpec shared = f.TokensSpec("toks");
+  shared.shared = true;
+  REQUIRE(f.AddDataset(shared).ok());
+  StreamParams stream = ServiceFixture::StreamOf("s1", "toks", 0);
+  stream.owner = alice;
+  Result<OpenedStream> s1 = service.OpenStream(stream);
+  INFO(s1.status().ToString());
+  REQUIRE(s1.ok());
+  stream.job = "s2";
+  CHECK(service.OpenStream(stream).status().message() ==
+        "stream for job 's2' rank 0: job 's2': uid 1001 already has 2 jobs, the most one user "
+        "may hold (user_limits.jobs)");
+  CHECK(service.JoinJob(alice, "j6").status().code() == StatusCode::kResourceExhausted);
+  service.CloseStream(s1->id);
 
   CHECK(service.AdmitConnection(alice).ok());
   CHECK(service.AdmitConnection(alice).code() == StatusCode::kResourceExhausted);
