@@ -263,8 +263,8 @@ TEST_CASE("another user's job name is a job of one's own: its keys and segments 
     return out;
   });
   CHECK(tried ==
-        "stream=ok get=deadline_exceeded: waiting for key 'gloo/addr' of job NAME: timed out after 0 "
-        "ms set=ok segment=ok\n"
+        "stream=ok get=deadline_exceeded: waiting for key 'gloo/addr' of job NAME: timed out "
+        "after 0 ms set=ok segment=ok\n"
         "seen: train untouched train untouched train untouched");
 
   // Root sees everything, each user's jobs under its uid; Alice's key is untouched.

@@ -197,9 +197,10 @@ Status Stream::Produce() {
 
   // Batches being decoded, oldest first: at most two. When a decode thread runs out of
   // the current batch's rows and nothing else waits for the pool (no other stream's
-  // batch; its own tasks not yet started find no row), the next batch starts at once if the depth leaves a slot for it, so that the
-  // pool does not idle while the last rows finish and the producer publishes. Declared
-  // after `source`, so that the decode tasks end before it goes.
+  // batch; its own tasks not yet started find no row), the next batch starts at once if
+  // the depth leaves a slot for it, so that the pool does not idle while the last rows
+  // finish and the producer publishes. Declared after `source`, so that the decode tasks
+  // end before it goes.
   std::deque<std::unique_ptr<Filling>> filling;
   const bool overlap = decode_pool_ != nullptr && source->ParallelDecode();
   std::optional<BatchLease> ahead;  // the next batch, leased early for prefetching
