@@ -41,9 +41,20 @@ class CoordinationServer final : public rpc::Coordination::Server {
 
 }  // namespace
 
+Status PeerServer::CheckNode(const std::string& claimed) const {
+  if (peer_.common_name.empty() || claimed == peer_.common_name) return Status::Ok();
+  return PermissionDenied("peer " + peer_.address + " calls itself node '" + claimed +
+                          "', but its certificate is node '" + peer_.common_name +
+                          "' (a node's certificate CN must be its name, config key node)");
+}
+
 kj::Promise<void> PeerServer::hello(HelloContext context) {
   const auto params = context.getParams();
   const std::string node = params.getNode();
+  if (Status named = CheckNode(node); !named.ok()) {
+    spdlog::warn("{}", named.message());
+    Throw(named);
+  }
   Status protocol = CheckPeerProtocol(node, params.getProtocol());
   if (!protocol.ok()) {
     spdlog::warn("peer {}: {}", peer_.address, protocol.message());
@@ -64,6 +75,7 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
   join.rank = p.getRank();
   join.params = FromRpc(p.getParams());
   join.node = p.getNode();
+  if (Status named = CheckNode(join.node); !named.ok()) Throw(named);
   join.held = FromRpcList(p.getHeld());
   context.getResults().setCoordination(
       kj::heap<CoordinationServer>(ValueOrThrow(session_.Join(join))));
@@ -72,6 +84,7 @@ kj::Promise<void> PeerServer::joinJob(JoinJobContext context) {
 
 kj::Promise<void> PeerServer::openJob(OpenJobContext context) {
   const auto p = context.getParams();
+  if (Status named = CheckNode(p.getNode()); !named.ok()) Throw(named);
   if (job_home_) {
     if (home_ == nullptr) home_ = job_home_();
     auto forwarded = home_->capability().castAs<rpc::Peer>().openJobRequest();

@@ -37,7 +37,8 @@ class PeerServer final : public rpc::Peer::Server {
         job_home_(std::move(job_home)), session_(service, peer_.address) {}
 
  protected:
-  // Fails with CheckPeerProtocol's error for another protocol version.
+  // Fails with CheckPeerProtocol's error for another protocol version. hello, joinJob and
+  // openJob fail with CheckNode's error for a node name that is not the certificate's.
   kj::Promise<void> hello(HelloContext context) override;
   // PeerSession::Join; the rank's Coordination capability holds its PeerRank.
   kj::Promise<void> joinJob(JoinJobContext context) override;
@@ -47,6 +48,10 @@ class PeerServer final : public rpc::Peer::Server {
   kj::Promise<void> exchange(ExchangeContext context) override;
 
  private:
+  // kPermissionDenied unless `claimed` is the name of the node the peer's certificate is
+  // (its CN); anything goes with tls: off (no certificate: anyone reaching the port).
+  Status CheckNode(const std::string& claimed) const;
+
   PeerService& service_;
   const PeerInfo peer_;
   kj::Timer* const timer_;

@@ -66,6 +66,29 @@ TEST_CASE("hello answers with this daemon's node name and protocol") {
   CHECK(kPeerProtocol == 4);
 }
 
+TEST_CASE("a peer is the node its certificate names, or nothing") {
+  PeerService service({"node-a"});
+  Loopback loopback([&service](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
+    PeerInfo certified = peer;
+    certified.common_name = "node-b";  // what PeerListener reads from its certificate
+    return kj::heap<PeerServer>(service, certified);
+  });
+  Result<PeerHello> evil = loopback.Hello("node-c");
+  REQUIRE(evil.status().code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(evil.status().message(),
+             Catch::EndsWith("calls itself node 'node-c', but its certificate is node 'node-b' "
+                             "(a node's certificate CN must be its name, config key node)"));
+  auto open = loopback.connection->Bootstrap<rpc::Peer>().openJobRequest();
+  open.setJob("train");
+  open.setNode("node-c");
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { open.send().wait(loopback.io.waitScope); })) {
+    CHECK(rpc_status::FromException(*e).code() == StatusCode::kPermissionDenied);
+  } else {
+    FAIL("openJob as another node succeeded");
+  }
+  CHECK(loopback.Hello("node-b").ok());
+}
+
 TEST_CASE("the server refuses another protocol version, naming both") {
   PeerService service({"node-a"});
   Loopback loopback([&service](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
