@@ -112,7 +112,7 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "user_limits", "share_group",
                                                   "drain_timeout", "metrics_listen",
                                                   "metrics_names", "peer_threads",
-                                                  "max_world_size"}));
+                                                  "max_world_size", "trust_root_from"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -187,6 +187,14 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       config.metrics_hide_names = hide == 1;
     } else if (key == "tls") {
       EMBER_RETURN_IF_ERROR(ParseTls(yaml, value, file, &config));
+    } else if (key == "trust_root_from") {
+      if (!value.IsSequence())
+        return yaml.Error(value, Key(key) + " must be a list of node names, got " +
+                                     DescribeYaml(value));
+      for (const YAML::Node& item : value) {
+        EMBER_ASSIGN_OR_RETURN(std::string node, yaml.String(item, Key(key), "a node name"));
+        config.trust_root_from.push_back(std::move(node));
+      }
     } else if (key == "node") {
       EMBER_ASSIGN_OR_RETURN(config.node_name, yaml.String(value, Key(key), "a node name"));
       if (config.node_name.size() > kMaxNodeNameBytes) {

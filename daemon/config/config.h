@@ -56,6 +56,11 @@ struct DaemonConfig {
   // key: job_fill_timeout; seconds (1..86400) a job may wait for every rank of its world
   // to join (after it is created, or replayed at startup) before it expires.
   uint32_t job_fill_timeout_s = 600;
+  // key: trust_root_from; the nodes whose daemons may speak for root here: a caller they
+  // report as privileged (root, or their emberd's uid) is privileged here too. From any
+  // other node it is its uid without the privilege (so a node's certificate cannot act
+  // as root over every user's jobs). Empty: none.
+  std::vector<std::string> trust_root_from;
   // key: max_world_size; the most ranks (1..16777216) a job, a stream's world or a
   // shared-memory segment may have: what a world costs (its ranks' state, status) grows
   // with it. The default is kDefaultMaxWorldSize (daemon/coordinator/job_name.h).

@@ -258,6 +258,13 @@ TEST_CASE("listen without tls is an error that says what to add") {
   CHECK(CheckListenHasTls(DaemonConfig{}).ok());
 }
 
+TEST_CASE("trust_root_from is a list of node names") {
+  CHECK(ParseConfig("", "t.yaml")->trust_root_from.empty());
+  CHECK(ParseConfig("trust_root_from: [node0, node1]\n", "t.yaml")->trust_root_from ==
+        std::vector<std::string>{"node0", "node1"});
+  CHECK_THAT(ErrorOf("trust_root_from: node0\n"), Catch::Contains("must be a list of node names"));
+}
+
 TEST_CASE("max_world_size is a number of ranks") {
   CHECK(ParseConfig("", "w.yaml")->max_world_size == 65536);
   CHECK(ParseConfig("max_world_size: 1024\n", "w.yaml")->max_world_size == 1024);

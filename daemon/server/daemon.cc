@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -306,8 +307,11 @@ Status Daemon::Parts::StartService() {
 // stores, which live on this loop, through `links_`.
 Status Daemon::Parts::ListenForPeers() {
   links_ = std::make_unique<LoopLinks>(*io_);
-  peer_jobs_ = std::make_unique<PeerService>(PeerServiceDeps{node_, &ledger_, nullptr});
-  peer_stores_ = std::make_unique<PeerService>(PeerServiceDeps{node_, nullptr, service_.get()});
+  const std::set<std::string> trusted(config_.trust_root_from.begin(),
+                                      config_.trust_root_from.end());
+  peer_jobs_ = std::make_unique<PeerService>(PeerServiceDeps{node_, &ledger_, nullptr, trusted});
+  peer_stores_ =
+      std::make_unique<PeerService>(PeerServiceDeps{node_, nullptr, service_.get(), trusted});
   PeerListenerOptions options;
   options.serve_threads = config_.peer_threads != 0
                               ? config_.peer_threads

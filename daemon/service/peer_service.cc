@@ -53,10 +53,17 @@ size_t PeerSession::num_ranks() const {
   return n;
 }
 
+Principal PeerService::Claimed(const std::string& node, Principal reported) const {
+  if (reported.privileged && deps_.trusted_for_root.count(node) == 0) reported.privileged = false;
+  return reported;
+}
+
 Result<std::unique_ptr<PeerRank>> PeerSession::Join(const PeerJoin& join) {
   JobLedger* ledger = service_.deps().ledger;
   if (ledger == nullptr) return NoJobs();
-  Status joined = ledger->Join(join.job, join.rank, join.params, join.held);
+  JobParams params = join.params;
+  params.owner = service_.Claimed(join.node, params.owner);
+  Status joined = ledger->Join(join.job, join.rank, params, join.held);
   if (!joined.ok()) {
     Status named = joined.WithContext("node '" + join.node + "'");
     spdlog::warn("peer {}: {}", address_, named.message());
@@ -132,7 +139,8 @@ Result<JobMembership*> PeerSession::OpenJob(const std::string& job, const std::s
   DaemonService* stores = service_.deps().service;
   if (stores == nullptr) return NoJobs();
   if (!stores_) stores_ = std::make_shared<Session>(*stores, PeerCredentials{}, AccessPolicy::Peer());
-  EMBER_ASSIGN_OR_RETURN(JobMembership * membership, stores_->JoinJobAs(job, caller));
+  EMBER_ASSIGN_OR_RETURN(JobMembership * membership,
+                         stores_->JoinJobAs(job, service_.Claimed(node, caller)));
   spdlog::info("job '{}': store opened for node '{}' ({})", job, node, address_);
   return membership;
 }

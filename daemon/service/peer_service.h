@@ -43,6 +43,7 @@ struct PeerServiceDeps {
   std::string node;                  // this daemon's node name (config key `node`)
   JobLedger* ledger = nullptr;       // null: this daemon coordinates no jobs
   DaemonService* service = nullptr;  // the stores (OpenJob); null: not on this thread
+  std::set<std::string> trusted_for_root;  // config trust_root_from
 };
 
 class PeerService {
@@ -55,6 +56,9 @@ class PeerService {
 
   explicit PeerService(PeerServiceDeps deps) : deps_(std::move(deps)) {}
   const std::string& node() const { return deps_.node; }
+  // Who a caller that node `node` reports is here: its principal, privileged only if the
+  // node is trusted for root (config trust_root_from).
+  Principal Claimed(const std::string& node, Principal reported) const;
   const PeerServiceDeps& deps() const { return deps_; }
 
  private:

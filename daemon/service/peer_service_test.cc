@@ -86,6 +86,31 @@ TEST_CASE("a peer session joins ranks, serves their exchanges, and they leave wh
   CHECK(other.num_ranks() == 1);
 }
 
+TEST_CASE("a node speaks for root only where trust_root_from names it") {
+  JobLedger ledger;
+  PeerServiceDeps deps{"node-a", &ledger, nullptr};
+  deps.trusted_for_root = {"node-t"};
+  PeerService service(deps);
+  Principal alice;
+  alice.uid = 1001;
+  JobParams alices = Params(2);
+  alices.owner = alice;
+  PeerSession session(service, "127.0.0.1:1");
+  std::unique_ptr<PeerRank> a0 = MustJoin(session, JoinOf("~1001/train", 0, alices));
+  // node-b says its rank is root: here it is uid 0, who may not join Alice's job.
+  JobParams claimed = Params(2);
+  claimed.owner.uid = 0;
+  claimed.owner.privileged = true;
+  Result<std::unique_ptr<PeerRank>> refused = session.Join(JoinOf("~1001/train", 1, claimed));
+  CHECK(refused.status().code() == StatusCode::kPermissionDenied);
+  REQUIRE(session.Join(JoinOf("mine", 0, claimed)).ok());
+  CHECK_FALSE(ledger.OwnerOf("mine")->privileged);
+  // node-t is trusted for root: its root is root here.
+  CHECK(MustJoin(session, JoinOf("~1001/train", 1, claimed, "node-t")) != nullptr);
+  CHECK(service.Claimed("node-t", claimed.owner).privileged);
+  CHECK_FALSE(service.Claimed("node-b", claimed.owner).privileged);
+}
+
 TEST_CASE("a refused join is remembered: the rank's exchange entries get the refusal") {
   JobLedger ledger;
   PeerService service({"node-a", &ledger, nullptr});
