@@ -30,4 +30,9 @@ std::string CallerJobNames(const Principal& caller, std::string message) {
   return message;
 }
 
+Status CallerJobNames(const Principal& caller, const Status& status) {
+  if (status.ok()) return status;
+  return Status(status.code(), CallerJobNames(caller, status.message()));
+}
+
 }  // namespace ember::daemon

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "daemon/access/principal.h"
+#include "ember/status.h"
 
 namespace ember::daemon {
 
@@ -31,6 +32,13 @@ std::string CallerJobName(const Principal& caller, const std::string& key);
 // `message` with `caller`'s job keys (quoted, as JobName writes them) put back as the
 // caller's names: what an error from below says to the session's caller.
 std::string CallerJobNames(const Principal& caller, std::string message);
+// `status` with its message so (OK stays OK).
+Status CallerJobNames(const Principal& caller, const Status& status);
+template <typename T>
+Result<T> CallerJobNames(const Principal& caller, Result<T> result) {
+  if (result.ok()) return result;
+  return CallerJobNames(caller, result.status());
+}
 
 }  // namespace ember::daemon
 

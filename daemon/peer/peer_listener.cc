@@ -101,15 +101,16 @@ void PeerListener::OnAccepted(kj::AuthenticatedStream raw) {
       Refuse(address, std::to_string(handshakes_.load()) + " handshakes are in flight already");
       return;
     }
+    const std::string host = HostOf(address);
     uint32_t from_host = 0;
     {
       MutexLock lock(&hosts_mu_);
-      uint32_t& count = handshakes_by_host_[HostOf(address)];
+      uint32_t& count = handshakes_by_host_[host];
       from_host = count;
       if (count < options_.max_handshakes_per_host) ++count;
     }
     if (from_host >= options_.max_handshakes_per_host) {
-      Refuse(address, std::to_string(from_host) + " handshakes from " + HostOf(address) +
+      Refuse(address, std::to_string(from_host) + " handshakes from " + host +
                           " are in flight already");
       return;
     }

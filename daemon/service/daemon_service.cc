@@ -94,13 +94,9 @@ JobMembership::~JobMembership() { service_.Leave(job_); }
 
 std::string JobMembership::name() const { return CallerJobName(caller_, job_); }
 
-Status JobMembership::Shown(const Status& status) const {
-  if (status.ok()) return status;
-  return Status(status.code(), CallerJobNames(caller_, status.message()));
-}
 
 Status JobMembership::KvSet(const std::string& key, std::string value) {
-  return Shown(service_.deps_.kv->Set(job_, key, std::move(value)));
+  return CallerJobNames(caller_, service_.deps_.kv->Set(job_, key, std::move(value)));
 }
 
 std::unique_ptr<Wait> JobMembership::MakeWait(std::optional<KvStore::WaiterId> id,
@@ -126,7 +122,7 @@ std::unique_ptr<Wait> JobMembership::KvGet(const std::string& key, uint32_t time
     done(value);
   });
   if (!id.ok()) {
-    done(Shown(id.status()));
+    done(CallerJobNames(caller_, id.status()));
     return nullptr;
   }
   Status timeout = DeadlineExceeded("waiting for key '" + key + "' of job '" + name() +
@@ -136,7 +132,7 @@ std::unique_ptr<Wait> JobMembership::KvGet(const std::string& key, uint32_t time
 }
 
 Result<int64_t> JobMembership::KvAdd(const std::string& key, int64_t delta) {
-  return Shown(service_.deps_.kv->Add(job_, key, delta));
+  return CallerJobNames(caller_, service_.deps_.kv->Add(job_, key, delta));
 }
 
 bool JobMembership::KvCheck(const std::vector<std::string>& keys) const {
@@ -160,7 +156,7 @@ std::unique_ptr<Wait> JobMembership::Barrier(const std::string& barrier, uint32_
                                       },
                                       member);
   if (!id.ok()) {
-    done(Shown(id.status()));
+    done(CallerJobNames(caller_, id.status()));
     return nullptr;
   }
   Status timeout = DeadlineExceeded("barrier '" + barrier + "' of job '" + name() + "' (" +
@@ -173,8 +169,9 @@ Result<std::shared_ptr<SharedMemory>> JobMembership::OpenSharedMemory(const std:
                                                                       uint32_t rank,
                                                                       uint32_t world_size,
                                                                       uint64_t bytes) {
-  return Shown(service_.deps_.segments->Open(job_, segment, rank, world_size, bytes,
-                                             service_.members_.at(job_).owner));
+  return CallerJobNames(caller_,
+                        service_.deps_.segments->Open(job_, segment, rank, world_size, bytes,
+                                                      service_.members_.at(job_).owner));
 }
 
 DaemonService::DaemonService(ServiceDeps deps)

@@ -152,14 +152,6 @@ class JobMembership {
                                  std::shared_ptr<bool> completed, uint32_t timeout_ms,
                                  std::function<void()> on_timeout);
 
-  // `status` naming the job as the member does (CallerJobNames).
-  Status Shown(const Status& status) const;
-  template <typename T>
-  Result<T> Shown(Result<T> result) const {
-    if (result.ok()) return result;
-    return Shown(result.status());
-  }
-
   DaemonService& service_;
   const std::string job_;
   const Principal caller_;

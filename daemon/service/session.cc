@@ -54,23 +54,12 @@ Result<std::string> Session::JobKey(const std::string& job) const {
   return ::ember::daemon::JobKey(principal_, job);
 }
 
-namespace {
-
-// `result` with the caller's names for its job keys in its error.
-template <typename T>
-Result<T> InCallerNames(const Principal& caller, Result<T> result) {
-  if (result.ok()) return result;
-  return Status(result.status().code(), CallerJobNames(caller, result.status().message()));
-}
-
-}  // namespace
-
 Result<OpenedStream> Session::OpenStream(const StreamParams& params) {
   StreamParams own = params;
   own.owner = principal_;
   EMBER_ASSIGN_OR_RETURN(own.job, JobKey(params.job));
   EMBER_ASSIGN_OR_RETURN(OpenedStream opened,
-                         InCallerNames(principal_, service_.OpenStream(own)));
+                         CallerJobNames(principal_, service_.OpenStream(own)));
   streams_.insert(opened.id);
   return opened;
 }
@@ -81,7 +70,7 @@ void Session::CloseStream(uint64_t id) {
 
 Result<JobMembership*> Session::JoinJob(const std::string& job) {
   EMBER_ASSIGN_OR_RETURN(std::string key, JobKey(job));
-  return InCallerNames(principal_, JoinJobAs(key, principal_));
+  return CallerJobNames(principal_, JoinJobAs(key, principal_));
 }
 
 Result<JobMembership*> Session::JoinJobAs(const std::string& key, const Principal& principal) {
