@@ -49,16 +49,57 @@ Status Denied(const std::string& path, const Credentials& creds, const std::stri
                           " (" + what + ")");
 }
 
-// `path` with every symlink resolved. kNotFound if it (or a directory on the way) does
-// not exist.
-Result<std::string> Resolve(const std::string& path) {
-  char resolved[PATH_MAX];
-  if (realpath(path.c_str(), resolved) == nullptr) {
-    const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) return NotFound(path + ": no such file or directory");
-    return ErrnoStatus(path + ": cannot resolve", err);
+// `path` with every symlink resolved, as `creds` could resolve it: a directory is looked
+// into only once the caller may search it, so a name inside one the caller may not
+// search is never looked up, and whether it exists is never told (realpath() with the
+// daemon's rights, CAP_DAC_READ_SEARCH or root, said "no such file" for a missing name
+// and "permission denied" for one there). kNotFound if a name on the way does not exist.
+Result<std::string> ResolveAs(const std::string& path, const Credentials& creds) {
+  constexpr int kMaxSymlinks = 40;  // as the kernel's path walk
+  std::string todo = path;          // what is left to walk, '/'-separated
+  if (todo.empty() || todo[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) == nullptr) return ErrnoStatus(path + ": getcwd", errno);
+    todo = std::string(cwd) + "/" + todo;
   }
-  return std::string(resolved);
+  std::string real;  // resolved so far; "" is "/"
+  int symlinks = 0;
+  size_t at = 0;
+  while (at < todo.size()) {
+    size_t end = todo.find('/', at);
+    if (end == std::string::npos) end = todo.size();
+    const std::string name = todo.substr(at, end - at);
+    at = end + 1;
+    if (name.empty() || name == ".") continue;
+    const std::string dir = real.empty() ? "/" : real;
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0) return ErrnoStatus(path + ": stat " + dir, errno);
+    if (!S_ISDIR(st.st_mode)) return NotFound(path + ": no such file or directory");
+    if (!ModeAllows(creds, st, X_OK)) return Denied(path, creds, "search " + dir);
+    if (name == "..") {
+      real.resize(real.empty() ? 0 : real.rfind('/'));
+      continue;
+    }
+    const std::string next = real + "/" + name;
+    if (lstat(next.c_str(), &st) != 0) {
+      const int err = errno;
+      if (err == ENOENT || err == ENOTDIR) return NotFound(path + ": no such file or directory");
+      return ErrnoStatus(path + ": cannot resolve", err);
+    }
+    if (!S_ISLNK(st.st_mode)) {
+      real = next;
+      continue;
+    }
+    if (++symlinks > kMaxSymlinks) return ErrnoStatus(path + ": cannot resolve", ELOOP);
+    char target[PATH_MAX];
+    const ssize_t n = readlink(next.c_str(), target, sizeof(target) - 1);
+    if (n < 0) return ErrnoStatus(path + ": cannot resolve", errno);
+    const std::string link(target, static_cast<size_t>(n));
+    todo = link + "/" + (at < todo.size() ? todo.substr(at) : std::string());
+    at = 0;
+    if (!link.empty() && link[0] == '/') real.clear();
+  }
+  return real.empty() ? std::string("/") : real;
 }
 
 // Every directory that holds `real` (an absolute path without symlinks) must be
@@ -169,7 +210,7 @@ class CallerEnv final : public EnvWrapper {
   // The resolved path, once every directory on it is searchable.
   Result<std::string> Searchable(const std::string& path) const {
     EMBER_RETURN_IF_ERROR(CheckNotProc(path, path));
-    EMBER_ASSIGN_OR_RETURN(std::string real, Resolve(path));
+    EMBER_ASSIGN_OR_RETURN(std::string real, ResolveAs(path, creds_));
     EMBER_RETURN_IF_ERROR(CheckNotProc(path, real));
     EMBER_RETURN_IF_ERROR(CheckSearch(path, real, creds_));
     return real;

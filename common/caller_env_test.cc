@@ -140,6 +140,40 @@ TEST_CASE_METHOD(CallerEnvFixture,
 }
 
 TEST_CASE_METHOD(CallerEnvFixture,
+                 "CallerEnv tells of a closed directory only that it is closed") {
+  if (!CanMakeOtherUsersFiles()) return;
+  // realpath() with the daemon's rights said "no such file" for a missing name inside
+  // and "permission denied" for one there: which names exist, told to whoever asked.
+  const std::string closed = dir.Dir("closed", 0700);
+  WriteTestFile(closed + "/there", "x");
+  REQUIRE(mkdir((closed + "/sub").c_str(), 0755) == 0);
+  WriteTestFile(closed + "/sub/there", "x");
+  for (const std::string name : {"there", "sub/there", "../closed/there", "sub/../there"}) {
+    const std::string there = closed + "/" + name;
+    std::string missing = there;
+    missing.replace(missing.rfind("there"), 5, "nothing");
+    const Status seen = env->ReadFile(there).status();
+    INFO(name);
+    CHECK(seen.message() == there + ": permission denied for uid 4242 (search " + closed + ")");
+    CHECK(env->ReadFile(missing).status().message() ==
+          missing + ": permission denied for uid 4242 (search " + closed + ")");
+    CHECK(env->FileExists(there) == env->FileExists(missing));
+  }
+  // Through a symlink of the user's into the closed directory, the same.
+  const std::string mine = dir.Dir("mine", 0755, kUser, kUserGroup);
+  REQUIRE(symlink(closed.c_str(), (mine + "/in").c_str()) == 0);
+  CHECK(env->ReadFile(mine + "/in/there").status().message() ==
+        mine + "/in/there: permission denied for uid 4242 (search " + closed + ")");
+  CHECK(env->ReadFile(mine + "/in/nothing").status().message() ==
+        mine + "/in/nothing: permission denied for uid 4242 (search " + closed + ")");
+  // Where the caller may look, a missing name is not_found, and a symlink loop is named.
+  CHECK(env->ReadFile(mine + "/nothing").status().code() == StatusCode::kNotFound);
+  REQUIRE(symlink((mine + "/loop").c_str(), (mine + "/loop").c_str()) == 0);
+  CHECK_THAT(env->ReadFile(mine + "/loop").status().message(),
+             Catch::StartsWith(mine + "/loop: cannot resolve"));
+}
+
+TEST_CASE_METHOD(CallerEnvFixture,
                  "CallerEnv resolves symlinks and checks where they lead") {
   if (!CanMakeOtherUsersFiles()) return;
   const std::string secret = dir.File("secret", 0600);

@@ -8,6 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "common/temp_dir_testing.h"
+#include "schemas/ember.capnp.h"
 #include "tests/support/as_user.h"
 #include "tests/support/multinode_testing.h"
 #include "tests/support/test_env.h"
@@ -149,6 +153,19 @@ TEST_CASE("a user cannot register a file it could not read, through a symlink ne
   INFO(linked);
   CHECK(linked.rfind("permission_denied: ", 0) == 0);
   CHECK(linked.find(link + ": permission denied for uid 2002 (search " + roots.dir() + ")") != std::string::npos);
+
+  // Nor does the daemon's capability tell Bob which names exist in root's closed
+  // directory (issue 36, item 9): a file there and a missing one read the same.
+  const std::string probed = RunAs(kBob, [&] {
+    auto c = ConnectTo(socket);
+    const std::string absent = roots.dir() + "/missing.bin";
+    std::string there = Code(c->AddDataset(TokensSpec("p", roots.tokens_path())));
+    std::string missing = Code(c->AddDataset(TokensSpec("p", absent)));
+    there.replace(there.find(roots.tokens_path()), roots.tokens_path().size(), "PATH");
+    missing.replace(missing.find(absent), absent.size(), "PATH");
+    return there == missing ? "same" : there + "\n" + missing;
+  });
+  CHECK(probed == "same");
 
   // Bob's own file registers; root registers its own too.
   CHECK(RunAs(kBob, [&] { return Code(ConnectTo(socket)->AddDataset(TokensSpec("mine", bobs.tokens_path()))); }) == "ok");
@@ -485,6 +502,65 @@ TEST_CASE("one user's half-sent messages are bounded: its connections close, oth
   CHECK(bob.Next() == "done");
   CHECK(daemon->log().find("closing a client connection: resource_exhausted: uid 2002: a "
                            "message of 62914560 bytes on top of 251658240") != std::string::npos);
+}
+
+// A client's end that writes what the RPC system sends and never reads a reply.
+class NeverReads final : public kj::AsyncIoStream {
+ public:
+  explicit NeverReads(kj::AsyncIoStream& inner) : inner_(inner) {}
+  kj::Promise<size_t> tryRead(void*, size_t, size_t) override { return kj::NEVER_DONE; }
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    return inner_.write(buffer, size);
+  }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    return inner_.write(pieces);
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_.whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_.shutdownWrite(); }
+
+ private:
+  kj::AsyncIoStream& inner_;
+};
+
+TEST_CASE("replies a user never reads are bounded: its calls wait, others are served") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  const uint64_t rss_before = RssOf(daemon->pid());
+  // Bob sets a 1 MiB value, then asks for it 800 times and reads no answer (the finding:
+  // RSS grew 50 MB -> 868 MB). Everything is pipelined: no call needs an answer first.
+  AsUser bob(kBob, [&](const AsUser::Checkpoint& checkpoint) {
+    auto io = kj::setupAsyncIo();
+    const int fd = socket_fd_for_test(socket);
+    if (fd < 0) return std::string("connect failed");
+    auto connection = io.lowLevelProvider->wrapSocketFd(
+        fd, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
+    NeverReads deaf(*connection);
+    capnp::TwoPartyClient client(deaf);
+    auto join = client.bootstrap().castAs<rpc::Daemon>().joinJobRequest();
+    join.setJob("deaf");
+    auto job = join.send().getJob();
+    kj::Vector<kj::Promise<void>> calls;
+    auto set = job.kvSetRequest();
+    set.setKey("v");
+    set.initValue(1 << 20);
+    calls.add(set.send().ignoreResult());
+    for (int i = 0; i < 800; ++i) {
+      auto get = job.kvGetRequest();
+      get.setKey("v");
+      calls.add(get.send().ignoreResult());
+    }
+    io.provider->getTimer().afterDelay(3 * kj::SECONDS).wait(io.waitScope);
+    checkpoint("sent");
+    return std::string("done");
+  });
+  REQUIRE(bob.Next() == "sent");
+  CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->GetStatus()); }) == "ok");
+  const uint64_t rss_held = RssOf(daemon->pid());
+  INFO("rss before " << rss_before << ", while bob does not read " << rss_held);
+  CHECK(rss_held < rss_before + (uint64_t{64} << 20));
+  bob.Continue();
+  CHECK(bob.Next() == "done");
 }
 
 TEST_CASE("a job spanning nodes: another node's user does not reach its store") {

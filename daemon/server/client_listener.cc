@@ -171,8 +171,8 @@ kj::Promise<void> ClientListener::AcceptLoop() {
             std::shared_ptr<Session> session = NewSession(service_, PeerOf(*stream));
             if (!session) return kj::READY_NOW;  // dropping the stream closes it
             const Principal& who = session->principal();
-            auto bounded =
-                NewBoundedStream(kj::mv(stream), unfinished_, who.uid, who.privileged, timer_);
+            auto bounded = NewBoundedStream(kj::mv(stream), unfinished_, unsent_, who.uid,
+                                            who.privileged, timer_);
             auto connection = kj::heap<Connection>(timer_, open_remote_, kj::mv(bounded),
                                                    std::move(session));
             auto disconnected = connection->network.onDisconnect();

@@ -55,6 +55,7 @@ class ClientListener final : private kj::TaskSet::ErrorHandler {
 
   kj::Timer& timer_;
   UnfinishedMessages unfinished_;  // what clients' half-sent messages hold, by uid
+  UnfinishedMessages unsent_{UnsentReplyLimits()};  // replies clients have not yet read
   const std::string path_;
   DaemonService& service_;
   const RemoteJobOpener* const open_remote_;

@@ -16,12 +16,12 @@ Status UnfinishedMessages::Begin(uid_t uid, bool exempt, uint64_t bytes) {
   if (!exempt && mine + bytes > limits_.per_uid_bytes)
     return ResourceExhausted("uid " + std::to_string(uid) + ": a message of " +
                              std::to_string(bytes) + " bytes on top of " + std::to_string(mine) +
-                             " in unfinished messages is over the limit of " +
+                             " in " + limits_.noun + " is over the limit of " +
                              std::to_string(limits_.per_uid_bytes) + " per user");
   if (total_ + bytes > limits_.total_bytes)
     return ResourceExhausted("uid " + std::to_string(uid) + ": a message of " +
-                             std::to_string(bytes) + " bytes would take the daemon's unfinished "
-                             "messages over their limit of " +
+                             std::to_string(bytes) + " bytes would take the daemon's " +
+                             limits_.noun + " over their limit of " +
                              std::to_string(limits_.total_bytes) + " bytes");
   total_ += bytes;
   by_uid_[uid] += bytes;
@@ -49,54 +49,68 @@ constexpr uint32_t kMaxSegments = 512;  // as capnp's reader refuses more
 
 class BoundedStream final : public kj::AsyncCapabilityStream {
  public:
-  BoundedStream(kj::Own<kj::AsyncCapabilityStream> inner, UnfinishedMessages& budget, uid_t uid,
-                bool exempt, kj::Timer& timer)
-      : inner_(kj::mv(inner)), budget_(budget), uid_(uid), exempt_(exempt), timer_(timer) {}
+  BoundedStream(kj::Own<kj::AsyncCapabilityStream> inner, UnfinishedMessages& incoming,
+                UnfinishedMessages& outgoing, uid_t uid, bool exempt, kj::Timer& timer)
+      : inner_(kj::mv(inner)),
+        budget_(incoming),
+        outgoing_(outgoing),
+        uid_(uid),
+        exempt_(exempt),
+        timer_(timer) {}
   ~BoundedStream() noexcept(false) {
     if (counted_ != 0) budget_.End(uid_, counted_);
+    if (unsent_ != 0) outgoing_.End(uid_, unsent_);
   }
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override {
-    return Bounded(inner_->tryRead(buffer, minBytes, maxBytes))
-        .then([this, buffer](size_t n) {
-          Observe(static_cast<const kj::byte*>(buffer), n);
-          return n;
-        });
+    return Gated([this, buffer, minBytes, maxBytes] {
+      return Bounded(inner_->tryRead(buffer, minBytes, maxBytes)).then([this, buffer](size_t n) {
+        Observe(static_cast<const kj::byte*>(buffer), n);
+        return n;
+      });
+    });
   }
   kj::Promise<ReadResult> tryReadWithFds(void* buffer, size_t minBytes, size_t maxBytes,
                                          kj::AutoCloseFd* fdBuffer, size_t maxFds) override {
-    return Bounded(inner_->tryReadWithFds(buffer, minBytes, maxBytes, fdBuffer, maxFds))
-        .then([this, buffer](ReadResult r) {
-          Observe(static_cast<const kj::byte*>(buffer), r.byteCount);
-          return r;
-        });
+    return Gated([this, buffer, minBytes, maxBytes, fdBuffer, maxFds] {
+      return Bounded(inner_->tryReadWithFds(buffer, minBytes, maxBytes, fdBuffer, maxFds))
+          .then([this, buffer](ReadResult r) {
+            Observe(static_cast<const kj::byte*>(buffer), r.byteCount);
+            return r;
+          });
+    });
   }
   kj::Promise<ReadResult> tryReadWithStreams(void* buffer, size_t minBytes, size_t maxBytes,
                                              kj::Own<kj::AsyncCapabilityStream>* streamBuffer,
                                              size_t maxStreams) override {
-    return Bounded(
-               inner_->tryReadWithStreams(buffer, minBytes, maxBytes, streamBuffer, maxStreams))
-        .then([this, buffer](ReadResult r) {
-          Observe(static_cast<const kj::byte*>(buffer), r.byteCount);
-          return r;
-        });
+    return Gated([this, buffer, minBytes, maxBytes, streamBuffer, maxStreams] {
+      return Bounded(inner_->tryReadWithStreams(buffer, minBytes, maxBytes, streamBuffer,
+                                                maxStreams))
+          .then([this, buffer](ReadResult r) {
+            Observe(static_cast<const kj::byte*>(buffer), r.byteCount);
+            return r;
+          });
+    });
   }
 
   kj::Promise<void> write(const void* buffer, size_t size) override {
-    return inner_->write(buffer, size);
+    return Sending(size, [&] { return inner_->write(buffer, size); });
   }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
-    return inner_->write(pieces);
+    return Sending(SizeOf(pieces), [&] { return inner_->write(pieces); });
   }
   kj::Promise<void> writeWithFds(kj::ArrayPtr<const kj::byte> data,
                                  kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> moreData,
                                  kj::ArrayPtr<const int> fds) override {
-    return inner_->writeWithFds(data, moreData, fds);
+    return Sending(data.size() + SizeOf(moreData),
+                   [&] { return inner_->writeWithFds(data, moreData, fds); });
   }
   kj::Promise<void> writeWithStreams(kj::ArrayPtr<const kj::byte> data,
                                      kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> moreData,
                                      kj::Array<kj::Own<kj::AsyncCapabilityStream>> streams) override {
-    return inner_->writeWithStreams(data, moreData, kj::mv(streams));
+    return Sending(data.size() + SizeOf(moreData), [&] {
+      return inner_->writeWithStreams(data, moreData, kj::mv(streams));
+    });
   }
   kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
   void shutdownWrite() override { inner_->shutdownWrite(); }
@@ -116,6 +130,52 @@ class BoundedStream final : public kj::AsyncCapabilityStream {
   kj::Maybe<int> getFd() const override { return inner_->getFd(); }
 
  private:
+  static uint64_t SizeOf(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
+    uint64_t bytes = 0;
+    for (const auto& piece : pieces) bytes += piece.size();
+    return bytes;
+  }
+
+  // A write of `bytes` (`start` begins it) counted in the outgoing budget until the
+  // client has taken it, within the deadline; past the budget or the deadline the
+  // connection is closed. Runs only while the RPC system, which owns the write's promise,
+  // lives, and it is destroyed before this stream.
+  template <typename Start>
+  kj::Promise<void> Sending(uint64_t bytes, Start&& start) {
+    Status begun = outgoing_.Begin(uid_, exempt_, bytes);
+    if (!begun.ok()) return Refuse(begun);
+    unsent_ += bytes;
+    const kj::Duration deadline = outgoing_.limits().deadline;
+    return start()
+        .exclusiveJoin(timer_.afterDelay(deadline).then([this, bytes, deadline] {
+          return Refuse(DeadlineExceeded("uid " + std::to_string(uid_) + ": a reply of " +
+                                         std::to_string(bytes) + " bytes was not read within " +
+                                         std::to_string(deadline / kj::MILLISECONDS) + " ms"));
+        }))
+        .then([this, bytes] { Sent(bytes); },
+              [this, bytes](kj::Exception&& e) {
+                Sent(bytes);
+                kj::throwRecoverableException(kj::mv(e));
+              });
+  }
+  void Sent(uint64_t bytes) {
+    outgoing_.End(uid_, bytes);
+    unsent_ -= std::min(unsent_, bytes);
+    if (unsent_ != 0) return;
+    for (auto& reader : waiting_readers_) reader->fulfill();
+    waiting_readers_.clear();
+  }
+
+  // A read that would begin a message waits until every reply is sent (see the file
+  // comment); one within a message goes on, racing the message's deadline.
+  template <typename Read>
+  auto Gated(Read&& read) -> decltype(read()) {
+    if (unsent_ == 0 || body_left_ != 0 || !header_.empty()) return read();
+    auto drained = kj::newPromiseAndFulfiller<void>();
+    waiting_readers_.push_back(kj::mv(drained.fulfiller));
+    return drained.promise.then(kj::fwd<Read>(read));
+  }
+
   // A read within a message races the message's deadline.
   template <typename T>
   kj::Promise<T> Bounded(kj::Promise<T> read) {
@@ -197,7 +257,8 @@ class BoundedStream final : public kj::AsyncCapabilityStream {
   }
 
   kj::Own<kj::AsyncCapabilityStream> inner_;
-  UnfinishedMessages& budget_;
+  UnfinishedMessages& budget_;    // incoming
+  UnfinishedMessages& outgoing_;  // replies being written
   const uid_t uid_;
   const bool exempt_;
   kj::Timer& timer_;
@@ -205,14 +266,17 @@ class BoundedStream final : public kj::AsyncCapabilityStream {
   uint64_t body_left_ = 0;        // of the message being read
   uint64_t counted_ = 0;          // its body's bytes, counted in budget_ until it ends
   kj::TimePoint deadline_ = kj::origin<kj::TimePoint>();
+  uint64_t unsent_ = 0;  // bytes of writes begun and not yet taken by the client
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiting_readers_;  // until unsent_ is 0
 };
 
 }  // namespace
 
 kj::Own<kj::AsyncCapabilityStream> NewBoundedStream(kj::Own<kj::AsyncCapabilityStream> inner,
-                                                    UnfinishedMessages& budget, uid_t uid,
+                                                    UnfinishedMessages& incoming,
+                                                    UnfinishedMessages& outgoing, uid_t uid,
                                                     bool exempt, kj::Timer& timer) {
-  return kj::heap<BoundedStream>(kj::mv(inner), budget, uid, exempt, timer);
+  return kj::heap<BoundedStream>(kj::mv(inner), incoming, outgoing, uid, exempt, timer);
 }
 
 }  // namespace ember::daemon

@@ -22,15 +22,19 @@ std::vector<kj::byte> Header(uint32_t words) {
   return h;
 }
 
+// A socket pair whose end `read` is the daemon's side, bounded by `budget` (incoming)
+// and `outgoing`; ends[0] is the client's.
 struct Pipe {
   kj::AsyncIoContext& io;
   kj::CapabilityPipe pipe = io.provider->newCapabilityPipe();
+  UnfinishedMessages own_outgoing{UnsentReplyLimits()};
   kj::Own<kj::AsyncCapabilityStream> read;
 
-  Pipe(kj::AsyncIoContext& io, UnfinishedMessages& budget, uid_t uid, bool exempt = false)
+  Pipe(kj::AsyncIoContext& io, UnfinishedMessages& budget, uid_t uid, bool exempt = false,
+       UnfinishedMessages* outgoing = nullptr)
       : io(io) {
-    read = NewBoundedStream(kj::mv(pipe.ends[1]), budget, uid, exempt,
-                            io.provider->getTimer());
+    read = NewBoundedStream(kj::mv(pipe.ends[1]), budget, outgoing ? *outgoing : own_outgoing,
+                            uid, exempt, io.provider->getTimer());
   }
   void Send(const std::vector<kj::byte>& bytes) {
     pipe.ends[0]->write(bytes.data(), bytes.size()).wait(io.waitScope);
@@ -119,6 +123,89 @@ TEST_CASE("a message whose header came must end within the deadline") {
           "uid 2001: a message of 8192 bytes did not arrive within 50 ms of its header");
   }
   CHECK(budget.total() == 0);  // the connection's end gave it back
+}
+
+// A message of `words` words whole: header and body.
+std::vector<kj::byte> Message(uint32_t words) {
+  std::vector<kj::byte> m = Header(words);
+  m.resize(m.size() + words * 8, 3);
+  return m;
+}
+
+// Whether `promise` has settled, after the event loop ran what it could.
+template <typename T>
+bool Settled(kj::Promise<T>& promise, kj::WaitScope& wait_scope) {
+  return promise.poll(wait_scope);
+}
+
+TEST_CASE("while a reply is unsent no call is read; once the client takes it, reading goes on") {
+  auto io = kj::setupAsyncIo();
+  UnfinishedMessages budget;
+  UnfinishedMessages outgoing(UnsentReplyLimits());
+  Pipe pipe(io, budget, 2001, false, &outgoing);
+  const std::vector<kj::byte> reply(4 << 20, 9);  // more than a socket holds
+  auto written = pipe.read->write(reply.data(), reply.size());
+  CHECK_FALSE(Settled(written, io.waitScope));
+  CHECK(outgoing.of(2001) == reply.size());
+  pipe.Send(Message(4));
+  std::vector<kj::byte> buffer(64);
+  auto next_call = pipe.read->tryRead(buffer.data(), 8, 8);
+  CHECK_FALSE(Settled(next_call, io.waitScope));  // the call waits in the socket
+  // The client reads the whole reply: the write ends, and the call is read.
+  std::vector<kj::byte> taken(reply.size());
+  pipe.pipe.ends[0]->read(taken.data(), taken.size()).wait(io.waitScope);
+  written.wait(io.waitScope);
+  CHECK(next_call.wait(io.waitScope) == 8);
+  CHECK(outgoing.total() == 0);
+}
+
+TEST_CASE("a reply the client does not take within the deadline closes the connection") {
+  auto io = kj::setupAsyncIo();
+  UnfinishedMessages budget;
+  UnfinishedLimits limits = UnsentReplyLimits();
+  limits.deadline = 50 * kj::MILLISECONDS;
+  UnfinishedMessages outgoing(limits);
+  Pipe pipe(io, budget, 2001, false, &outgoing);
+  const std::vector<kj::byte> reply(4 << 20, 9);
+  auto written = pipe.read->write(reply.data(), reply.size());
+  Status late;
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { written.wait(io.waitScope); })) {
+    late = rpc_status::FromException(*e);
+  }
+  CHECK(late.code() == StatusCode::kDeadlineExceeded);
+  CHECK(late.message() == "uid 2001: a reply of 4194304 bytes was not read within 50 ms");
+  CHECK(outgoing.total() == 0);
+  // The client sees the connection end after what the socket held.
+  std::vector<kj::byte> buffer(1 << 20);
+  size_t got = 0, n = 0;
+  while ((n = pipe.pipe.ends[0]->tryRead(buffer.data(), 1, buffer.size()).wait(io.waitScope)) > 0)
+    got += n;
+  CHECK(got < reply.size());
+}
+
+TEST_CASE("unsent replies past a uid's share close its connection; another uid goes on") {
+  auto io = kj::setupAsyncIo();
+  UnfinishedMessages budget;
+  UnfinishedLimits limits = UnsentReplyLimits();
+  limits.per_uid_bytes = 5 << 20;
+  UnfinishedMessages outgoing(limits);
+  Pipe first(io, budget, 2001, false, &outgoing), second(io, budget, 2001, false, &outgoing),
+      other(io, budget, 2002, false, &outgoing);
+  const std::vector<kj::byte> reply(3 << 20, 9);
+  auto pending = first.read->write(reply.data(), reply.size());
+  CHECK_FALSE(Settled(pending, io.waitScope));
+  Status refused;
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions(
+                     [&] { second.read->write(reply.data(), reply.size()).wait(io.waitScope); })) {
+    refused = rpc_status::FromException(*e);
+  }
+  CHECK(refused.code() == StatusCode::kResourceExhausted);
+  CHECK(refused.message() ==
+        "uid 2001: a message of 3145728 bytes on top of 3145728 in unsent replies is over the "
+        "limit of 5242880 per user");
+  auto others = other.read->write(reply.data(), reply.size());
+  CHECK(outgoing.of(2002) == reply.size());
+  CHECK(outgoing.total() == 2 * reply.size());
 }
 
 }  // namespace
