@@ -163,6 +163,8 @@ void ToRpc(const JobStatus& job, rpc::JobStatus::Builder out) {
   ToRpcList(job.ranks, out.initRanks(job.ranks.size()));
   out.setCoordinator(job.coordinator);
   out.setLeasesInFlight(job.leases_in_flight);
+  out.setRanksUnlisted(job.ranks_unlisted);
+  out.setRanksJoined(job.ranks_joined);
 }
 
 JobStatus FromRpc(rpc::JobStatus::Reader in) {
@@ -178,6 +180,8 @@ JobStatus FromRpc(rpc::JobStatus::Reader in) {
   job.ranks = FromRpcList(in.getRanks());
   job.coordinator = ToStd(in.getCoordinator());
   job.leases_in_flight = in.getLeasesInFlight();
+  job.ranks_unlisted = in.getRanksUnlisted();
+  job.ranks_joined = in.getRanksJoined();
   return job;
 }
 
@@ -188,6 +192,7 @@ void ToRpc(const PendingSegmentStatus& segment, rpc::PendingSegment::Builder out
   out.setBytes(segment.bytes);
   SetList(segment.missing_ranks, out.initMissingRanks(segment.missing_ranks.size()));
   out.setAgeSeconds(segment.age_seconds);
+  out.setMissingUnlisted(segment.missing_unlisted);
 }
 
 PendingSegmentStatus FromRpc(rpc::PendingSegment::Reader in) {
@@ -198,6 +203,7 @@ PendingSegmentStatus FromRpc(rpc::PendingSegment::Reader in) {
   segment.bytes = in.getBytes();
   segment.missing_ranks = GetList<uint32_t>(in.getMissingRanks());
   segment.age_seconds = in.getAgeSeconds();
+  segment.missing_unlisted = in.getMissingUnlisted();
   return segment;
 }
 

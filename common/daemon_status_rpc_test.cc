@@ -44,13 +44,15 @@ auto Fields(const RankProgress& r) {
 }
 auto Fields(const JobStatus& j) {
   const auto& [job, world_size, dataset, epochs_started, batches_leased, batches_committed,
-               batch_size, batches_per_rank, ranks, coordinator, leases_in_flight] = j;
+               batch_size, batches_per_rank, ranks, ranks_unlisted, ranks_joined, coordinator,
+               leases_in_flight] = j;
   return std::tie(job, world_size, dataset, epochs_started, batches_leased, batches_committed,
-                  batch_size, batches_per_rank, ranks, coordinator, leases_in_flight);
+                  batch_size, batches_per_rank, ranks, ranks_unlisted, ranks_joined, coordinator,
+                  leases_in_flight);
 }
 auto Fields(const PendingSegmentStatus& p) {
-  const auto& [job, name, world_size, bytes, missing_ranks, age_seconds] = p;
-  return std::tie(job, name, world_size, bytes, missing_ranks, age_seconds);
+  const auto& [job, name, world_size, bytes, missing_ranks, missing_unlisted, age_seconds] = p;
+  return std::tie(job, name, world_size, bytes, missing_ranks, missing_unlisted, age_seconds);
 }
 auto Fields(const DaemonStatus& d) {
   const auto& [version, pid, uptime_seconds, datasets, jobs, streams, shm_bytes_in_use,
@@ -150,6 +152,8 @@ JobStatus FilledJob() {
   j.ranks = {FilledRank(1), FilledRank(2)};
   j.coordinator = "coordinator:7000";
   j.leases_in_flight = 407;
+  j.ranks_unlisted = 408;
+  j.ranks_joined = 409;
   return j;
 }
 
@@ -161,6 +165,7 @@ PendingSegmentStatus FilledSegment() {
   p.bytes = 502;
   p.missing_ranks = {503, 504};
   p.age_seconds = 505.5;
+  p.missing_unlisted = 506;
   return p;
 }
 

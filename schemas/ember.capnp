@@ -133,6 +133,9 @@ struct JobStatus {
   # and `ranks` lists only this node's ranks (their progress as this daemon saw it).
   coordinator @9 :Text;
   leasesInFlight @10 :UInt64;   # batches leased and not yet consumed, every rank and epoch
+  # `ranks` lists at most 1024 ranks, the lowest numbered; these count them all.
+  ranksUnlisted @11 :UInt32;    # ranks beyond those listed
+  ranksJoined @12 :UInt32;      # joined now, listed or not
 }
 
 # Where one rank of a job stands.
@@ -151,8 +154,9 @@ struct PendingSegment {
   name @1 :Text;        # the segment's name (Job.openSharedMemory's `segment`)
   worldSize @2 :UInt32;
   bytes @3 :UInt64;
-  missingRanks @4 :List(UInt32);
+  missingRanks @4 :List(UInt32);  # ascending, at most 1024
   ageSeconds @5 :Float64;
+  missingUnlisted @6 :UInt32;     # missing ranks beyond those listed
 }
 
 struct DaemonStatus {

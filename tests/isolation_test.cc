@@ -320,6 +320,41 @@ TEST_CASE("one user's huge worlds are refused; another's status still answers") 
         "invalid_argument: stream for job 'r' rank 0: rejoin_received: 18446744073709551615 is "
         "more than the 256 batches a rank of 2 gets of dataset 'b' in an epoch");
   CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->GetStatus()); }) == "ok");
+
+  // The largest worlds allowed: a status lists 1024 of their ranks and counts the rest,
+  // so root's status does not grow with what every user's jobs could hold.
+  UserData bigger(kBob, 65536 * 4 + 4);  // a sample for each rank (seq_len + 1 tokens)
+  AsUser wide(kBob, [&](const AsUser::Checkpoint& checkpoint) {
+    auto c = ConnectTo(socket);
+    if (auto added = c->AddDataset(TokensSpec("big", bigger.tokens_path())); !added.ok())
+      return added.status().ToString();
+    StreamOptions o = Rank("w", "big", 0, 1);
+    o.world_size = 65536;
+    auto reader = c->OpenStream(o);
+    auto segment = c->OpenSharedMemory("w", "grads", 0, 65536, 4096);
+    checkpoint(Code(reader) + " " + Code(segment));
+    if (segment.ok()) close(*segment);
+    return std::string("done");
+  });
+  REQUIRE(wide.Next() == "ok ok");
+  const std::string seen = RunAs(kRoot, [&] {
+    auto status = ConnectTo(socket)->GetStatus();
+    if (!status.ok() || status->jobs.size() != 1 || status->pending_segments.size() != 1)
+      return Code(status);
+    const JobStatus& job = status->jobs[0];
+    const PendingSegmentStatus& segment = status->pending_segments[0];
+    return std::to_string(job.ranks.size()) + " " + std::to_string(job.ranks_unlisted) + " " +
+           std::to_string(job.ranks_joined) + " " + std::to_string(segment.missing_ranks.size()) +
+           " " + std::to_string(segment.missing_unlisted);
+  });
+  CHECK(seen == "1024 64512 1 1024 64511");
+  CHECK(RunAs(kAlice, [&] {
+          auto status = ConnectTo(socket)->GetStatus();
+          return Code(status) + " " + std::to_string(status->jobs.size()) + " " +
+                 std::to_string(status->pending_segments.size());
+        }) == "ok 0 0");
+  wide.Continue();
+  CHECK(wide.Next() == "done");
 }
 
 TEST_CASE("a user who truncates its own file ends its streams; emberd lives on") {

@@ -366,11 +366,11 @@ std::vector<std::string> JobLedger::JobsOwnedBy(uid_t uid) const {
   return owned;
 }
 
-std::vector<JobSummary> JobLedger::Summaries() const {
+std::vector<JobSummary> JobLedger::Summaries(const OwnerFilter& include) const {
   MutexLock lock(&mu_);
   std::vector<JobSummary> out;
-  out.reserve(jobs_.size());
   for (const auto& [name, state] : jobs_) {
+    if (include && !include(state.params.owner)) continue;
     JobSummary s;
     s.job = name;
     s.params = state.params;
@@ -380,7 +380,10 @@ std::vector<JobSummary> JobLedger::Summaries() const {
     s.batches_per_rank = state.batches_per_rank;
     for (const auto& [epoch, es] : state.epochs)
       for (const RankState& rs : es.ranks) s.leases_in_flight += rs.leased.size();
-    for (uint32_t r = 0; r < state.params.world_size; ++r) {
+    for (uint32_t r = 0; r < state.params.world_size; ++r) s.ranks_joined += state.joined[r];
+    const uint32_t listed = std::min(state.params.world_size, kMaxRanksListed);
+    s.ranks_unlisted = state.params.world_size - listed;
+    for (uint32_t r = 0; r < listed; ++r) {
       RankProgress progress;
       progress.rank = r;
       progress.joined = state.joined[r];

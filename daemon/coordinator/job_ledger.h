@@ -61,6 +61,9 @@ using ::ember::RankProgress;
 
 // A job as the ledger (or a RemoteCoordinator) knows it; DaemonService::GetStatus makes
 // the wire's JobStatus of it.
+// Which jobs a summary covers, by their owner (a caller's view: what it may see).
+using OwnerFilter = std::function<bool(const Principal& owner)>;
+
 struct JobSummary {
   std::string job;
   JobParams params;
@@ -69,7 +72,9 @@ struct JobSummary {
   uint64_t batches_committed = 0;  // over the job's life
   uint64_t batches_per_rank = 0;   // in a full epoch
   uint64_t leases_in_flight = 0;   // leased, not yet consumed: all ranks, every epoch
-  std::vector<RankProgress> ranks;
+  std::vector<RankProgress> ranks;  // at most kMaxRanksListed, by rank
+  uint32_t ranks_unlisted = 0;      // ranks beyond those listed
+  uint32_t ranks_joined = 0;        // listed or not
   // Empty: this daemon's ledger coordinates the job. Else the HOST:PORT of the daemon that
   // does, and `ranks` holds only this node's ranks, as far as its proxy knows them.
   std::string coordinator;
@@ -166,7 +171,9 @@ class JobLedger final : public JobCoordinator {
   // Batches per rank in a full epoch, and in the job's first epoch (fewer when the job
   // resumed mid-epoch).
   Result<uint64_t> BatchesPerRank(const std::string& job) const override;
-  std::vector<JobSummary> Summaries() const;
+  // The jobs whose owner `include` takes (empty: every job): nothing is built of the
+  // others.
+  std::vector<JobSummary> Summaries(const OwnerFilter& include = {}) const;
   // The principal that created `job`, if the ledger has it.
   std::optional<Principal> OwnerOf(const std::string& job) const;
   // The jobs that `uid` created (for user_limits.jobs), in name order.

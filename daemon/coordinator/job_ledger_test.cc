@@ -420,6 +420,26 @@ TEST_CASE("one thread per rank hammering Next gets a consistent split") {
   CHECK(s->batches_committed == kEpochs * kWorld * per_rank);
 }
 
+TEST_CASE("Summaries list at most kMaxRanksListed ranks a job and build only the jobs asked for") {
+  JobLedger ledger;
+  JobParams wide = Params(100000, 1, 5000);
+  wide.owner.uid = 2002;
+  for (uint32_t rank : {0u, 3u, 4999u}) MustJoin(ledger, "wide", rank, wide);
+  JobParams other = Params(100, 10, 2);
+  other.owner.uid = 2001;
+  MustJoin(ledger, "other", 0, other);
+  const JobSummary* s = FindSummary(ledger.Summaries(), "wide");
+  REQUIRE(s != nullptr);
+  CHECK(s->ranks.size() == kMaxRanksListed);
+  CHECK(s->ranks.back().rank == kMaxRanksListed - 1);
+  CHECK(s->ranks_unlisted == 5000 - kMaxRanksListed);
+  CHECK(s->ranks_joined == 3);  // rank 4999 counts, unlisted
+  const std::vector<JobSummary> bobs =
+      ledger.Summaries([](const Principal& owner) { return owner.uid == 2002; });
+  REQUIRE(bobs.size() == 1);
+  CHECK(bobs[0].job == "wide");
+}
+
 TEST_CASE("Commit is idempotent and checks the lease") {
   JobLedger ledger;
   MustJoin(ledger, "j", 0, Params(100, 10, 2));

@@ -41,14 +41,16 @@ RemoteCoordinator::Traffic RemoteCoordinator::traffic() const {
   return t;
 }
 
-std::vector<JobSummary> RemoteCoordinator::Summaries() const {
+std::vector<JobSummary> RemoteCoordinator::Summaries(const OwnerFilter& include) const {
   std::map<std::string, JobSummary> jobs;
   for (const auto& [key, state] : ranks_) {
     const auto& [job, rank] = key;
+    if (include && !include(state.params.owner)) continue;
     JobSummary& s = jobs[job];
     s.job = job;
     s.params = state.params;
     s.coordinator = address_;
+    ++s.ranks_joined;
     RankProgress progress;
     progress.rank = rank;
     progress.joined = true;
@@ -68,7 +70,11 @@ std::vector<JobSummary> RemoteCoordinator::Summaries() const {
     }
     s.batches_leased += state.leases;
     s.batches_committed += state.commits;
-    s.ranks.push_back(progress);
+    if (s.ranks.size() < kMaxRanksListed) {
+      s.ranks.push_back(progress);
+    } else {
+      ++s.ranks_unlisted;
+    }
   }
   std::vector<JobSummary> out;
   MutexLock lock(&mu_);

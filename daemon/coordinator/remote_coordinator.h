@@ -88,8 +88,9 @@ class RemoteCoordinator final : public JobCoordinator {
 
   // The jobs this daemon's ranks are in through this coordinator, with only those ranks
   // (their epoch, consumed and leased batches as this proxy saw them) and `coordinator`
-  // set to address(). Event loop's thread only.
-  std::vector<JobSummary> Summaries() const;
+  // set to address(); only the jobs whose owner `include` takes (empty: all). Event loop's
+  // thread only.
+  std::vector<JobSummary> Summaries(const OwnerFilter& include = {}) const;
 
   const std::string& address() const { return address_; }
 

@@ -94,12 +94,13 @@ size_t SharedSegments::NumPending() const {
   return pending_.size();
 }
 
-std::vector<PendingSegment> SharedSegments::Pending() const {
+std::vector<PendingSegment> SharedSegments::Pending(
+    const std::function<bool(const std::string& job)>& include) const {
   MutexLock lock(&mu_);
   const uint64_t now = env_->NowMicros();
   std::vector<PendingSegment> out;
   for (const auto& [key, p] : pending_) {
-    if (Expired(p, now)) continue;
+    if (Expired(p, now) || (include && !include(key.first))) continue;
     PendingSegment segment;
     segment.job = key.first;
     segment.name = key.second;
@@ -107,7 +108,12 @@ std::vector<PendingSegment> SharedSegments::Pending() const {
     segment.bytes = p.bytes;
     segment.age_micros = now >= p.created_micros ? now - p.created_micros : 0;
     for (uint32_t rank = 0; rank < p.world_size; ++rank) {
-      if (!p.has[rank]) segment.missing_ranks.push_back(rank);
+      if (p.has[rank]) continue;
+      if (segment.missing_ranks.size() < kMaxRanksListed) {
+        segment.missing_ranks.push_back(rank);
+      } else {
+        ++segment.missing_unlisted;
+      }
     }
     out.push_back(std::move(segment));
   }

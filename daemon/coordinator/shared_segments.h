@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +31,7 @@
 #include "common/mutex.h"
 #include "daemon/access/principal.h"
 #include "daemon/coordinator/job_name.h"
+#include "ember/daemon_status.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -40,7 +42,8 @@ struct PendingSegment {
   std::string name;
   uint32_t world_size = 0;
   uint64_t bytes = 0;
-  std::vector<uint32_t> missing_ranks;  // ranks that have not opened it yet, ascending
+  std::vector<uint32_t> missing_ranks;  // not opened it yet: ascending, kMaxRanksListed at most
+  uint32_t missing_unlisted = 0;        // missing ranks beyond those listed
   uint64_t age_micros = 0;              // since it was created
 };
 
@@ -79,7 +82,9 @@ class SharedSegments {
   size_t NumPending() const;
 
   // Those segments, by (job, name), with the ranks they wait for (expired ones left out).
-  std::vector<PendingSegment> Pending() const;
+  // Only those of the jobs `include` takes (empty: all): nothing is built of the others.
+  std::vector<PendingSegment> Pending(
+      const std::function<bool(const std::string& job)>& include = {}) const;
 
  private:
   struct Entry {

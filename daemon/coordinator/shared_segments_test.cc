@@ -160,6 +160,21 @@ TEST_CASE("a segment is forgotten once every rank has it; the next call makes a 
   CHECK(segments.NumPending() == 1);  // "grad" of the new run
 }
 
+TEST_CASE("Pending lists at most kMaxRanksListed missing ranks, of the jobs asked for") {
+  TestEnv env;
+  SharedSegments segments(&env);
+  MustOpen(segments, "wide", "grad", 1, 5000, 4096);
+  MustOpen(segments, "narrow", "grad", 0, 2, 4096);
+  const std::vector<PendingSegment> wide =
+      segments.Pending([](const std::string& job) { return job == "wide"; });
+  REQUIRE(wide.size() == 1);
+  REQUIRE(wide[0].missing_ranks.size() == kMaxRanksListed);
+  CHECK(wide[0].missing_ranks[0] == 0);
+  CHECK(wide[0].missing_ranks[1] == 2);  // rank 1 opened it
+  CHECK(wide[0].missing_unlisted == 4999 - kMaxRanksListed);
+  CHECK(segments.Pending().size() == 2);
+}
+
 TEST_CASE("a rank that asks again gets the same segment without taking another's place") {
   TestEnv env;
   SharedSegments segments(&env);

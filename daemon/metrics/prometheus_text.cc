@@ -152,11 +152,7 @@ const std::vector<Family<JobStatus>>& JobFamilies() {
       {"ember_job_world_size", "gauge", "Ranks in the job's world.",
        [](const J& j) { return Value(uint64_t{j.world_size}); }},
       {"ember_job_ranks_joined", "gauge", "Ranks of the job joined now (here: this node's).",
-       [](const J& j) {
-         uint64_t joined = 0;
-         for (const RankProgress& r : j.ranks) joined += r.joined ? 1 : 0;
-         return Value(joined);
-       }},
+       [](const J& j) { return Value(uint64_t{j.ranks_joined}); }},
       {"ember_job_leases_in_flight", "gauge",
        "Batches leased to the job's ranks and not yet consumed.",
        [](const J& j) { return Value(j.leases_in_flight); }},

@@ -52,6 +52,7 @@ DaemonStatus KnownStatus() {
   behind.epoch = 2;
   behind.consumed = 4;
   job.ranks = {ahead, behind};
+  job.ranks_joined = 2;
   status.jobs.push_back(job);
   return status;
 }
@@ -178,6 +179,7 @@ TEST_CASE("without /proc, without ranks joined and for a proxied job, what does 
   status.open_fds = 0;  // /proc could not be read
   status.resident_bytes = 0;
   for (RankProgress& r : status.jobs[0].ranks) r.joined = false;
+  status.jobs[0].ranks_joined = 0;
   status.jobs[0].coordinator = "10.0.0.1:7000";
   const std::string text = RenderPrometheusText(status);
   CHECK(text.find("ember_daemon_open_fds") == std::string::npos);

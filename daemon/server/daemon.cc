@@ -288,10 +288,10 @@ Status Daemon::Parts::StartService() {
   deps.blocking = blocking_.get();
   deps.version = kVersion;
   deps.pid = static_cast<uint32_t>(getpid());
-  deps.proxied_jobs = [this] {
+  deps.proxied_jobs = [this](const OwnerFilter& include) {
     std::vector<JobSummary> jobs;
     for (const auto& [address, remote] : remotes_) {
-      std::vector<JobSummary> some = remote.coordinator->Summaries();
+      std::vector<JobSummary> some = remote.coordinator->Summaries(include);
       jobs.insert(jobs.end(), some.begin(), some.end());
     }
     return jobs;

@@ -26,6 +26,8 @@ JobStatus JobStatusOf(const JobSummary& job) {
   out.batch_size = job.params.batch_size;
   out.batches_per_rank = job.batches_per_rank;
   out.ranks = job.ranks;
+  out.ranks_unlisted = job.ranks_unlisted;
+  out.ranks_joined = job.ranks_joined;
   out.coordinator = job.coordinator;
   out.leases_in_flight = job.leases_in_flight;
   return out;
@@ -61,6 +63,7 @@ PendingSegmentStatus SegmentStatusOf(const PendingSegment& segment) {
   out.world_size = segment.world_size;
   out.bytes = segment.bytes;
   out.missing_ranks = segment.missing_ranks;
+  out.missing_unlisted = segment.missing_unlisted;
   out.age_seconds = segment.age_micros / 1e6;
   return out;
 }
@@ -329,21 +332,25 @@ void DaemonService::Leave(const std::string& job) {
   status.pid = deps_.pid;
   status.uptime_seconds = (deps_.env->NowMicros() - start_micros_) / 1e6;
   for (const DatasetInfo& info : ListDatasets(caller)) status.datasets.push_back(PublicInfo(info));
-  auto visible = [&caller](const auto& owner) { return MayAccess(caller, owner); };
-  std::vector<JobSummary> jobs = deps_.ledger->Summaries();
+  // Only what the caller may see is built at all (a job's ranks, a segment's).
+  const OwnerFilter visible = [&caller](const Principal& owner) {
+    return MayAccess(caller, owner);
+  };
+  std::vector<JobSummary> jobs = deps_.ledger->Summaries(visible);
   if (deps_.proxied_jobs) {
-    for (JobSummary& job : deps_.proxied_jobs()) jobs.push_back(std::move(job));
+    for (JobSummary& job : deps_.proxied_jobs(visible)) jobs.push_back(std::move(job));
   }
-  for (const JobSummary& job : jobs)
-    if (visible(job.params.owner)) status.jobs.push_back(JobStatusOf(job));
+  for (const JobSummary& job : jobs) status.jobs.push_back(JobStatusOf(job));
   for (const StreamStats& stream : deps_.streams->Stats())
     if (visible(stream.params.owner)) status.streams.push_back(StreamStatusOf(stream));
   status.shm_bytes_in_use = deps_.streams->shm_bytes_in_use();
   status.shm_bytes_budget = deps_.streams->shm_bytes_budget();
-  for (const PendingSegment& segment : deps_.segments->Pending()) {
-    std::optional<Principal> owner = JobOwner(segment.job);
-    if (!owner || visible(*owner)) status.pending_segments.push_back(SegmentStatusOf(segment));
-  }
+  const auto segment_visible = [&](const std::string& job) {
+    std::optional<Principal> owner = JobOwner(job);
+    return !owner || visible(*owner);
+  };
+  for (const PendingSegment& segment : deps_.segments->Pending(segment_visible))
+    status.pending_segments.push_back(SegmentStatusOf(segment));
   Result<ProcessStats> process = ReadProcessStats(*deps_.env);
   if (process.ok()) {
     status.open_fds = process->open_fds;

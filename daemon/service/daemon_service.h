@@ -59,7 +59,7 @@ struct ServiceDeps {
   // The jobs other nodes' daemons coordinate that this daemon's ranks are in (only those
   // ranks; JobSummary::coordinator set), for Status. Null: none. Called on the thread
   // that calls GetStatus.
-  std::function<std::vector<JobSummary>()> proxied_jobs;
+  std::function<std::vector<JobSummary>(const OwnerFilter& include)> proxied_jobs;
 };
 
 // What the transport needs of a freshly opened stream.

@@ -80,6 +80,7 @@ int Status(Client& client) {
       for (uint32_t rank : p.missing_ranks) {
         missing += (missing.empty() ? "" : ",") + std::to_string(rank);
       }
+      if (p.missing_unlisted > 0) missing += " and " + std::to_string(p.missing_unlisted) + " more";
       std::printf("job %-28s %-24s world %u  %.1f MiB  waiting %.0f s for rank %s\n",
                   p.job.c_str(), p.name.c_str(), p.world_size, p.bytes / 1048576.0,
                   p.age_seconds, missing.c_str());

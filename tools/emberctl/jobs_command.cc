@@ -21,8 +21,9 @@ std::pair<uint64_t, uint64_t> EpochProgress(const JobStatus& job) {
   const uint64_t epoch = JobEpoch(job);
   uint64_t consumed = 0;
   for (const auto& r : job.ranks) consumed += r.epoch > epoch ? job.batches_per_rank : r.consumed;
-  // A job another daemon coordinates lists only this node's ranks.
-  const uint64_t ranks = job.coordinator.empty() ? job.world_size : job.ranks.size();
+  // A job another daemon coordinates lists only this node's ranks, and a status lists at
+  // most kMaxRanksListed of a job's.
+  const uint64_t ranks = job.ranks.size();
   return {consumed, ranks * job.batches_per_rank};
 }
 
@@ -137,6 +138,9 @@ int InspectJob(const DaemonStatus& status, const std::string& job, std::FILE* ou
                    s->samples_per_second, s->ring_fill * 100);
     std::fprintf(out, "\n");
   }
+  if (j.ranks_unlisted > 0)
+    std::fprintf(out, "... and %u more ranks (a status lists %u; %u ranks joined in all)\n",
+                 j.ranks_unlisted, kMaxRanksListed, j.ranks_joined);
   return 0;
 }
 

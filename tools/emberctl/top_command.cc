@@ -107,10 +107,8 @@ std::string RenderTop(const DaemonStatus& before, const DaemonStatus& now, doubl
                 "LEASED", "SLOWEST", "BEHIND");
   out += line;
   for (const JobStatus& j : now.jobs) {
-    uint32_t joined = 0;
-    for (const RankProgress& r : j.ranks) joined += r.joined ? 1 : 0;
     std::snprintf(line, sizeof(line), "%-20s %5u %6u %6" PRIu64 " %-16s %6" PRIu64 "\n",
-                  j.job.c_str(), j.world_size, joined, j.leases_in_flight,
+                  j.job.c_str(), j.world_size, j.ranks_joined, j.leases_in_flight,
                   DescribeSlowest(j).c_str(), BehindBatches(j));
     out += line;
   }

@@ -48,6 +48,7 @@ TEST_CASE("a frame has the daemon's line, the streams, the most stalled first, a
   job.batches_per_rank = 10;
   job.leases_in_flight = 7;
   job.ranks = {{0, true, 1, 2, 4}, {1, true, 0, 7, 3}, {2, false, 0, 4, 0}};
+  job.ranks_joined = 2;
   now.jobs = {job};
   const std::string frame = RenderTop(before, now, 2.0);
   const std::string expected =

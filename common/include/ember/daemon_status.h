@@ -71,6 +71,11 @@ struct StreamStatus {
   double data_stall_seconds = 0;
 };
 
+// A job's ranks, and a segment's missing ranks, listed in a status at most: the lowest
+// numbered ones. The counts beside each list cover all of them, listed or not, so that a
+// job of 65,536 ranks costs a status what one of 1,024 does.
+inline constexpr uint32_t kMaxRanksListed = 1024;
+
 // Where one rank of a job stands (emberctl jobs).
 struct RankProgress {
   uint32_t rank = 0;
@@ -90,7 +95,9 @@ struct JobStatus {
   uint64_t batches_committed = 0;  // over the job's life
   uint32_t batch_size = 0;
   uint64_t batches_per_rank = 0;  // in a full epoch
-  std::vector<RankProgress> ranks;
+  std::vector<RankProgress> ranks;  // at most kMaxRanksListed, by rank
+  uint32_t ranks_unlisted = 0;      // ranks beyond those listed
+  uint32_t ranks_joined = 0;        // joined now, listed or not
   // Empty: this daemon coordinates the job. Else the HOST:PORT of the daemon that does,
   // and `ranks` lists only this node's ranks.
   std::string coordinator;
@@ -103,7 +110,8 @@ struct PendingSegmentStatus {
   std::string name;
   uint32_t world_size = 0;
   uint64_t bytes = 0;
-  std::vector<uint32_t> missing_ranks;  // ascending
+  std::vector<uint32_t> missing_ranks;  // ascending, at most kMaxRanksListed
+  uint32_t missing_unlisted = 0;        // missing ranks beyond those listed
   double age_seconds = 0;               // since it was created
 };
 

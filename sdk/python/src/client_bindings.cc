@@ -95,6 +95,8 @@ void BindRecords(py::module_& m) {
       .def_readonly("batch_size", &JobStatus::batch_size)
       .def_readonly("batches_per_rank", &JobStatus::batches_per_rank)
       .def_readonly("ranks", &JobStatus::ranks)
+      .def_readonly("ranks_unlisted", &JobStatus::ranks_unlisted)
+      .def_readonly("ranks_joined", &JobStatus::ranks_joined)
       .def_readonly("coordinator", &JobStatus::coordinator)
       .def_readonly("leases_in_flight", &JobStatus::leases_in_flight);
 
@@ -105,6 +107,7 @@ void BindRecords(py::module_& m) {
       .def_readonly("world_size", &PendingSegmentStatus::world_size)
       .def_readonly("bytes", &PendingSegmentStatus::bytes)
       .def_readonly("missing_ranks", &PendingSegmentStatus::missing_ranks)
+      .def_readonly("missing_unlisted", &PendingSegmentStatus::missing_unlisted)
       .def_readonly("age_seconds", &PendingSegmentStatus::age_seconds);
 
   py::class_<DaemonStatus>(m, "DaemonStatus", "What emberd serves (emberctl status).")
