@@ -84,6 +84,14 @@ std::string Code(const Result<T>& r) {
   return Code(r.ok() ? Status::Ok() : r.status());
 }
 
+// Resident memory of `pid` in bytes (VmRSS).
+uint64_t RssOf(pid_t pid) {
+  const std::string status = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("VmRSS:");
+  if (at == std::string::npos) return 0;
+  return std::stoull(status.substr(at + 6)) * 1024;
+}
+
 // A directory of `owner`'s (mode 0700) holding a tokens file (64 uint16 tokens, mode 0600).
 class UserData {
  public:
@@ -389,6 +397,49 @@ TEST_CASE("a user who truncates its own file ends its streams; emberd lives on")
         }) == "ok ok");
 }
 
+TEST_CASE("a user's sparse file cannot fill the daemon: its in-memory sets are charged to it") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon({"user_limits: {dataset_memory: 256MiB}\n"});
+  const std::string socket = daemon->socket();
+  const uint64_t rss_before = RssOf(daemon->pid());
+  // Bob's idx set: 8 KB on disk, its images file 972 MB apparent (the finding: emberd
+  // held 1.01 GB registering it and ~1 GB streaming it).
+  UserData bobs(kBob);
+  const std::string images = bobs.dir() + "/train-images-idx3-ubyte";
+  std::string header("\0\0\x08\x03", 4);
+  for (uint32_t d : {60000u, 90u, 180u})
+    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(static_cast<char>(d >> shift));
+  WriteTestFile(images, header);
+  REQUIRE(truncate(images.c_str(), 16 + uint64_t{60000} * 90 * 180) == 0);
+  std::string labels("\0\0\x08\x01", 4);
+  for (int shift = 24; shift >= 0; shift -= 8) labels.push_back(static_cast<char>(60000u >> shift));
+  WriteTestFile(bobs.dir() + "/train-labels-idx1-ubyte", labels + std::string(60000, 1));
+  for (const std::string& file : {images, bobs.dir() + "/train-labels-idx1-ubyte"})
+    REQUIRE(chown(file.c_str(), kBob.uid, kBob.gid) == 0);
+  const std::string tried = RunAs(kBob, [&] {
+    return Code(ConnectTo(socket)->AddDataset({"sparse", "idx", bobs.dir(), "train"}));
+  });
+  CHECK(tried == "resource_exhausted: dataset 'sparse': " + images +
+                     ": holding its 972000016 bytes in memory would take uid 2002's datasets "
+                     "from 0 to more than its 268435456 bytes (user_limits.dataset_memory)");
+  const uint64_t rss_after = RssOf(daemon->pid());
+  INFO("rss before " << rss_before << ", after " << rss_after);
+  CHECK(rss_after < rss_before + (uint64_t{64} << 20));
+  // Alice's set, which fits her own share, registers and streams.
+  UserData alices(kAlice);
+  WriteSyntheticIdx(alices.dir(), "train", 64);
+  for (const char* name : {"/train-images-idx3-ubyte.gz", "/train-labels-idx1-ubyte.gz"})
+    REQUIRE(chown((alices.dir() + name).c_str(), kAlice.uid, kAlice.gid) == 0);
+  CHECK(RunAs(kAlice, [&] {
+          auto c = ConnectTo(socket);
+          if (auto added = c->AddDataset({"small", "idx", alices.dir(), "train"}); !added.ok())
+            return added.status().ToString();
+          auto reader = c->OpenStream(ReaderOptions("a", 8, 0, "small"));
+          if (!reader.ok()) return reader.status().ToString();
+          return Code((*reader)->Next());
+        }) == "ok");
+}
+
 TEST_CASE("members of the share group join each other's jobs") {
   SKIP_UNLESS_ROOT();
   SharedDaemon daemon({"share_group: users\n"});
@@ -478,14 +529,6 @@ TEST_CASE("one user's connections are bounded; others still connect") {
   bob.Continue();
   CHECK(daemon->log().find("uid 2002 has 2 connections, the most one user may open") !=
         std::string::npos);
-}
-
-// Resident memory of `pid` in bytes (VmRSS).
-uint64_t RssOf(pid_t pid) {
-  const std::string status = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/status");
-  const size_t at = status.find("VmRSS:");
-  if (at == std::string::npos) return 0;
-  return std::stoull(status.substr(at + 6)) * 1024;
 }
 
 TEST_CASE("one user's half-sent messages are bounded: its connections close, others go on") {

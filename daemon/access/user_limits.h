@@ -15,6 +15,7 @@ struct UserLimits {
   uint32_t jobs = 64;             // jobs with live memberships (key-value stores)
   uint32_t connections = 256;     // connections to the unix socket
   uint32_t pending_segments = 64; // shared-memory segments waiting for their ranks
+  uint64_t dataset_memory = uint64_t{4} << 30;  // bytes of its datasets loaded in memory (idx)
 };
 
 }  // namespace ember::daemon

@@ -74,7 +74,7 @@ Result<UserLimits> ParseUserLimits(const StrictYaml& yaml, const YAML::Node& map
   if (!map.IsMap()) return yaml.Error(map, Key("user_limits") + " must be a map, got " + DescribeYaml(map));
   EMBER_RETURN_IF_ERROR(yaml.CheckKeys(map, Key("user_limits"),
                                        {"shm_share", "streams", "datasets", "jobs", "connections",
-                                        "pending_segments"}));
+                                        "pending_segments", "dataset_memory"}));
   for (const auto& entry : map) {
     const std::string key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
@@ -86,6 +86,14 @@ Result<UserLimits> ParseUserLimits(const StrictYaml& yaml, const YAML::Node& map
       if (text.empty() || end != text.c_str() + text.size() || !(share > 0 && share <= 1))
         return yaml.Error(value, name + " must be a fraction in (0, 1], got '" + text + "'");
       limits.shm_share = share;
+      continue;
+    }
+    if (key == "dataset_memory") {
+      EMBER_ASSIGN_OR_RETURN(std::string text,
+                             yaml.String(value, name, "a byte count such as 4GiB or 512MiB"));
+      Result<uint64_t> bytes = ParseByteSize(text);
+      if (!bytes.ok()) return yaml.Error(value, name + ": " + bytes.status().message());
+      limits.dataset_memory = *bytes;
       continue;
     }
     uint32_t* field = key == "streams"       ? &limits.streams

@@ -67,7 +67,8 @@ struct DaemonConfig {
   uint32_t max_world_size = 65536;
   // key: user_limits; a map of what one uid may hold: shm_share (the fraction 0 < f <= 1
   // of shm_budget for its rings), streams, datasets, jobs, connections,
-  // pending_segments (each 1..65536).
+  // pending_segments (each 1..65536), dataset_memory (bytes of its datasets loaded in
+  // emberd's memory, idx sets: a byte count, default 4GiB).
   UserLimits user_limits;
   // key: share_group; a group name: its members reach each other's datasets and jobs
   // (daemon/access/principal.h). Empty: every user reaches only its own.

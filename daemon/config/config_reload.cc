@@ -44,7 +44,8 @@ std::string UserLimitsText(const UserLimits& l) {
   return "{shm_share: " + std::to_string(l.shm_share) + ", streams: " + std::to_string(l.streams) +
          ", datasets: " + std::to_string(l.datasets) + ", jobs: " + std::to_string(l.jobs) +
          ", connections: " + std::to_string(l.connections) +
-         ", pending_segments: " + std::to_string(l.pending_segments) + "}";
+         ", pending_segments: " + std::to_string(l.pending_segments) +
+         ", dataset_memory: " + std::to_string(l.dataset_memory) + "}";
 }
 
 ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded,

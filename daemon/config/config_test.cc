@@ -360,7 +360,7 @@ TEST_CASE("LoadConfig resolves tls paths against the file's directory and checks
 TEST_CASE("user_limits: each key read, unknown and out-of-range ones named") {
   auto config = ParseConfig(
       "user_limits: {shm_share: 0.25, streams: 3, datasets: 4, jobs: 5, connections: 6, "
-      "pending_segments: 7}\n",
+      "pending_segments: 7, dataset_memory: 512MiB}\n",
       "test.yaml");
   REQUIRE(config.ok());
   CHECK(config->user_limits.shm_share == 0.25);
@@ -369,7 +369,11 @@ TEST_CASE("user_limits: each key read, unknown and out-of-range ones named") {
   CHECK(config->user_limits.jobs == 5);
   CHECK(config->user_limits.connections == 6);
   CHECK(config->user_limits.pending_segments == 7);
+  CHECK(config->user_limits.dataset_memory == uint64_t{512} << 20);
   CHECK(ParseConfig("", "test.yaml")->user_limits.shm_share == 0.5);
+  CHECK(ParseConfig("", "test.yaml")->user_limits.dataset_memory == uint64_t{4} << 30);
+  CHECK_THAT(ErrorOf("user_limits: {dataset_memory: lots}\n"),
+             Catch::Contains("user_limits.dataset_memory"));
   CHECK_THAT(ErrorOf("user_limits: {shm_share: 1.5}\n"),
              Catch::Contains("key 'user_limits.shm_share' must be a fraction in (0, 1], got '1.5'"));
   CHECK_THAT(ErrorOf("user_limits: {streams: 0}\n"), Catch::Contains("user_limits.streams"));

@@ -12,10 +12,18 @@ std::string Key(const DatasetSpec& spec) {
   return spec.name + '\n' + spec.format + '\n' + spec.path + '\n' + spec.split;
 }
 
+// What a load of `owner`'s dataset holds, charged to it (null: nothing is counted).
+std::shared_ptr<DatasetMemory::Charge> ChargeFor(DatasetMemory* memory, const DatasetOwner& owner) {
+  if (memory == nullptr) return nullptr;
+  return memory->For(owner.principal);
+}
+
 }  // namespace
 
-DatasetCache::DatasetCache(Env* env, unsigned io_threads, const PluginRegistry* plugins)
-    : env_(env), plugins_(plugins), pool_(io_threads == 0 ? 1 : io_threads) {}
+DatasetCache::DatasetCache(Env* env, unsigned io_threads, const PluginRegistry* plugins,
+                           DatasetMemory* memory)
+    : env_(env), plugins_(plugins), memory_(memory), pool_(io_threads == 0 ? 1 : io_threads) {}
+
 
 DatasetCache::~DatasetCache() { pool_.join(); }
 
@@ -32,9 +40,10 @@ DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
 
   auto promise = std::make_shared<std::promise<R>>();
   entry.pending = promise->get_future().share();
-  boost::asio::post(pool_, [this, promise, spec = info.spec, reads_as = info.owner.reads_as] {
+  boost::asio::post(pool_, [this, promise, spec = info.spec, reads_as = info.owner.reads_as,
+                            charge = ChargeFor(memory_, info.owner)] {
     std::shared_ptr<Env> reader = EnvReadingAs(env_, reads_as);
-    auto loaded = LoadDataset(*reader, spec, plugins_);
+    auto loaded = LoadDataset(*reader, spec, plugins_, charge.get());
     MutexLock lock(&mu_);
     Entry& e = entries_[Key(spec)];
     e.pending = SourceFuture();
@@ -42,9 +51,10 @@ DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
       promise->set_value(R(loaded.status().WithContext("loading dataset '" + spec.name + "'")));
       return;
     }
-    // The source reads through `reader` for as long as it lives.
+    // The source reads through `reader`, and holds what `charge` counts, for as long as
+    // it lives.
     std::shared_ptr<const Source> source(std::move(loaded).value().release(),
-                                         [reader](const Source* s) { delete s; });
+                                         [reader, charge](const Source* s) { delete s; });
     e.loaded = source;
     promise->set_value(R(std::move(source)));
   });

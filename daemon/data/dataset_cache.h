@@ -16,6 +16,7 @@
 
 #include "common/mutex.h"
 #include "daemon/catalog/dataset.h"
+#include "daemon/data/dataset_memory.h"
 #include "common/env.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
@@ -27,9 +28,11 @@ class DatasetCache {
  public:
   using SourceFuture = std::shared_future<Result<std::shared_ptr<const Source>>>;
 
-  // `io_threads` threads load datasets; `plugins` (may be null) adds plugin formats and
-  // must outlive the cache.
-  DatasetCache(Env* env, unsigned io_threads, const PluginRegistry* plugins = nullptr);
+  // `io_threads` threads load datasets; `plugins` (may be null) adds plugin formats;
+  // `memory` (may be null) is charged, in each dataset's owner's name, with what a loaded
+  // dataset holds, for as long as it is loaded. Both must outlive the cache.
+  DatasetCache(Env* env, unsigned io_threads, const PluginRegistry* plugins = nullptr,
+               DatasetMemory* memory = nullptr);
   ~DatasetCache();  // waits for loads in flight
 
   // The loaded dataset, or a future that becomes ready when it is. Concurrent requests for
@@ -47,6 +50,7 @@ class DatasetCache {
 
   Env* env_;
   const PluginRegistry* plugins_;
+  DatasetMemory* const memory_;
   boost::asio::thread_pool pool_;
   mutable Mutex mu_;
   std::map<std::string, Entry> entries_ GUARDED_BY(mu_);  // by Key(spec)

@@ -13,11 +13,14 @@ namespace ember::daemon {
 
 namespace {
 
-// A built-in format. `plugins` gives the image formats their transform plugins.
+// A built-in format. `plugins` gives the image formats their transform plugins; `memory`
+// is charged by the formats that hold a set in memory (idx).
 struct Format {
   const char* name;
-  Result<DatasetInfo> (*probe)(Env&, const DatasetSpec&, const PluginRegistry* plugins);
-  Result<std::unique_ptr<Source>> (*load)(Env&, const DatasetSpec&, const PluginRegistry* plugins);
+  Result<DatasetInfo> (*probe)(Env&, const DatasetSpec&, const PluginRegistry* plugins,
+                               DatasetMemory::Charge* memory);
+  Result<std::unique_ptr<Source>> (*load)(Env&, const DatasetSpec&, const PluginRegistry* plugins,
+                                          DatasetMemory::Charge* memory);
 };
 
 RecordCodecFactory ImageCodec(const PluginRegistry* plugins) {
@@ -26,20 +29,37 @@ RecordCodecFactory ImageCodec(const PluginRegistry* plugins) {
   };
 }
 
+using Memory = DatasetMemory::Charge*;
+
 constexpr Format kFormats[] = {
-    {"idx", [](Env& env, const DatasetSpec& spec, const PluginRegistry*) { return ProbeIdx(env, spec); },
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry*) { return LoadIdx(env, spec); }},
-    {"imagefolder", ProbeImageFolder, LoadImageFolder},
+    {"idx",
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory memory) {
+       return ProbeIdx(env, spec, memory);
+     },
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory memory) {
+       return LoadIdx(env, spec, memory);
+     }},
+    {"imagefolder",
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory) {
+       return ProbeImageFolder(env, spec, plugins);
+     },
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory) {
+       return LoadImageFolder(env, spec, plugins);
+     }},
     {"packed",
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins) {
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory) {
        return ProbePacked(env, spec, ImageCodec(plugins));
      },
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins) {
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory) {
        return LoadPacked(env, spec, ImageCodec(plugins));
      }},
     {"tokens",
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry*) { return ProbeTokens(env, spec); },
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry*) { return LoadTokens(env, spec); }},
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory) {
+       return ProbeTokens(env, spec);
+     },
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory) {
+       return LoadTokens(env, spec);
+     }},
 };
 
 const Format* FindBuiltin(const std::string& name) {
@@ -77,9 +97,10 @@ Status CheckPluginFormats(const PluginRegistry& plugins) {
 }
 
 Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
-                                 const PluginRegistry* plugins) {
+                                 const PluginRegistry* plugins, DatasetMemory::Charge* memory) {
   Result<DatasetInfo> info = [&]() -> Result<DatasetInfo> {
-    if (const Format* format = FindBuiltin(spec.format)) return format->probe(env, spec, plugins);
+    if (const Format* format = FindBuiltin(spec.format))
+      return format->probe(env, spec, plugins, memory);
     if (auto plugin = FindPlugin(plugins, spec.format)) return ProbeWithPlugin(plugin, spec);
     return UnknownFormat(plugins, spec.format);
   }();
@@ -92,19 +113,22 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
 
 Result<DatasetInfo> ProbeDatasetAs(Env* base, const DatasetSpec& spec,
                                    const std::optional<Credentials>& reads_as,
-                                   const PluginRegistry* plugins) {
+                                   const PluginRegistry* plugins,
+                                   DatasetMemory::Charge* memory) {
   std::shared_ptr<Env> env = EnvReadingAs(base, reads_as);
   if (reads_as && FindBuiltin(spec.format) == nullptr && FindPlugin(plugins, spec.format)) {
     Status readable = env->IsDirectory(spec.path) ? env->ListDir(spec.path).status()
                                                   : env->OpenForRead(spec.path).status();
     if (!readable.ok()) return readable;
   }
-  return ProbeDataset(*env, spec, plugins);
+  return ProbeDataset(*env, spec, plugins, memory);
 }
 
 Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,
-                                            const PluginRegistry* plugins) {
-  if (const Format* format = FindBuiltin(spec.format)) return format->load(env, spec, plugins);
+                                            const PluginRegistry* plugins,
+                                            DatasetMemory::Charge* memory) {
+  if (const Format* format = FindBuiltin(spec.format))
+    return format->load(env, spec, plugins, memory);
   if (auto plugin = FindPlugin(plugins, spec.format)) return LoadWithPlugin(plugin, spec);
   return UnknownFormat(plugins, spec.format);
 }

@@ -9,6 +9,7 @@
 #include "daemon/catalog/dataset.h"
 #include "common/caller_env.h"
 #include "common/env.h"
+#include "daemon/data/dataset_memory.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
@@ -21,18 +22,23 @@ Status CheckPluginFormats(const PluginRegistry& plugins);
 
 // Built-in formats first, then those of `plugins` (may be null: built-ins only).
 // kInvalidArgument naming the format and the known ones if `spec.format` is unknown.
-// Plugin formats read their files directly, not through `env`.
+// Plugin formats read their files directly, not through `env`. `memory` (may be null) is
+// charged with what a format holds in emberd's memory (see DatasetMemory): a load's
+// source holds it for its life; a probe only checks that the load would fit.
 Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
-                                 const PluginRegistry* plugins = nullptr);
+                                 const PluginRegistry* plugins = nullptr,
+                                 DatasetMemory::Charge* memory = nullptr);
 Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,
-                                            const PluginRegistry* plugins = nullptr);
+                                            const PluginRegistry* plugins = nullptr,
+                                            DatasetMemory::Charge* memory = nullptr);
 
 // ProbeDataset with the files read as `reads_as` (a CallerEnv over `base`; none: as the
 // daemon). A plugin format's path, which the plugin reads itself, must then be readable
 // by `reads_as` (a file it can open, or a directory it can list).
 Result<DatasetInfo> ProbeDatasetAs(Env* base, const DatasetSpec& spec,
                                    const std::optional<Credentials>& reads_as,
-                                   const PluginRegistry* plugins = nullptr);
+                                   const PluginRegistry* plugins = nullptr,
+                                   DatasetMemory::Charge* memory = nullptr);
 
 }  // namespace ember::daemon
 

@@ -158,8 +158,11 @@ Result<IdxHeader> CheckContents(const std::string& path, const IdxKind& kind,
 // stops storing past what the header promises.
 class Accumulator {
  public:
-  Accumulator(const std::string& path, const IdxKind& kind, bool keep, uint64_t reserve_limit)
-      : path_(path), kind_(kind), keep_(keep), reserve_limit_(reserve_limit) {}
+  // `memory` (may be null) is charged with what the header promises, before any of it is
+  // stored (or, without `keep`, to check that a load would fit).
+  Accumulator(const std::string& path, const IdxKind& kind, bool keep, uint64_t reserve_limit,
+              DatasetMemory::Charge* memory)
+      : path_(path), kind_(kind), keep_(keep), reserve_limit_(reserve_limit), memory_(memory) {}
 
   Status Append(const char* data, size_t n) {
     total_ += n;
@@ -172,6 +175,8 @@ class Accumulator {
       if (bytes_.size() == 4) EMBER_RETURN_IF_ERROR(CheckHeaderStart(path_, kind_, Bytes()));
       if (bytes_.size() > 4 && bytes_.size() == HeaderBytes(Bytes())) {
         EMBER_ASSIGN_OR_RETURN(IdxHeader header, DecodeHeader(path_, Bytes()));
+        if (memory_ != nullptr)
+          EMBER_RETURN_IF_ERROR(memory_->Add(header.header_bytes + header.payload_bytes, path_));
         header_known_ = true;
         cap_ = header.header_bytes + (keep_ ? header.payload_bytes : 0);
         bytes_.reserve(static_cast<size_t>(std::min(cap_, reserve_limit_)));
@@ -196,6 +201,7 @@ class Accumulator {
   const IdxKind& kind_;
   const bool keep_;
   const uint64_t reserve_limit_;
+  DatasetMemory::Charge* const memory_;
   bool header_known_ = false;
   uint64_t cap_ = 0;  // bytes to store, known with the header
   uint64_t total_ = 0;
@@ -296,21 +302,43 @@ void ToNativeOrder(IdxArray& array) {
 #endif
 }
 
+// The first `n` bytes of `file` (fewer if it is shorter).
+Result<std::string> ReadPrefix(const ReadableFile& file, uint64_t n) {
+  std::string bytes(static_cast<size_t>(std::min(n, file.Size())), '\0');
+  EMBER_RETURN_IF_ERROR(file.ReadAt(0, bytes.size(), bytes.data()));
+  return bytes;
+}
+
 // Reads and checks one file; with `keep`, also holds its payload in native order.
-Result<IdxArray> ReadIdx(Env& env, const std::string& path, const IdxKind& kind, bool keep) {
-  EMBER_ASSIGN_OR_RETURN(std::string contents, env.ReadFile(path));
+// `memory` (may be null) is charged with what is read into memory, before it is: a gzip
+// file while it is inflated, the array the header promises; without `keep` (a probe) a raw
+// file's payload is not read, but charged all the same, so that a probe fails where the
+// load would.
+Result<IdxArray> ReadIdx(Env& env, const std::string& path, const IdxKind& kind, bool keep,
+                         DatasetMemory::Charge* memory) {
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, env.OpenForRead(path));
+  const uint64_t size = file->Size();
+  if (memory != nullptr) EMBER_RETURN_IF_ERROR(memory->Add(size, path));
   IdxArray array;
   array.path = path;
   if (EndsWith(path, ".gz")) {
+    EMBER_ASSIGN_OR_RETURN(std::string contents, ReadPrefix(*file, size));
     const uint64_t reserve_limit = contents.size() * kMaxDeflateRatio + 4096;
-    Accumulator sink(path, kind, keep, reserve_limit);
+    Accumulator sink(path, kind, keep, reserve_limit, memory);
     EMBER_RETURN_IF_ERROR(Gunzip(path, contents, sink));
     contents.clear();
     contents.shrink_to_fit();
+    if (memory != nullptr) memory->Remove(size);  // the compressed bytes are gone
     EMBER_ASSIGN_OR_RETURN(array.header, CheckContents(path, kind, sink.bytes(), sink.total()));
     if (keep) array.bytes = std::move(sink.bytes());
   } else {
-    EMBER_ASSIGN_OR_RETURN(array.header, CheckContents(path, kind, contents, contents.size()));
+    // The header's length is in its 4th byte; a probe reads no more than the header.
+    EMBER_ASSIGN_OR_RETURN(std::string contents, ReadPrefix(*file, keep ? size : 4));
+    if (!keep && contents.size() == 4) {
+      const uint64_t header_bytes = HeaderBytes(reinterpret_cast<const unsigned char*>(contents.data()));
+      EMBER_ASSIGN_OR_RETURN(contents, ReadPrefix(*file, header_bytes));
+    }
+    EMBER_ASSIGN_OR_RETURN(array.header, CheckContents(path, kind, contents, size));
     if (keep) array.bytes = std::move(contents);
   }
   if (keep) ToNativeOrder(array);
@@ -332,7 +360,8 @@ struct Split {
   IdxArray labels;
 };
 
-Result<Split> ReadSplit(Env& env, const DatasetSpec& spec, bool keep) {
+Result<Split> ReadSplit(Env& env, const DatasetSpec& spec, bool keep,
+                        DatasetMemory::Charge* memory) {
   std::string prefix;
   if (spec.split == "train") {
     prefix = "train";
@@ -353,8 +382,8 @@ Result<Split> ReadSplit(Env& env, const DatasetSpec& spec, bool keep) {
                          FindFile(env, dir, prefix + "-labels-idx1-ubyte"));
 
   Split split;
-  EMBER_ASSIGN_OR_RETURN(split.images, ReadIdx(env, images_path, kImages, keep));
-  EMBER_ASSIGN_OR_RETURN(split.labels, ReadIdx(env, labels_path, kLabels, keep));
+  EMBER_ASSIGN_OR_RETURN(split.images, ReadIdx(env, images_path, kImages, keep, memory));
+  EMBER_ASSIGN_OR_RETURN(split.labels, ReadIdx(env, labels_path, kLabels, keep, memory));
   const uint32_t count = split.images.header.dims[0];
   if (split.labels.header.dims[0] != count) {
     return DataLoss(images_path + ": holds " + std::to_string(count) + " images but " +
@@ -405,13 +434,14 @@ class IdxSource : public Source {
 
 }  // namespace
 
-Result<DatasetInfo> ProbeIdx(Env& env, const DatasetSpec& spec) {
-  EMBER_ASSIGN_OR_RETURN(Split split, ReadSplit(env, spec, /*keep=*/false));
+Result<DatasetInfo> ProbeIdx(Env& env, const DatasetSpec& spec, DatasetMemory::Charge* memory) {
+  EMBER_ASSIGN_OR_RETURN(Split split, ReadSplit(env, spec, /*keep=*/false, memory));
   return std::move(split.info);
 }
 
-Result<std::unique_ptr<Source>> LoadIdx(Env& env, const DatasetSpec& spec) {
-  EMBER_ASSIGN_OR_RETURN(Split split, ReadSplit(env, spec, /*keep=*/true));
+Result<std::unique_ptr<Source>> LoadIdx(Env& env, const DatasetSpec& spec,
+                                        DatasetMemory::Charge* memory) {
+  EMBER_ASSIGN_OR_RETURN(Split split, ReadSplit(env, spec, /*keep=*/true, memory));
   return std::unique_ptr<Source>(std::make_unique<IdxSource>(std::move(split)));
 }
 

@@ -15,6 +15,7 @@
 
 #include "daemon/catalog/dataset.h"
 #include "common/env.h"
+#include "daemon/data/dataset_memory.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
 
@@ -26,12 +27,18 @@ namespace ember::daemon {
 // Errors name the file and what is wrong, e.g.
 //   "/d/train-images-idx3-ubyte.gz: truncated: header promises 47040000 payload bytes, file has 1024"
 // kNotFound if a file is missing; kDataLoss for corrupt or truncated content;
-// kInvalidArgument for a bad split.
-Result<DatasetInfo> ProbeIdx(Env& env, const DatasetSpec& spec);
+// kInvalidArgument for a bad split. Reads no more than the headers of raw files.
+// `memory` (may be null): charged with what a load would hold while the probe runs;
+// kResourceExhausted naming the file, the bytes and the limit if it would not fit.
+Result<DatasetInfo> ProbeIdx(Env& env, const DatasetSpec& spec,
+                             DatasetMemory::Charge* memory = nullptr);
 
 // Loads the split into memory (decompressed, converted to native byte order) after the
-// same checks as ProbeIdx. The result is immutable and thread-safe.
-Result<std::unique_ptr<Source>> LoadIdx(Env& env, const DatasetSpec& spec);
+// same checks as ProbeIdx, charging `memory` (may be null) with what it holds before it
+// reads it; the source holds that for its life, so the charge should live as long.
+// The result is immutable and thread-safe.
+Result<std::unique_ptr<Source>> LoadIdx(Env& env, const DatasetSpec& spec,
+                                        DatasetMemory::Charge* memory = nullptr);
 
 }  // namespace ember::daemon
 

@@ -477,5 +477,59 @@ TEST_CASE("a gzip file named without .gz gets a hint") {
   ExpectError(*env, Spec(dir), StatusCode::kDataLoss, "without the .gz suffix");
 }
 
+
+TEST_CASE("what a load would hold is charged before it is read: a sparse file is refused") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("sparse");
+  // 8 KB on disk, 972 MB apparent: 60000 images of 90x180, the payload a hole.
+  const std::string images = dir + "/train-images-idx3-ubyte";
+  Write(*env, images, Idx(kU8, {60000, 90, 180}, ""));
+  REQUIRE(truncate(images.c_str(), 16 + uint64_t{60000} * 90 * 180) == 0);
+  Write(*env, dir + "/train-labels-idx1-ubyte", Idx(kU8, {60000}, std::string(60000, 1)));
+  Principal bob;
+  bob.uid = 2002;
+  DatasetMemory memory(uint64_t{64} << 20);
+  const std::string refusal = images +
+      ": holding its 972000016 bytes in memory would take uid 2002's datasets from 0 to more "
+      "than its 67108864 bytes (user_limits.dataset_memory)";
+  {
+    auto charge = memory.For(bob);
+    const Status probed = ProbeIdx(*env, Spec(dir), charge.get()).status();
+    CHECK(probed.code() == StatusCode::kResourceExhausted);
+    CHECK(probed.message() == refusal);
+    auto loaded = LoadIdx(*env, Spec(dir), charge.get());
+    CHECK(loaded.status().message() == refusal);
+  }
+  CHECK(memory.of(2002) == 0);
+  // Without a bound the probe reads the headers only (the load would read it all).
+  CHECK(ProbeIdx(*env, Spec(dir)).ok());
+
+  // In a gzip file, the header's promise is charged before the payload is inflated.
+  const std::string gz = FreshTestDir("sparse-gz");
+  Write(*env, gz + "/train-images-idx3-ubyte.gz",
+        Gzip(Idx(kU8, {60000, 90, 180}, std::string(1 << 20, 0))));
+  Write(*env, gz + "/train-labels-idx1-ubyte", Idx(kU8, {60000}, std::string(60000, 1)));
+  auto charge = memory.For(bob);
+  const Status inflated = LoadIdx(*env, Spec(gz), charge.get()).status();
+  CHECK(inflated.code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(inflated.message(),
+             Catch::StartsWith(gz + "/train-images-idx3-ubyte.gz: holding its 972000016 bytes"));
+}
+
+TEST_CASE("a loaded split holds its charge; what fits loads") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("charged");
+  Write(*env, dir + "/train-images-idx3-ubyte.gz", Gzip(Images()));
+  Write(*env, dir + "/train-labels-idx1-ubyte", Labels());
+  Principal bob;
+  bob.uid = 2002;
+  DatasetMemory memory(1 << 20);
+  auto charge = memory.For(bob);
+  auto source = LoadIdx(*env, Spec(dir), charge.get());
+  REQUIRE(source.ok());
+  CheckStandardSamples(**source);
+  CHECK(memory.of(2002) == Images().size() + Labels().size());  // the gzip bytes given back
+}
+
 }  // namespace
 }  // namespace ember::daemon

@@ -124,6 +124,9 @@ class Daemon::Parts {
   // The event loop first: everything below may use it.
   std::unique_ptr<kj::AsyncIoContext> io_;
   std::unique_ptr<PluginRegistry> plugins_;
+  // What each uid's datasets hold in memory (user_limits.dataset_memory): registration
+  // checks a set would fit, the cache charges it while loaded.
+  DatasetMemory dataset_memory_{config_.user_limits.dataset_memory};
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<PeerTls> peer_tls_;
   // Jobs' progress survives a restart; a damaged journal stops the daemon rather than
@@ -208,9 +211,11 @@ Status Daemon::Parts::OpenState() {
   const PluginRegistry* registry = plugins_.get();
   EMBER_ASSIGN_OR_RETURN(
       catalog_, Catalog::Open(env_, config_.state_dir,
-                              [env = env_, registry](const DatasetSpec& spec,
-                                                     const DatasetOwner& owner) {
-                                return ProbeDatasetAs(env, spec, owner.reads_as, registry);
+                              [env = env_, registry, memory = &dataset_memory_](
+                                  const DatasetSpec& spec, const DatasetOwner& owner) {
+                                auto charge = memory->For(owner.principal);
+                                return ProbeDatasetAs(env, spec, owner.reads_as, registry,
+                                                      charge.get());
                               }));
   EMBER_RETURN_IF_ERROR(PrepareSocketPath(*env_, config_.socket_path));
   if (config_.tls == PeerTlsMode::kOn) {
@@ -242,7 +247,7 @@ Status Daemon::Parts::StartService() {
   SharedSegmentLimits segment_limits;
   segment_limits.max_world_size = config_.max_world_size;
   segments_ = std::make_unique<SharedSegments>(env_, segment_limits);
-  cache_ = std::make_unique<DatasetCache>(env_, decode_threads_, plugins_.get());
+  cache_ = std::make_unique<DatasetCache>(env_, decode_threads_, plugins_.get(), &dataset_memory_);
   decode_pool_ = std::make_unique<DecodePool>(decode_threads_);
   blocking_ = std::make_unique<boost::asio::thread_pool>(2);
   StreamLimits limits;
