@@ -41,6 +41,25 @@ TEST_CASE("kvGet and barrier wait for each other and time out") {
   CHECK(rank0->Barrier("job", "start", 3, milliseconds(0)).code() == StatusCode::kDeadlineExceeded);
 }
 
+TEST_CASE("barrier names and keys are at most 1 KiB: resource_exhausted, as the schema says") {
+  // A probe reported a 2 KiB barrier name accepted: every way in is checked here.
+  Daemon daemon;
+  daemon.Start();
+  auto client = daemon.Connect();
+  const std::string kib(1024, 'b'), two_kib(2048, 'b');
+  CHECK(client->Barrier("job", kib, 1, milliseconds(0)).ok());
+  for (uint32_t world : {1u, 2u}) {
+    const Status refused = client->Barrier("job", two_kib, world, milliseconds(0));
+    CHECK(refused.code() == StatusCode::kResourceExhausted);
+    CHECK(refused.message() ==
+          "job 'job': a barrier name of 2048 bytes is over the limit of 1024");
+  }
+  CHECK(client->KvSet("job", two_kib, "v").code() == StatusCode::kResourceExhausted);
+  CHECK(client->KvGet("job", two_kib, milliseconds(0)).status().code() ==
+        StatusCode::kResourceExhausted);
+  CHECK(client->KvAdd("job", two_kib, 1).status().code() == StatusCode::kResourceExhausted);
+}
+
 TEST_CASE("a job's keys are dropped when its last connection goes") {
   Daemon daemon;
   daemon.Start();
