@@ -152,19 +152,12 @@ def main_adversary(ctx, args):
         f.write("user_limits: {dataset_memory: 256MiB}\n")
     phase_s = args.phase_seconds
     total_s = 2 * args.rounds * phase_s + 5
-    daemon = Emberd(tmp, "--config", config)
-    os.chmod(daemon.socket, 0o777)
     # A copy the other uids may run (bazel-bin lies under root's home).
     binary = os.path.join(tmp, "adversary")
     shutil.copy(os.path.join("bazel-bin", "bench", "adversary"), binary)
     os.chmod(binary, 0o755)
+    daemon = Emberd(tmp, "--config", config)
     honest = {}
-    for name, uid in HONEST.items():
-        honest[name] = subprocess.Popen(
-            [binary, "honest", "--socket", daemon.socket, "--dir", own_dir(tmp, name, uid),
-             "--name", name, "--seconds", str(total_s), "--step-ms", str(args.step_ms)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=as_uid(uid))
     rss = []  # (unix s, MiB)
     sampling = threading.Event()
 
@@ -173,11 +166,18 @@ def main_adversary(ctx, args):
             rss.append((time.time(), vm_rss_mib(daemon.pid)))
             time.sleep(RSS_EVERY_S)
     sampler = threading.Thread(target=sample)
-    sampler.start()
     phases = []  # (round, "quiet" | "hostile", start unix s, end unix s)
     hostile_out, hostile_rc = [], 0
-    hostile_dir = own_dir(tmp, "hostile", HOSTILE_UID)
     try:
+        os.chmod(daemon.socket, 0o777)
+        for name, uid in HONEST.items():
+            honest[name] = subprocess.Popen(
+                [binary, "honest", "--socket", daemon.socket, "--dir", own_dir(tmp, name, uid),
+                 "--name", name, "--seconds", str(total_s), "--step-ms", str(args.step_ms)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                preexec_fn=as_uid(uid))
+        sampler.start()
+        hostile_dir = own_dir(tmp, "hostile", HOSTILE_UID)
         time.sleep(3)  # the honest users registered and reading
         for r in range(1, args.rounds + 1):
             start = time.time()
@@ -196,7 +196,8 @@ def main_adversary(ctx, args):
         outputs = {name: proc.communicate(timeout=total_s + 60) for name, proc in honest.items()}
     finally:
         sampling.set()
-        sampler.join()
+        if sampler.is_alive():
+            sampler.join()
         for proc in honest.values():
             if proc.poll() is None:
                 proc.kill()
