@@ -194,8 +194,10 @@ struct DaemonStatus {
 # could not read (symlinks resolved and checked the same way).
 interface Daemon {
   # Catalog. addDataset reads the dataset's files (on a separate thread: other calls are
-  # not held up); already_exists if the name is taken. inspectDataset and removeDataset:
-  # not_found if no dataset has that name.
+  # not held up); already_exists if the caller already has a dataset of that name, or,
+  # registering a shared one, if a shared one has it: each uid names its unshared
+  # datasets in a namespace of its own. inspectDataset and removeDataset: not_found if
+  # no dataset of that name is the caller's or shared.
   addDataset @0 (spec :DatasetSpec) -> (info :DatasetInfo);
   listDatasets @1 () -> (datasets :List(DatasetInfo));
   inspectDataset @2 (dataset :Text) -> (info :DatasetInfo);

@@ -212,6 +212,58 @@ TEST_CASE("another user's dataset is not listed, inspected, removed or streamed"
   CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->InspectDataset("alices")); }) == "ok");
 }
 
+TEST_CASE("each user names datasets in its own namespace; shared ones are everyone's") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  UserData alices(kAlice, 64), bobs(kBob, 128);
+  REQUIRE(RunAs(kAlice, [&] {
+            auto c = ConnectTo(socket);
+            std::string r = Code(c->AddDataset(TokensSpec("a-big", alices.tokens_path())));
+            return r + " " + Code(c->AddDataset(TokensSpec("common", alices.tokens_path(), true)));
+          }) == "ok ok");
+  // Registering Alice's private name tells Bob nothing (it was already_exists, an
+  // existence oracle): he gets a dataset of his own by that name. A shared name is
+  // everyone's: taken, as he can see.
+  const std::string bob_saw = RunAs(kBob, [&] {
+    auto c = ConnectTo(socket);
+    auto mine = c->AddDataset(TokensSpec("a-big", bobs.tokens_path()));
+    std::string out = Code(mine);
+    if (mine.ok()) out += " " + mine->spec.name + " " + std::to_string(mine->count);
+    out += " shared-again=" + Code(c->AddDataset(TokensSpec("common", bobs.tokens_path(), true)));
+    auto common = c->InspectDataset("common");
+    out += " common-owner=" + (common.ok() ? std::to_string(common->owner_uid) : Code(common));
+    // Once Bob has a "common" of his own, that is what the name means to him.
+    out += " own-common=" + Code(c->AddDataset(TokensSpec("common", bobs.tokens_path())));
+    common = c->InspectDataset("common");
+    out += " common-owner=" + (common.ok() ? std::to_string(common->owner_uid) : Code(common));
+    auto listed = c->ListDatasets();
+    out += " listed=";
+    for (const auto& d : *listed) out += d.spec.name + "/" + std::to_string(d.owner_uid) + ",";
+    auto reader = c->OpenStream(Rank("j", "a-big", 0));
+    out += " stream=" + Code(reader);
+    out += " rm=" + Code(c->RemoveDataset("a-big"));
+    return out;
+  });
+  CHECK(bob_saw ==
+        "ok a-big 31 shared-again=already_exists: dataset 'common' already exists "
+        "common-owner=2001 own-common=ok common-owner=2002 "
+        "listed=common/2001,a-big/2002,common/2002, stream=ok rm=ok");
+  // Alice's are untouched; root sees every key.
+  CHECK(RunAs(kAlice, [&] {
+          auto c = ConnectTo(socket);
+          auto info = c->InspectDataset("a-big");
+          return Code(info) + " " + (info.ok() ? std::to_string(info->count) : "");
+        }) == "ok 15");
+  CHECK(RunAs(kRoot, [&] {
+          auto listed = ConnectTo(socket)->ListDatasets();
+          if (!listed.ok()) return listed.status().ToString();
+          std::string out;
+          for (const auto& d : *listed) out += d.spec.name + " ";
+          return out;
+        }) == "common ~2001/a-big ~2002/common ");
+}
+
 
 // Alice runs rank 0 of 2 of job "train" (a stream, a rendezvous key, a pending
 // shared-memory segment) and waits at a checkpoint while Bob tries her job.

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "daemon/access/name_scope.h"
 #include "daemon/catalog/fingerprint.h"  // FingerprintHex
 
 #include "common/strict_yaml.h"
@@ -167,7 +168,7 @@ class Reader {
     if (!node.IsMap()) return Corrupt(node, where, "not a map");
     DatasetInfo info;
     EMBER_ASSIGN_OR_RETURN(info.spec.name, String(node, "name", where));
-    Status name_ok = ValidateDatasetName(info.spec.name);
+    Status name_ok = ValidateDatasetName(UnscopedName(info.spec.name));
     if (!name_ok.ok()) return Corrupt(node["name"], where, name_ok.message());
     where = Quoted(info.spec.name);
     EMBER_ASSIGN_OR_RETURN(info.spec.format, String(node, "format", where));
@@ -355,7 +356,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
 
 Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& owner,
                                  size_t max_owned) {
-  EMBER_RETURN_IF_ERROR(ValidateDatasetName(spec.name));
+  EMBER_RETURN_IF_ERROR(ValidateDatasetName(UnscopedName(spec.name)));
   const std::string context = Quoted(spec.name);
   Status sizes = ValidateSpecSizes(spec);
   if (!sizes.ok()) return sizes.WithContext(context);

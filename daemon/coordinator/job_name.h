@@ -6,15 +6,15 @@
 #include <cstdint>
 #include <string>
 
-#include "daemon/access/job_scope.h"
+#include "daemon/access/name_scope.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
 
 inline constexpr size_t kMaxJobNameBytes = 256;
-// A job's key: its name in its owner's scope (daemon/access/job_scope.h), what the
+// A job's key: its name in its owner's scope (daemon/access/name_scope.h), what the
 // coordinator, the stores and the journal hold.
-inline constexpr size_t kMaxJobKeyBytes = kMaxJobNameBytes + kMaxJobScopeBytes;
+inline constexpr size_t kMaxJobKeyBytes = kMaxJobNameBytes + kMaxScopeBytes;
 // The default of config max_world_size.
 inline constexpr uint32_t kDefaultMaxWorldSize = 65536;
 

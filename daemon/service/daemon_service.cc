@@ -7,7 +7,7 @@
 #include <random>
 #include <utility>
 
-#include "daemon/access/job_scope.h"
+#include "daemon/access/name_scope.h"
 #include "daemon/coordinator/job_name.h"
 #include "daemon/metrics/process_stats.h"
 
@@ -95,11 +95,11 @@ JobMembership::JobMembership(DaemonService& service, std::string job, const Prin
 
 JobMembership::~JobMembership() { service_.Leave(job_); }
 
-std::string JobMembership::name() const { return CallerJobName(caller_, job_); }
+std::string JobMembership::name() const { return CallerName(caller_, job_); }
 
 
 Status JobMembership::KvSet(const std::string& key, std::string value) {
-  return CallerJobNames(caller_, service_.deps_.kv->Set(job_, key, std::move(value)));
+  return CallerNames(caller_, service_.deps_.kv->Set(job_, key, std::move(value)));
 }
 
 std::unique_ptr<Wait> JobMembership::MakeWait(std::optional<KvStore::WaiterId> id,
@@ -125,7 +125,7 @@ std::unique_ptr<Wait> JobMembership::KvGet(const std::string& key, uint32_t time
     done(value);
   });
   if (!id.ok()) {
-    done(CallerJobNames(caller_, id.status()));
+    done(CallerNames(caller_, id.status()));
     return nullptr;
   }
   Status timeout = DeadlineExceeded("waiting for key '" + key + "' of job '" + name() +
@@ -135,7 +135,7 @@ std::unique_ptr<Wait> JobMembership::KvGet(const std::string& key, uint32_t time
 }
 
 Result<int64_t> JobMembership::KvAdd(const std::string& key, int64_t delta) {
-  return CallerJobNames(caller_, service_.deps_.kv->Add(job_, key, delta));
+  return CallerNames(caller_, service_.deps_.kv->Add(job_, key, delta));
 }
 
 bool JobMembership::KvCheck(const std::vector<std::string>& keys) const {
@@ -159,7 +159,7 @@ std::unique_ptr<Wait> JobMembership::Barrier(const std::string& barrier, uint32_
                                       },
                                       member);
   if (!id.ok()) {
-    done(CallerJobNames(caller_, id.status()));
+    done(CallerNames(caller_, id.status()));
     return nullptr;
   }
   Status timeout = DeadlineExceeded("barrier '" + barrier + "' of job '" + name() + "' (" +
@@ -172,7 +172,7 @@ Result<std::shared_ptr<SharedMemory>> JobMembership::OpenSharedMemory(const std:
                                                                       uint32_t rank,
                                                                       uint32_t world_size,
                                                                       uint64_t bytes) {
-  return CallerJobNames(caller_,
+  return CallerNames(caller_,
                         service_.deps_.segments->Open(job_, segment, rank, world_size, bytes,
                                                       service_.members_.at(job_).owner));
 }
@@ -209,6 +209,12 @@ Principal DaemonService::Identify(const Credentials& creds) const {
 
 void DaemonService::AddDataset(DatasetSpec spec, DatasetOwner owner,
                                std::function<void(Result<DatasetInfo>)> done) {
+  Status named = ValidateDatasetName(spec.name);
+  if (!named.ok()) {
+    done(named);
+    return;
+  }
+  spec.name = DatasetKey(owner.principal, spec.name, spec.shared);
   Catalog* catalog = deps_.catalog;
   const size_t max_owned = deps_.user_limits.datasets;
   boost::asio::post(*deps_.blocking, [catalog, spec = std::move(spec), owner = std::move(owner),
@@ -225,17 +231,27 @@ std::vector<DatasetInfo> DaemonService::ListDatasets(const Principal& caller) co
   return all;
 }
 
-Result<DatasetInfo> DaemonService::InspectDataset(const Principal& caller,
-                                                  const std::string& dataset) const {
-  EMBER_ASSIGN_OR_RETURN(DatasetInfo info, deps_.catalog->Get(dataset));
-  if (!MayRead(caller, info)) return DatasetNotFound(dataset);
-  return info;
+Result<DatasetInfo> DaemonService::FindDataset(const Principal& caller,
+                                               const std::string& dataset) const {
+  const std::string own = ScopedKey(caller, dataset);
+  if (Result<DatasetInfo> info = deps_.catalog->Get(own); info.ok()) return info;
+  if (own != dataset) {
+    Result<DatasetInfo> common = deps_.catalog->Get(dataset);
+    if (common.ok() && MayRead(caller, *common)) return common;
+  }
+  return DatasetNotFound(dataset);
+}
+
+std::string DaemonService::DatasetKeyFor(const Principal& caller,
+                                         const std::string& dataset) const {
+  Result<DatasetInfo> found = FindDataset(caller, dataset);
+  return found.ok() ? found->spec.name : ScopedKey(caller, dataset);
 }
 
 void DaemonService::RemoveDataset(const Principal& caller, std::string dataset,
                                   std::function<void(Status)> done) {
   Catalog* catalog = deps_.catalog;
-  boost::asio::post(*deps_.blocking, [catalog, caller, dataset = std::move(dataset),
+  boost::asio::post(*deps_.blocking, [catalog, caller, dataset = DatasetKeyFor(caller, dataset),
                                       done = std::move(done)] {
     done(catalog->Remove(dataset, [&](const DatasetInfo& info) {
       if (MayAccess(caller, info.owner.principal)) return Status::Ok();
@@ -291,7 +307,7 @@ Status DaemonService::CheckJobsLimit(const Principal& caller, const std::string&
   std::sort(owned.begin(), owned.end());
   const size_t count = std::unique(owned.begin(), owned.end()) - owned.begin();
   if (count < deps_.user_limits.jobs) return Status::Ok();
-  return ResourceExhausted(JobName(CallerJobName(caller, job)) + ": uid " +
+  return ResourceExhausted(JobName(CallerName(caller, job)) + ": uid " +
                            std::to_string(caller.uid) + " already has " + std::to_string(count) +
                            " jobs, the most one user may hold (user_limits.jobs)");
 }

@@ -105,7 +105,7 @@ class JobMembership {
   JobMembership(const JobMembership&) = delete;
   JobMembership& operator=(const JobMembership&) = delete;
 
-  const std::string& job() const { return job_; }  // its key (daemon/access/job_scope.h)
+  const std::string& job() const { return job_; }  // its key (daemon/access/name_scope.h)
   std::string name() const;                        // the job's name, as the member gave it
 
   // kResourceExhausted past the store's limits (KvLimits), naming the job and the limit.
@@ -171,15 +171,22 @@ class DaemonService {
   Status AdmitConnection(const Principal& caller);
   void ReleaseConnection(const Principal& caller);
 
-  // Datasets. Add probes the files (read as owner.reads_as) and Remove rewrites the
-  // catalog on the blocking pool; `done` runs there with the result (see Catalog::Add /
-  // Remove for the errors). A caller lists, inspects and streams the datasets it may read
-  // (MayRead) and removes those it may access (MayAccess to the owner):
-  // kPermissionDenied naming the dataset and its owner otherwise.
+  // Datasets, keyed by name_scope's DatasetKey: the catalog, the streams and the status
+  // hold keys; Session shows the caller its names. Add probes the files (read as
+  // owner.reads_as) and Remove rewrites the catalog on the blocking pool; `done` runs
+  // there with the result (see Catalog::Add / Remove for the errors). A caller lists,
+  // inspects and streams the datasets it may read (MayRead) and removes those it may
+  // access (MayAccess to the owner): kPermissionDenied naming the dataset and its owner
+  // for a shared one, DatasetNotFound for another user's unshared one.
   void AddDataset(DatasetSpec spec, DatasetOwner owner,
                   std::function<void(Result<DatasetInfo>)> done);
   std::vector<DatasetInfo> ListDatasets(const Principal& caller) const;
-  Result<DatasetInfo> InspectDataset(const Principal& caller, const std::string& dataset) const;
+  // What `caller` means by `dataset` (see name_scope.h): its own, else the common one of
+  // that name if it may read it; DatasetNotFound otherwise, as for a name nobody has.
+  Result<DatasetInfo> FindDataset(const Principal& caller, const std::string& dataset) const;
+  // The key of FindDataset's dataset; the caller's ScopedKey if there is none (so that
+  // what then fails names the caller's own name).
+  std::string DatasetKeyFor(const Principal& caller, const std::string& dataset) const;
   void RemoveDataset(const Principal& caller, std::string dataset,
                      std::function<void(Status)> done);
 

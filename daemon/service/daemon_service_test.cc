@@ -43,7 +43,7 @@ TEST_CASE("datasets are added and removed on the blocking pool") {
   });
   CHECK(ran_on.get_future().get() != caller);
 
-  Result<DatasetInfo> info = service.InspectDataset(ServiceFixture::Root(), "toks");
+  Result<DatasetInfo> info = service.FindDataset(ServiceFixture::Root(), "toks");
   REQUIRE(info.ok());
   CHECK(info->count == ServiceFixture::kTokensSamples);
   CHECK(info->spec.format == "tokens");
@@ -58,7 +58,7 @@ TEST_CASE("datasets are added and removed on the blocking pool") {
   CHECK(service.ListDatasets(ServiceFixture::Root()).size() == 1);
 
   REQUIRE(f.RemoveDataset("toks").ok());
-  CHECK(service.InspectDataset(ServiceFixture::Root(), "toks").status().code() == StatusCode::kNotFound);
+  CHECK(service.FindDataset(ServiceFixture::Root(), "toks").status().code() == StatusCode::kNotFound);
   CHECK(f.RemoveDataset("toks").code() == StatusCode::kNotFound);
   CHECK(service.ListDatasets(ServiceFixture::Root()).empty());
 }
@@ -299,8 +299,8 @@ TEST_CASE("one uid holds at most user_limits jobs, connections and datasets") {
   CHECK(f.AddDataset(f.TokensSpec("a1"), owner).ok());
   auto second = f.AddDataset(f.TokensSpec("a2"), owner);
   REQUIRE(second.status().code() == StatusCode::kResourceExhausted);
-  CHECK(second.status().message() ==
-        "dataset 'a2': uid 1001 already has 1 datasets, the most one user may register "
+  CHECK(second.status().message() ==  // below the session, a user's dataset is its key
+        "dataset '~1001/a2': uid 1001 already has 1 datasets, the most one user may register "
         "(user_limits.datasets)");
   CHECK(f.AddDataset(f.TokensSpec("r1")).ok());  // root's
 }

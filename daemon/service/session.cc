@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "daemon/access/job_scope.h"
+#include "daemon/access/name_scope.h"
 #include "daemon/coordinator/job_name.h"
 
 namespace ember::daemon {
@@ -23,43 +23,74 @@ Status Session::Admit() {
   return Status::Ok();
 }
 
+namespace {
+
+// `info` as `caller` names it.
+DatasetInfo Shown(const Principal& caller, DatasetInfo info) {
+  info.spec.name = CallerName(caller, info.spec.name);
+  return info;
+}
+
+}  // namespace
+
 void Session::AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done) {
   DatasetOwner owner;
   owner.principal = principal_;
   if (!principal_.privileged) owner.reads_as = peer_.creds;
-  service_.AddDataset(std::move(spec), std::move(owner), std::move(done));
+  service_.AddDataset(std::move(spec), std::move(owner),
+                      [caller = principal_, done = std::move(done)](Result<DatasetInfo> added) {
+                        if (!added.ok()) return done(CallerNames(caller, added.status()));
+                        done(Shown(caller, std::move(added).value()));
+                      });
 }
 
-std::vector<DatasetInfo> Session::ListDatasets() const { return service_.ListDatasets(principal_); }
+std::vector<DatasetInfo> Session::ListDatasets() const {
+  std::vector<DatasetInfo> infos = service_.ListDatasets(principal_);
+  for (DatasetInfo& info : infos) info = Shown(principal_, std::move(info));
+  return infos;
+}
 
 Result<DatasetInfo> Session::InspectDataset(const std::string& dataset) const {
-  return service_.InspectDataset(principal_, dataset);
+  EMBER_ASSIGN_OR_RETURN(DatasetInfo info, service_.FindDataset(principal_, dataset));
+  return Shown(principal_, std::move(info));
 }
 
 void Session::RemoveDataset(std::string dataset, std::function<void(Status)> done) {
-  service_.RemoveDataset(principal_, std::move(dataset), std::move(done));
+  service_.RemoveDataset(principal_, std::move(dataset),
+                         [caller = principal_, done = std::move(done)](const Status& removed) {
+                           done(CallerNames(caller, removed));
+                         });
 }
 
 DaemonStatus Session::GetStatus() const {
   DaemonStatus status = service_.GetStatus(principal_);
-  for (JobStatus& job : status.jobs) job.job = CallerJobName(principal_, job.job);
-  for (StreamStatus& stream : status.streams) stream.job = CallerJobName(principal_, stream.job);
+  for (auto& dataset : status.datasets)
+    dataset.spec.name = CallerName(principal_, dataset.spec.name);
+  for (JobStatus& job : status.jobs) {
+    job.job = CallerName(principal_, job.job);
+    job.dataset = CallerName(principal_, job.dataset);
+  }
+  for (StreamStatus& stream : status.streams) {
+    stream.job = CallerName(principal_, stream.job);
+    stream.dataset = CallerName(principal_, stream.dataset);
+  }
   for (PendingSegmentStatus& segment : status.pending_segments)
-    segment.job = CallerJobName(principal_, segment.job);
+    segment.job = CallerName(principal_, segment.job);
   return status;
 }
 
 Result<std::string> Session::JobKey(const std::string& job) const {
   EMBER_RETURN_IF_ERROR(CheckJobName(job));
-  return ::ember::daemon::JobKey(principal_, job);
+  return ::ember::daemon::ScopedKey(principal_, job);
 }
 
 Result<OpenedStream> Session::OpenStream(const StreamParams& params) {
   StreamParams own = params;
   own.owner = principal_;
   EMBER_ASSIGN_OR_RETURN(own.job, JobKey(params.job));
+  own.dataset = service_.DatasetKeyFor(principal_, params.dataset);
   EMBER_ASSIGN_OR_RETURN(OpenedStream opened,
-                         CallerJobNames(principal_, service_.OpenStream(own)));
+                         CallerNames(principal_, service_.OpenStream(own)));
   streams_.insert(opened.id);
   return opened;
 }
@@ -70,7 +101,7 @@ void Session::CloseStream(uint64_t id) {
 
 Result<JobMembership*> Session::JoinJob(const std::string& job) {
   EMBER_ASSIGN_OR_RETURN(std::string key, JobKey(job));
-  return CallerJobNames(principal_, JoinJobAs(key, principal_));
+  return CallerNames(principal_, JoinJobAs(key, principal_));
 }
 
 Result<JobMembership*> Session::JoinJobAs(const std::string& key, const Principal& principal) {

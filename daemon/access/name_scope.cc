@@ -1,4 +1,4 @@
-#include "daemon/access/job_scope.h"
+#include "daemon/access/name_scope.h"
 
 namespace ember::daemon {
 namespace {
@@ -12,15 +12,27 @@ std::string Scope(const Principal& caller) {
 
 }  // namespace
 
-std::string JobKey(const Principal& caller, const std::string& job) { return Scope(caller) + job; }
+std::string ScopedKey(const Principal& caller, const std::string& name) {
+  return Scope(caller) + name;
+}
 
-std::string CallerJobName(const Principal& caller, const std::string& key) {
+std::string DatasetKey(const Principal& caller, const std::string& name, bool shared) {
+  return shared ? name : ScopedKey(caller, name);
+}
+
+std::string UnscopedName(const std::string& key) {
+  if (key.empty() || key[0] != '~') return key;
+  const size_t slash = key.find('/');
+  return slash == std::string::npos ? key : key.substr(slash + 1);
+}
+
+std::string CallerName(const Principal& caller, const std::string& key) {
   const std::string scope = Scope(caller);
   if (!scope.empty() && key.compare(0, scope.size(), scope) == 0) return key.substr(scope.size());
   return key;
 }
 
-std::string CallerJobNames(const Principal& caller, std::string message) {
+std::string CallerNames(const Principal& caller, std::string message) {
   const std::string quoted = "'" + Scope(caller);
   if (quoted.size() == 1) return message;
   for (size_t at = message.find(quoted); at != std::string::npos;
@@ -30,9 +42,9 @@ std::string CallerJobNames(const Principal& caller, std::string message) {
   return message;
 }
 
-Status CallerJobNames(const Principal& caller, const Status& status) {
+Status CallerNames(const Principal& caller, const Status& status) {
   if (status.ok()) return status;
-  return Status(status.code(), CallerJobNames(caller, status.message()));
+  return Status(status.code(), CallerNames(caller, status.message()));
 }
 
 }  // namespace ember::daemon
