@@ -13,14 +13,8 @@
 // them (and the Batch) is released. Errors throw (TORCH_CHECK / c10::Error) with the
 // daemon's message; the loader is for one thread.
 //
-// A daemon that restarts (systemd) does not end training: when the stream breaks because
-// the daemon went away or shut down, Next() reconnects with backoff for up to
-// `reconnect_timeout` and opens the stream again after the batches already received, so
-// no sample is lost or served twice; past the deadline it throws, naming the daemon.
-//
-// Checkpoint and resume (ember/loader_state.h): save loader.state().ToString() with the
-// model; construct the next run's Loader with the parsed state to get exactly the samples
-// not yet consumed, also with another world size or batch size.
+// A daemon that restarts does not end training, and loader.state() checkpoints and
+// resumes the job's place in its data: see ember/raw_loader.h, which this wraps.
 #ifndef EMBER_LOADER_H_
 #define EMBER_LOADER_H_
 
@@ -34,6 +28,7 @@
 
 #include "ember/client.h"
 #include "ember/loader_state.h"
+#include "ember/raw_loader.h"
 #include "ember/stream_reader.h"
 
 namespace ember {
@@ -53,13 +48,11 @@ struct Batch {
 // Wraps a RawBatch as tensors whose deleters hold its slot. No copy.
 Batch ToTorch(RawBatch raw);
 
+// ember::RawLoader's batches as torch tensors: see raw_loader.h for the state,
+// resuming and reconnecting.
 class Loader {
  public:
-  // Opens the stream; throws with the daemon's message on failure. With `resume`, starts
-  // where that state says (its epoch and position replace options.start_epoch and
-  // start_position; the dataset must have the state's fingerprint and options.seed must
-  // be the state's seed).
-  // `reconnect_timeout` 0: no reconnecting (a broken stream throws at once).
+  // Opens the stream (RawLoader::Open); throws with the daemon's message on failure.
   Loader(Client& client, const StreamOptions& options,
          const std::optional<LoaderState>& resume = std::nullopt,
          std::chrono::milliseconds reconnect_timeout = std::chrono::seconds(60));
@@ -74,46 +67,21 @@ class Loader {
   // starts the following one) and once the stream has ended.
   std::optional<Batch> Next();
 
-  // As Next(), with errors as Status instead of throws, and `check` called while waiting
-  // for a batch or between reconnect attempts (StreamReader's WaitCheck): a failed check
-  // returns its Status and the next call carries on where this one stopped.
+  // As Next(), with errors as Status instead of throws (RawLoader::TryNext).
   Result<std::optional<Batch>> TryNext(const WaitCheck& check = WaitCheck());
 
-  // Where the job stands after the last batch Next() returned (see loader_state.h):
-  // at the end of an epoch, the start of the next.
-  const LoaderState& state() const { return state_; }
-
-  bool ended() const { return reader_ != nullptr && reader_->ended(); }
-  uint64_t batches_per_epoch() const { return batches_per_epoch_; }
-  // The open stream's reader; not while a reconnect is under way (TryNext interrupted).
-  const StreamReader& reader() const { return *reader_; }
-  // Over every stream this loader opened (reconnects included): the time spent waiting
-  // for the daemon (data stall) and the batches taken.
-  std::chrono::nanoseconds wait_time() const;
-  uint64_t batches_read() const;
-  // Times the stream was opened again after losing the daemon.
-  uint64_t reconnects() const { return reconnects_; }
+  const LoaderState& state() const { return raw_->state(); }
+  bool ended() const { return raw_->ended(); }
+  uint64_t batches_per_epoch() const { return raw_->batches_per_epoch(); }
+  const StreamReader& reader() const { return raw_->reader(); }
+  std::chrono::nanoseconds wait_time() const { return raw_->wait_time(); }
+  uint64_t batches_read() const { return raw_->batches_read(); }
+  uint64_t reconnects() const { return raw_->reconnects(); }
+  const RawLoader& raw() const { return *raw_; }
 
  private:
-  struct Opening {};  // for Open: the stream is opened by Init
-  Loader(Opening, Client& client, std::chrono::milliseconds reconnect_timeout);
-  Status Init(const StreamOptions& options, const std::optional<LoaderState>& resume);
-
-  // After the stream broke with `why`: reconnects and opens it again, or returns why not.
-  Result<std::optional<RawBatch>> Reconnect(const Status& why, const WaitCheck& check);
-
-  Client& client_;
-  StreamOptions opened_;  // as first opened
-  const std::chrono::milliseconds reconnect_timeout_;
-  std::unique_ptr<StreamReader> reader_;
-  LoaderState state_;
-  uint64_t received_epoch_ = 0;  // the trainer received batches [0, received_) of it
-  uint64_t received_ = 0;
-  uint64_t reconnects_ = 0;
-  uint64_t batches_per_epoch_ = 0;
-  std::chrono::nanoseconds earlier_wait_{0};  // of the readers before reader_
-  uint64_t earlier_batches_ = 0;
-  std::optional<Status> reconnecting_;  // why, while a reconnect was interrupted by a check
+  explicit Loader(std::unique_ptr<RawLoader> raw) : raw_(std::move(raw)) {}
+  std::unique_ptr<RawLoader> raw_;
 };
 
 }  // namespace ember
