@@ -19,7 +19,10 @@ Name: ember
 Version: {version}
 Summary: Data for PyTorch distributed training, served by emberd (Python SDK)
 Requires-Python: >=3.9
-Requires-Dist: torch
+Provides-Extra: torch
+Requires-Dist: torch>=1.10; extra == "torch"
+Provides-Extra: numpy
+Requires-Dist: numpy>=1.22; extra == "numpy"
 """
 
 WHEEL = """Wheel-Version: 1.0

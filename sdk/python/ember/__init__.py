@@ -11,15 +11,12 @@
 ``ember.Error`` subclasses carrying the daemon's message.
 """
 
-import torch  # noqa: F401  (loads libtorch and its Python bindings before _ember)
-
 from ._ember import (Client, DaemonStatus, DatasetInfo, JobStatus, LoaderState,
                      PendingSegmentStatus, RankProgress, StreamStatus, TensorInfo)
 from ._errors import (AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
                       FailedPrecondition, Internal, InvalidArgument, NotFound,
                       PermissionDenied, ResourceExhausted, Unavailable)
 from ._loader import Batch, Loader, launch_env
-from ._distributed import Store, init_process_group
 
 try:
     from ._device import DeviceLoader  # noqa: F401  (CUDA builds only)
@@ -27,6 +24,15 @@ except ImportError:
     pass
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # torch.distributed's: imported when first used, so that ember imports without torch.
+    if name in ("Store", "init_process_group"):
+        from . import _distributed
+        return getattr(_distributed, name)
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")
+
 
 __all__ = [
     "AlreadyExists", "Batch", "Cancelled", "Client", "DaemonStatus", "DataLoss",

@@ -2,8 +2,6 @@
 
 from typing import Any, Dict, List, Optional, Tuple
 
-import torch
-
 class TensorInfo:
     name: str
     dtype: str
@@ -116,12 +114,20 @@ class LoaderState:
     @staticmethod
     def parse(text: str) -> "LoaderState": ...
 
+class SlotTensor:
+    name: str
+    shape: Tuple[int, ...]
+    nbytes: int
+    data_ptr: int
+    def __dlpack__(self, *, stream: Any = None) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
 class _Loader:
     def __init__(self, client: Client, job: str, dataset: str, batch_size: int, seed: int,
                  rank: int, world_size: int, epochs: int, shuffle: bool, slots: int,
                  sample_ids: bool, coordinator: str, resume: Optional[LoaderState],
                  reconnect_timeout: float) -> None: ...
-    def next(self) -> Optional[Tuple[Dict[str, torch.Tensor], int, int, bool]]: ...
+    def next(self) -> Optional[Tuple[Dict[str, SlotTensor], int, int, bool]]: ...
     state: LoaderState
     batches_per_epoch: int
     ended: bool
@@ -129,5 +135,4 @@ class _Loader:
     wait_seconds: float
     batches_read: int
 
-def release_tensors(tensors: List[torch.Tensor]) -> None: ...
 def read_launch_env(default_job: str) -> Dict[str, Any]: ...

@@ -1,9 +1,11 @@
-"""ember.Loader: a rank's batches from emberd as torch tensors viewing the shared ring."""
+"""ember.Loader: a rank's batches from emberd as torch tensors (or numpy arrays, or
+DLPack objects) viewing the shared ring."""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, Optional
+import sys
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from . import _ember
 from ._errors import FailedPrecondition, InvalidArgument
@@ -11,12 +13,46 @@ from ._errors import FailedPrecondition, InvalidArgument
 _STATE_KEYS = ("fingerprint", "seed", "epoch", "position")
 
 
+_OUTPUTS = ("torch", "numpy", "dlpack")
+
+
+def _default_output() -> str:
+    """"torch" when torch imports, else "numpy"."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "numpy"
+    return "torch"
+
+
+def _converter(output: str) -> Callable[[Any], Any]:
+    """What makes a batch's tensor of a SlotTensor (DLPack) for `output`: no copy."""
+    if output == "torch":
+        import torch
+        return torch.from_dlpack
+    if output == "numpy":
+        try:
+            import numpy
+        except ImportError:
+            raise FailedPrecondition("batches as numpy arrays need numpy 1.22 or later, and "
+                                     "as torch tensors torch: neither imports here (pip "
+                                     "install numpy, or torch)") from None
+        if not hasattr(numpy, "from_dlpack"):
+            raise FailedPrecondition(f"output='numpy' needs numpy 1.22 or later "
+                                     f"(numpy.from_dlpack); this is numpy {numpy.__version__}")
+        return numpy.from_dlpack
+    return lambda tensor: tensor
+
+
 class Batch(dict):
     """One batch: tensor name -> CPU ``torch.Tensor`` ("image", "label", ...), each a
-    view into the daemon's shared ring (no copy).
+    view into the daemon's shared ring (no copy); with the loader's ``output="numpy"``,
+    ``numpy.ndarray``s, with ``output="dlpack"``, DLPack objects (``__dlpack__``) for any
+    other consumer.
 
     The batch holds one ring slot. The slot goes back to the daemon when the last of its
-    tensors is freed, or at once with ``release()`` or at the end of a ``with`` block::
+    tensors (and of what was made of them) is freed, or with ``release()`` or at the end
+    of a ``with`` block::
 
         for batch in loader:
             with batch:
@@ -31,12 +67,19 @@ class Batch(dict):
     __slots__ = ("epoch", "step", "last")
 
     def release(self) -> None:
-        """Hands the batch's ring slot back now and empties the batch. A tensor of it that
-        is still referenced elsewhere (a variable, a view) keeps working: it gets a private
-        copy of its data first."""
+        """Empties the batch and hands its ring slot back, now if nothing else refers to
+        its tensors. A torch tensor of it still referenced elsewhere (a variable) gets a
+        private copy of its data first and keeps working; a view made of one (a slice),
+        or a kept numpy array, keeps the slot until it is freed, so its data never
+        changes under it."""
         tensors = list(self.values())
         self.clear()
-        _ember.release_tensors(tensors)
+        for tensor in tensors:
+            # `tensors`, the loop's name and getrefcount's argument: anything more is a
+            # reference of the caller's.
+            if sys.getrefcount(tensor) > 3 and type(tensor).__module__.startswith("torch"):
+                tensor.set_(tensor.clone())
+        del tensors
 
     def __enter__(self) -> "Batch":
         return self
@@ -45,15 +88,17 @@ class Batch(dict):
         self.release()
 
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{k}: {tuple(v.shape)} {v.dtype}" for k, v in self.items())
+        shapes = ", ".join(f"{k}: {tuple(v.shape)} {getattr(v, 'dtype', 'dlpack')}"
+                           for k, v in self.items())
         return f"Batch(epoch={self.epoch}, step={self.step}, {{{shapes}}})"
 
 
 class _Epoch:
     """Iterates the batches of the loader's current epoch (keeps no batch itself)."""
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: Any, convert: Callable[[Any], Any] = lambda t: t) -> None:
         self._native = native
+        self._convert = convert
 
     def __iter__(self) -> "_Epoch":
         return self
@@ -65,7 +110,7 @@ class _Epoch:
         if item is None:
             self._native = None
             raise StopIteration
-        batch = Batch(item[0])
+        batch = Batch({name: self._convert(t) for name, t in item[0].items()})
         batch.epoch, batch.step, batch.last = item[1], item[2], item[3]
         return batch
 
@@ -74,7 +119,7 @@ class Loader:
     """The batches of one rank of a training job, served by the local emberd.
 
     ``Loader(dataset, batch_size, *, seed=0, epochs=None, shuffle=True, job=None,
-    rank=None, world_size=None, client=None)``
+    rank=None, world_size=None, client=None, output=None)``
 
     Iterating the loader yields one epoch of this rank's batches as ``Batch`` dicts of
     tensors (views into the ring, no copy); the next iteration yields the next epoch. The
@@ -87,7 +132,10 @@ class Loader:
     ``ember.launch_env()``; the job: "<run>.<dataset>", see ``default_run``). Without a
     launcher the loader is rank 0 of 1 in a job of its own. epochs: the run's epochs, numbered from 0 (None: until the loader is closed); a
 loader resumed from a state_dict() starts at the state's epoch. client: an
-    ``ember.Client`` (default: one connected to $EMBER_SOCKET).
+    ``ember.Client`` (default: one connected to $EMBER_SOCKET). output: what a batch
+    holds, each a view into the ring (no copy): "torch" tensors (the default when torch
+    imports; torch 1.10 and later), "numpy" arrays (numpy 1.22 and later) or "dlpack"
+    objects (``__dlpack__``/``__dlpack_device__``, for JAX, CuPy and the like).
 
     Checkpoint and resume with ``state_dict()`` / ``load_state_dict()`` (the
     StatefulDataLoader convention), also onto another world size or batch size. If the
@@ -101,11 +149,18 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
                  job: Optional[str] = None, rank: Optional[int] = None,
                  world_size: Optional[int] = None, client: Optional[_ember.Client] = None,
                  sample_ids: bool = False, slots: int = 0,
-                 coordinator: Optional[str] = None, reconnect_timeout: float = 60.0) -> None:
+                 coordinator: Optional[str] = None, reconnect_timeout: float = 60.0,
+                 output: Optional[str] = None) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgument(f"batch_size must be a positive int, not {batch_size!r}")
         if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
             raise InvalidArgument(f"epochs must be a positive int or None, not {epochs!r}")
+        if output is None:
+            output = _default_output()
+        if output not in _OUTPUTS:
+            raise InvalidArgument(f"output must be one of {', '.join(_OUTPUTS)}, not {output!r}")
+        self.output = output
+        self._convert = _converter(output)
         env = _ember.read_launch_env("")
         if job is None:
             job = f"{default_run(env)}.{dataset}"
@@ -147,7 +202,7 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
             raise FailedPrecondition(
                 f"the loader's {self.epochs} epochs of dataset '{self.dataset}' are over "
                 f"(job '{self.job}' rank {self.rank}); make a Loader with more epochs")
-        return _Epoch(self._native)
+        return _Epoch(self._native, self._convert)
 
     def __len__(self) -> int:
         """Batches per epoch for this rank (the same on every rank)."""

@@ -19,6 +19,14 @@ namespace {
 
 namespace py = pybind11;
 
+// A batch as _DeviceLoader.next() returns it: (tensors by name, epoch, step, last).
+py::tuple BatchTuple(Batch& batch) {
+  py::dict tensors;
+  for (size_t i = 0; i < batch.names.size(); ++i)
+    tensors[py::str(batch.names[i])] = py::cast(std::move(batch.tensors[i]));
+  return py::make_tuple(tensors, batch.epoch, batch.index_in_epoch, batch.last_in_epoch);
+}
+
 // ember::DeviceLoader throws c10::Error (the daemon's message or a CUDA error's); as
 // ember.Error they are caught like the host loader's.
 template <typename F>

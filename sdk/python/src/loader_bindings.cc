@@ -1,22 +1,19 @@
 #include "sdk/python/src/loader_bindings.h"
 
+#include <dlpack/dlpack.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/autograd/python_variable.h>
-#include <torch/csrc/utils/pybind.h>
-
-#include <c10/core/CPUAllocator.h>
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ember/client.h"
 #include "ember/launch_env.h"
-#include "ember/loader.h"
 #include "ember/loader_state.h"
+#include "ember/raw_loader.h"
 #include "sdk/python/src/errors.h"
 
 namespace ember::python {
@@ -38,6 +35,85 @@ Status CheckSignals() {
   Raise(status);
 }
 
+DLDataType ToDlpack(ring::DType dtype) {
+  switch (dtype) {
+    case ring::DType::kUInt8: return {kDLUInt, 8, 1};
+    case ring::DType::kInt8: return {kDLInt, 8, 1};
+    case ring::DType::kUInt16: return {kDLUInt, 16, 1};
+    case ring::DType::kInt16: return {kDLInt, 16, 1};
+    case ring::DType::kInt32: return {kDLInt, 32, 1};
+    case ring::DType::kInt64: return {kDLInt, 64, 1};
+    case ring::DType::kFloat32: return {kDLFloat, 32, 1};
+    case ring::DType::kFloat64: return {kDLFloat, 64, 1};
+  }
+  Raise(Internal("ring dtype " + std::to_string(static_cast<int>(dtype)) + " has no DLPack type"));
+}
+
+// What a DLPack capsule of a slot tensor owns: the batch's slot, until its consumer (or the
+// capsule, if never consumed) calls the deleter. The deleter may run on any thread,
+// without the GIL: it only drops the slot (StreamReader's handles are thread-safe).
+struct DlpackContext {
+  std::shared_ptr<SlotHandle> slot;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // in elements, row-major
+  DLManagedTensor managed{};
+};
+
+void DeleteDlpackContext(DLManagedTensor* managed) {
+  delete static_cast<DlpackContext*>(managed->manager_ctx);
+}
+
+// A capsule not consumed (still named "dltensor") owns its tensor.
+void DeleteUnconsumedCapsule(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor")) return;
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+}
+
+// One tensor of a batch, as DLPack (`__dlpack__`, `__dlpack_device__`): torch, numpy, JAX
+// and CuPy make their arrays of it with their own from_dlpack, viewing the ring slot (no
+// copy). It and every capsule made of it hold the batch's slot; the slot goes back to the
+// daemon once the last of them (and what consumers made of the capsules) is gone.
+class SlotTensor {
+ public:
+  SlotTensor(RawTensor tensor, std::shared_ptr<SlotHandle> slot)
+      : tensor_(std::move(tensor)), slot_(std::move(slot)) {}
+
+  // A new capsule (DLPack's "dltensor") for one consumer. `stream` is for device arrays;
+  // these are host memory, so any value is accepted and ignored.
+  py::capsule Dlpack(const py::object& /*stream*/) const {
+    auto* context = new DlpackContext{slot_, tensor_.shape, {}, {}};
+    context->strides.resize(context->shape.size());
+    int64_t stride = 1;
+    for (size_t i = context->shape.size(); i-- > 0;) {
+      context->strides[i] = stride;
+      stride *= context->shape[i];
+    }
+    DLTensor& t = context->managed.dl_tensor;
+    t.data = tensor_.data;
+    t.device = {kDLCPU, 0};
+    t.ndim = static_cast<int32_t>(context->shape.size());
+    t.dtype = ToDlpack(tensor_.dtype);
+    t.shape = context->shape.data();
+    t.strides = context->strides.data();
+    t.byte_offset = 0;
+    context->managed.manager_ctx = context;
+    context->managed.deleter = &DeleteDlpackContext;
+    PyObject* capsule = PyCapsule_New(&context->managed, "dltensor", &DeleteUnconsumedCapsule);
+    if (capsule == nullptr) {
+      delete context;
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::capsule>(capsule);
+  }
+
+  const RawTensor& tensor() const { return tensor_; }
+
+ private:
+  RawTensor tensor_;
+  std::shared_ptr<SlotHandle> slot_;
+};
+
 class PyLoader {
  public:
   PyLoader(std::shared_ptr<Client> client, const StreamOptions& options,
@@ -49,45 +125,30 @@ class PyLoader {
     const std::chrono::milliseconds reconnect(
         static_cast<int64_t>(std::llround(reconnect_timeout * 1000)));
     loader_ = ValueOrRaise(
-        WithoutGil([&] { return Loader::Open(*client_, options, resume, reconnect); }));
+        WithoutGil([&] { return RawLoader::Open(*client_, options, resume, reconnect); }));
   }
 
-  // (tensors by name, epoch, step, last_in_epoch), or None at the end of an epoch.
+  // (SlotTensors by name, epoch, step, last_in_epoch), or None at the end of an epoch.
   py::object Next() {
-    Result<std::optional<Batch>> next = WithoutGil([&] { return loader_->TryNext(&CheckSignals); });
+    Result<std::optional<RawBatch>> next =
+        WithoutGil([&] { return loader_->TryNext(&CheckSignals); });
     if (!next.ok()) RaiseAfterWait(next.status());
     if (!next->has_value()) return py::none();
-    return BatchTuple(**next);
+    RawBatch& batch = **next;
+    py::dict tensors;
+    for (RawTensor& tensor : batch.tensors) {
+      const std::string name = tensor.name;
+      tensors[py::str(name)] = SlotTensor(std::move(tensor), batch.slot);
+    }
+    return py::make_tuple(tensors, batch.epoch, batch.index_in_epoch, batch.last_in_epoch);
   }
 
-  const Loader& loader() const { return *loader_; }
+  const RawLoader& loader() const { return *loader_; }
 
  private:
   std::shared_ptr<Client> client_;  // outlives loader_
-  std::unique_ptr<Loader> loader_;
+  std::unique_ptr<RawLoader> loader_;
 };
-
-// Hands the slots of `tensors` back now. A tensor that only `tensors` holds is dropped;
-// one that something else still sees (another reference, a view of its storage) first
-// gets a private copy of its data, so it stays valid and the ring slot is not read again.
-void ReleaseTensors(py::list tensors) {
-  for (py::handle item : tensors) {
-    if (!THPVariable_Check(item.ptr()))
-      Raise(InvalidArgument("release_tensors: not a tensor: " + std::string(py::repr(item))));
-    const at::Tensor& tensor = THPVariable_Unpack(item.ptr());
-    if (!tensor.is_cpu()) continue;  // a DeviceLoader's: its own device memory
-    const c10::Storage& storage = tensor.unsafeGetTensorImpl()->unsafe_storage();
-    const bool seen_elsewhere =
-        Py_REFCNT(item.ptr()) > 1 || tensor.use_count() > 1 || storage.use_count() > 1;
-    if (!seen_elsewhere) continue;
-    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
-    const size_t nbytes = impl->nbytes();
-    at::DataPtr copy = c10::GetCPUAllocator()->allocate(nbytes);
-    if (nbytes > 0) std::memcpy(copy.get(), impl->data_ptr().get(), nbytes);
-    impl->set_data_ptr(std::move(copy));  // the old DataPtr (holding the slot) goes
-  }
-  tensors.attr("clear")();
-}
 
 py::dict LaunchEnvDict(const std::string& default_job) {
   LaunchEnv env = ValueOrRaise(ReadLaunchEnv(default_job));
@@ -125,13 +186,6 @@ StreamOptions MakeStreamOptions(const std::string& job, const std::string& datas
   options.sample_ids = sample_ids;
   options.coordinator = coordinator;
   return options;
-}
-
-py::tuple BatchTuple(Batch& batch) {
-  py::dict tensors;
-  for (size_t i = 0; i < batch.names.size(); ++i)
-    tensors[py::str(batch.names[i])] = py::cast(std::move(batch.tensors[i]));
-  return py::make_tuple(tensors, batch.epoch, batch.index_in_epoch, batch.last_in_epoch);
 }
 
 void BindLoader(py::module_& m) {
@@ -182,8 +236,18 @@ void BindLoader(py::module_& m) {
       .def_property_readonly("batches_read",
                              [](const PyLoader& l) { return l.loader().batches_read(); });
 
-  m.def("release_tensors", &ReleaseTensors, py::arg("tensors"),
-        "Hands the ring slot of a batch's tensors back now (see Batch.release).");
+  py::class_<SlotTensor>(m, "SlotTensor",
+                         "One tensor of a batch as DLPack, viewing its ring slot (no copy).")
+      .def("__dlpack__", &SlotTensor::Dlpack, py::kw_only(), py::arg("stream") = py::none())
+      .def("__dlpack_device__", [](const SlotTensor&) { return py::make_tuple(int{kDLCPU}, 0); })
+      .def_property_readonly("name", [](const SlotTensor& t) { return t.tensor().name; })
+      .def_property_readonly("shape", [](const SlotTensor& t) {
+        return py::tuple(py::cast(t.tensor().shape));
+      })
+      .def_property_readonly("nbytes", [](const SlotTensor& t) { return t.tensor().nbytes; })
+      .def_property_readonly("data_ptr", [](const SlotTensor& t) {
+        return reinterpret_cast<uintptr_t>(t.tensor().data);
+      });
   m.def("read_launch_env", &LaunchEnvDict, py::arg("default_job"),
         "Rank, world size and job from ember-run's, torchrun's or Slurm's variables, with "
         "ember/launch_env.h's precedence, as a dict.");

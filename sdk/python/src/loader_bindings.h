@@ -1,6 +1,7 @@
-// The native half of ember.Loader (ember/_loader.py): _Loader over ember::Loader with
-// the GIL released and Ctrl-C checked while it waits, LoaderState, the launch
-// environment, and release_tensors (a batch's slot back at once).
+// The native half of ember.Loader (ember/_loader.py): _Loader over ember::RawLoader with
+// the GIL released and Ctrl-C checked while it waits, its batches' tensors as DLPack
+// (SlotTensor: torch, numpy and JAX take them with their own from_dlpack; nothing here
+// links torch), LoaderState and the launch environment.
 #ifndef EMBER_SDK_PYTHON_SRC_LOADER_BINDINGS_H_
 #define EMBER_SDK_PYTHON_SRC_LOADER_BINDINGS_H_
 
@@ -10,7 +11,6 @@
 #include <string>
 
 #include "ember/client.h"
-#include "ember/loader.h"
 
 namespace ember::python {
 
@@ -21,9 +21,6 @@ StreamOptions MakeStreamOptions(const std::string& job, const std::string& datas
                                 uint32_t batch_size, uint64_t seed, uint32_t rank,
                                 uint32_t world_size, uint32_t epochs, bool shuffle,
                                 uint32_t slots, bool sample_ids, const std::string& coordinator);
-
-// A batch as _Loader.next() returns it: (tensors by name, epoch, step, last_in_epoch).
-pybind11::tuple BatchTuple(Batch& batch);
 
 }  // namespace ember::python
 

@@ -1,5 +1,6 @@
-// The `ember._ember` extension module: the C++ SDK (ember/client.h, ember/loader.h) for
-// the Python package in sdk/python/ember, which imports torch before it.
+// The `ember._ember` extension module: the C++ SDK (ember/client.h, ember/raw_loader.h)
+// for the Python package in sdk/python/ember. It links no torch: batches leave it as
+// DLPack. (In the CUDA configuration it also binds ember::DeviceLoader, which does.)
 #include <pybind11/pybind11.h>
 
 #include "sdk/python/src/client_bindings.h"

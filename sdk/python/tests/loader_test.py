@@ -1,17 +1,27 @@
 """ember.Loader against a real emberd: zero copy, slots held and released, exactly once
 across ranks, resume from state_dict()."""
 
+import gc
 import threading
 import unittest
 
+import numpy
 import torch
 
 import ember
 import ember_testing as et
 
 
-def in_ring(tensor: torch.Tensor) -> bool:
-    address = tensor.data_ptr()
+def address_of(tensor) -> int:
+    if isinstance(tensor, numpy.ndarray):
+        return tensor.ctypes.data
+    if isinstance(tensor, torch.Tensor):
+        return tensor.data_ptr()
+    return tensor.data_ptr  # a DLPack SlotTensor
+
+
+def in_ring(tensor) -> bool:
+    address = address_of(tensor)
     return any(start <= address < end for start, end in et.memfd_ranges())
 
 
@@ -50,6 +60,40 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(carried.tolist(), ids_of(batch))
         self.assertEqual((batch.epoch, batch.step, batch.last), (0, 0, False))
 
+    def test_numpy_and_dlpack_outputs_are_views_into_the_ring_too(self):
+        arrays = next(iter(self.loader("numpy", output="numpy")))
+        image = arrays["image"]
+        self.assertIsInstance(image, numpy.ndarray)
+        self.assertEqual((image.dtype, image.shape), (numpy.uint8, (50, 28, 28)))
+        self.assertTrue(in_ring(image), "the array is not inside a mapped ring")
+        pixels = image[:, 0, :4].astype(numpy.int64)
+        carried = pixels[:, 0] | pixels[:, 1] << 8 | pixels[:, 2] << 16 | pixels[:, 3] << 24
+        self.assertEqual(carried.tolist(), arrays["sample_id"].reshape(-1).tolist())
+        raw = next(iter(self.loader("dlpack", output="dlpack")))
+        self.assertEqual(raw["image"].__dlpack_device__(), (1, 0))  # kDLCPU
+        self.assertEqual(raw["image"].shape, (50, 28, 28))
+        self.assertTrue(in_ring(raw["image"]))
+        # Any DLPack consumer takes it, without a copy.
+        taken = torch.from_dlpack(raw["label"])
+        self.assertEqual(taken.data_ptr(), raw["label"].data_ptr)
+        with self.assertRaises(ember.InvalidArgument):
+            self.loader("bad", output="jax")
+
+    def test_a_numpy_array_kept_holds_its_slot_until_freed(self):
+        loader = self.loader("numpy-slots", epochs=None, output="numpy")
+        epoch = iter(loader)
+        kept = next(epoch)["image"]  # the batch goes, its array stays
+        expected = kept.copy()
+        others = [next(epoch) for _ in range(3)]  # the 3 other slots
+        with self.assertRaises(ember.FailedPrecondition):
+            next(epoch)
+        numpy.testing.assert_array_equal(kept, expected)  # never overwritten
+        del kept
+        gc.collect()
+        del others[0]
+        next(epoch)  # the freed slots came back
+        next(epoch)
+
     def test_a_kept_batch_keeps_its_slot_and_release_frees_it(self):
         loader = self.loader("slots", epochs=None)
         epoch = iter(loader)
@@ -69,22 +113,33 @@ class LoaderTest(unittest.TestCase):
             pass  # a with block releases
         next(epoch)
 
-    def test_release_copies_what_is_still_referenced(self):
+    def test_release_copies_a_kept_tensor_and_a_view_keeps_its_slot(self):
         loader = self.loader("release-view", epochs=None)
         epoch = iter(loader)
         batch = next(epoch)
-        view = batch["image"][:2]
         whole = batch["sample_id"]
-        expected_view, expected_ids = view.clone(), whole.clone()
-        self.assertTrue(in_ring(view))
+        expected_ids = whole.clone()
+        self.assertTrue(in_ring(whole))
         batch.release()
-        self.assertFalse(in_ring(view), "a view kept past release() still reads the ring")
-        self.assertFalse(in_ring(whole))
-        # The ring overwrites the slot with later batches; the kept tensors do not change.
+        self.assertFalse(in_ring(whole), "a tensor kept past release() still reads the ring")
+        # The ring overwrites the slot with later batches; the kept tensor does not change.
         later = [next(epoch) for _ in range(4)]
-        self.assertTrue(torch.equal(view, expected_view))
         self.assertTrue(torch.equal(whole, expected_ids))
         del later
+        # A view of a batch's tensor (a slice) keeps the batch's slot past release(): its
+        # data stays as it was, and the slot comes back when the view goes.
+        batch = next(epoch)
+        view = batch["image"][:2]
+        expected_view = view.clone()
+        batch.release()
+        others = [next(epoch) for _ in range(3)]
+        with self.assertRaises(ember.FailedPrecondition):
+            next(epoch)
+        self.assertTrue(in_ring(view))
+        self.assertTrue(torch.equal(view, expected_view))
+        del view
+        next(epoch)
+        del others
 
     def run_ranks(self, job, world_size, state=None, **kwargs):
         """Each rank on its own thread; returns per rank a list of (epoch, step, ids)."""
