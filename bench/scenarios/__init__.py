@@ -39,7 +39,8 @@ LOADER_BENCH = "bazel-bin/bench/loader_bench"
 DAEMON_BUILD = ["//daemon:emberd", "//tools/emberctl:emberctl"]
 SUITE = ("training", "images", "scaling", "datasets")
 BENCHES = ("loader_bench", "image_bench", "train_bench", "resume_accuracy", "sync_bench",
-           "nodes_bench", "coordinator_scale", "soak", "python_loaders", "footprint")
+           "nodes_bench", "coordinator_scale", "soak", "python_loaders", "footprint",
+           "python_handoff")
 
 
 class RunFailed(RuntimeError):

@@ -14,6 +14,8 @@ _STATE_KEYS = ("fingerprint", "seed", "epoch", "position")
 
 
 _OUTPUTS = ("torch", "numpy", "dlpack")
+# Whether an output's converter takes DLPack capsules (else SlotTensors, __dlpack__).
+_WANTS_CAPSULES = {"torch": True, "numpy": False, "dlpack": False}
 
 
 def _default_output() -> str:
@@ -26,10 +28,15 @@ def _default_output() -> str:
 
 
 def _converter(output: str) -> Callable[[Any], Any]:
-    """What makes a batch's tensor of a SlotTensor (DLPack) for `output`: no copy."""
+    """What makes a batch's tensor for `output` of what _Loader.next(capsules=
+    _WANTS_CAPSULES[output]) gives (a capsule, or a SlotTensor): no copy."""
     if output == "torch":
         import torch
-        return torch.from_dlpack
+        try:  # torch.from_dlpack's C half (torch 1.10 to 2.x), without its Python checks
+            from torch._C import _from_dlpack
+            return _from_dlpack
+        except ImportError:
+            return torch.from_dlpack
     if output == "numpy":
         try:
             import numpy
@@ -96,9 +103,11 @@ class Batch(dict):
 class _Epoch:
     """Iterates the batches of the loader's current epoch (keeps no batch itself)."""
 
-    def __init__(self, native: Any, convert: Callable[[Any], Any] = lambda t: t) -> None:
+    def __init__(self, native: Any, convert: Callable[[Any], Any] = lambda t: t,
+                 capsules: bool = False) -> None:
         self._native = native
         self._convert = convert
+        self._capsules = capsules
 
     def __iter__(self) -> "_Epoch":
         return self
@@ -106,7 +115,7 @@ class _Epoch:
     def __next__(self) -> Batch:
         if self._native is None:
             raise StopIteration
-        item = self._native.next()
+        item = self._native.next(True) if self._capsules else self._native.next()
         if item is None:
             self._native = None
             raise StopIteration
@@ -202,7 +211,7 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
             raise FailedPrecondition(
                 f"the loader's {self.epochs} epochs of dataset '{self.dataset}' are over "
                 f"(job '{self.job}' rank {self.rank}); make a Loader with more epochs")
-        return _Epoch(self._native, self._convert)
+        return _Epoch(self._native, self._convert, _WANTS_CAPSULES[self.output])
 
     def __len__(self) -> int:
         """Batches per epoch for this rank (the same on every rank)."""

@@ -81,8 +81,12 @@ class SlotTensor {
 
   // A new capsule (DLPack's "dltensor") for one consumer. `stream` is for device arrays;
   // these are host memory, so any value is accepted and ignored.
-  py::capsule Dlpack(const py::object& /*stream*/) const {
-    auto* context = new DlpackContext{slot_, tensor_.shape, {}, {}};
+  py::capsule Dlpack(const py::object& /*stream*/) const { return Capsule(tensor_, slot_); }
+
+  // A capsule of `tensor` holding `slot`.
+  static py::capsule Capsule(const RawTensor& tensor, const std::shared_ptr<SlotHandle>& slot) {
+    const RawTensor& tensor_ = tensor;
+    auto* context = new DlpackContext{slot, tensor_.shape, {}, {}};
     context->strides.resize(context->shape.size());
     int64_t stride = 1;
     for (size_t i = context->shape.size(); i-- > 0;) {
@@ -128,8 +132,10 @@ class PyLoader {
         WithoutGil([&] { return RawLoader::Open(*client_, options, resume, reconnect); }));
   }
 
-  // (SlotTensors by name, epoch, step, last_in_epoch), or None at the end of an epoch.
-  py::object Next() {
+  // (SlotTensors by name, epoch, step, last_in_epoch), or None at the end of an epoch;
+  // with `capsules`, DLPack capsules in place of the SlotTensors (one consumer each, a
+  // step less for torch.from_dlpack's C half).
+  py::object Next(bool capsules) {
     Result<std::optional<RawBatch>> next =
         WithoutGil([&] { return loader_->TryNext(&CheckSignals); });
     if (!next.ok()) RaiseAfterWait(next.status());
@@ -138,7 +144,11 @@ class PyLoader {
     py::dict tensors;
     for (RawTensor& tensor : batch.tensors) {
       const std::string name = tensor.name;
-      tensors[py::str(name)] = SlotTensor(std::move(tensor), batch.slot);
+      if (capsules) {
+        tensors[py::str(name)] = SlotTensor::Capsule(tensor, batch.slot);
+      } else {
+        tensors[py::str(name)] = SlotTensor(std::move(tensor), batch.slot);
+      }
     }
     return py::make_tuple(tensors, batch.epoch, batch.index_in_epoch, batch.last_in_epoch);
   }
@@ -223,7 +233,7 @@ void BindLoader(py::module_& m) {
            py::arg("seed"), py::arg("rank"), py::arg("world_size"), py::arg("epochs"),
            py::arg("shuffle"), py::arg("slots"), py::arg("sample_ids"), py::arg("coordinator"),
            py::arg("resume"), py::arg("reconnect_timeout"))
-      .def("next", &PyLoader::Next)
+      .def("next", &PyLoader::Next, py::arg("capsules") = false)
       .def_property_readonly("state", [](const PyLoader& l) { return l.loader().state(); })
       .def_property_readonly("batches_per_epoch",
                              [](const PyLoader& l) { return l.loader().batches_per_epoch(); })
