@@ -27,7 +27,7 @@ namespace {
 struct CommandLine {
   std::string config_path;
   std::optional<std::string> socket_path, state_dir, log_level, listen;
-  std::optional<uint32_t> decode_threads, default_slots;
+  std::optional<uint32_t> decode_threads, default_slots, idle_exit_s;
   std::optional<uint64_t> shm_budget_bytes;
 };
 
@@ -44,6 +44,7 @@ Result<DaemonConfig> ResolveConfig(Env& env, const CommandLine& cli) {
   if (cli.shm_budget_bytes) config.shm_budget_bytes = *cli.shm_budget_bytes;
   if (cli.default_slots) config.default_slots = *cli.default_slots;
   if (cli.log_level) config.log_level = *cli.log_level;
+  if (cli.idle_exit_s) config.idle_exit_s = *cli.idle_exit_s;
   if (cli.listen) {
     config.listen = *cli.listen;
     Status tls = CheckListenHasTls(config);
@@ -121,6 +122,10 @@ int main(int argc, char** argv) {
           });
   app.add_option("--ring-slots", cli.default_slots, "slots per ring by default (key: ring_slots)")
       ->check(CLI::Range(2u, 1024u));
+  app.add_option("--idle-exit", cli.idle_exit_s,
+                 "stop once no client has been connected for this many seconds, 0 = never "
+                 "(key: idle_exit)")
+      ->check(CLI::Range(0u, 86400u));
   app.add_option("--log-level", cli.log_level, "least severe messages logged (key: log_level)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--listen", cli.listen,

@@ -120,7 +120,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "user_limits", "share_group",
                                                   "drain_timeout", "metrics_listen",
                                                   "metrics_names", "peer_threads",
-                                                  "max_world_size", "trust_root_from"}));
+                                                  "max_world_size", "trust_root_from",
+                                                  "idle_exit"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -158,6 +159,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.share_group, yaml.String(value, Key(key), "a group name"));
     } else if (key == "drain_timeout") {
       EMBER_ASSIGN_OR_RETURN(config.drain_timeout_s, yaml.Unsigned(value, Key(key), 0, 300));
+    } else if (key == "idle_exit") {
+      EMBER_ASSIGN_OR_RETURN(config.idle_exit_s, yaml.Unsigned(value, Key(key), 0, 86400));
     } else if (key == "ring_slots") {
       EMBER_ASSIGN_OR_RETURN(config.default_slots,
                              yaml.Unsigned(value, Key(key), kMinSlots, kMaxSlots));

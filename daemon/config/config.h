@@ -76,6 +76,10 @@ struct DaemonConfig {
   // key: drain_timeout; seconds (0..300) emberd waits at SIGTERM for the batches being
   // written to finish before it closes its streams (keep it below TimeoutStopSec=).
   uint32_t drain_timeout_s = 10;
+  // key: idle_exit; seconds (0..86400) after which emberd stops by itself once it has had
+  // no client connection for that long (a user's private daemon, started on demand by
+  // the SDK). 0: never (a system service).
+  uint32_t idle_exit_s = 0;
 };
 
 // Parses YAML text; `source` names it in errors, with the place (common/strict_yaml.h):

@@ -78,6 +78,9 @@ ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded
   live("drain_timeout", std::to_string(running.drain_timeout_s) + " s",
        std::to_string(loaded.drain_timeout_s) + " s",
        [&](DaemonConfig& c) { c.drain_timeout_s = loaded.drain_timeout_s; });
+  live("idle_exit", std::to_string(running.idle_exit_s) + " s",
+       std::to_string(loaded.idle_exit_s) + " s",
+       [&](DaemonConfig& c) { c.idle_exit_s = loaded.idle_exit_s; });
 
   restart("socket", running.socket_path, loaded.socket_path);
   restart("state_dir", running.state_dir, loaded.state_dir);

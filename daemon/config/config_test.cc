@@ -80,6 +80,7 @@ TEST_CASE("every key is read") {
       "reconnect_timeout: 5\n"
       "job_fill_timeout: 30\n"
       "drain_timeout: 0\n"
+      "idle_exit: 300\n"
       "peer_threads: 3\n",
       "all.yaml");
   INFO(config.status().ToString());
@@ -98,6 +99,9 @@ TEST_CASE("every key is read") {
   CHECK(config->peer_threads == 3);
   CHECK_THAT(ErrorOf("peer_threads: 65\n"), Catch::Contains("0..64"));
   CHECK_THAT(ErrorOf("drain_timeout: 301\n"), Catch::Contains("0..300"));
+  CHECK(config->idle_exit_s == 300);
+  CHECK(ParseConfig("", "test.yaml")->idle_exit_s == 0);
+  CHECK_THAT(ErrorOf("idle_exit: 86401\n"), Catch::Contains("0..86400"));
 }
 
 TEST_CASE("keys left out keep their defaults") {

@@ -176,7 +176,9 @@ kj::Promise<void> ClientListener::AcceptLoop() {
             auto connection = kj::heap<Connection>(timer_, open_remote_, kj::mv(bounded),
                                                    std::move(session));
             auto disconnected = connection->network.onDisconnect();
-            connections_->add(disconnected.attach(kj::mv(connection)));
+            ++open_;
+            connections_->add(
+                disconnected.attach(kj::mv(connection), kj::defer([this] { --open_; })));
             return kj::READY_NOW;
           },
           [this](kj::Exception&& e) -> kj::Promise<void> {

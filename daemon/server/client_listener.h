@@ -46,6 +46,9 @@ class ClientListener final : private kj::TaskSet::ErrorHandler {
   // Closes the socket for new connections; those open go on. Idempotent.
   void StopAccepting();
 
+  // Client connections open now.
+  size_t open_connections() const { return open_; }
+
  private:
   struct Connection;
   ClientListener(kj::AsyncIoContext& io, std::string path, DaemonService& service,
@@ -61,6 +64,7 @@ class ClientListener final : private kj::TaskSet::ErrorHandler {
   const RemoteJobOpener* const open_remote_;
   kj::Own<kj::ConnectionReceiver> socket_;  // null once StopAccepting
   kj::Own<kj::TaskSet> connections_;
+  size_t open_ = 0;  // connections in connections_
   kj::Own<kj::PromiseFulfiller<void>> failed_;
   kj::Maybe<kj::Promise<void>> on_failure_;  // until OnFailure takes it
   kj::Promise<void> accepting_ = nullptr;      // the accept loop; dropped before socket_

@@ -421,7 +421,26 @@ Status Daemon::Parts::Serve(kj::Promise<std::string> stop) {
     result = Unavailable("accepting connections failed");
     return std::string("accepting connections failed");
   });
-  const std::string why = stop.exclusiveJoin(kj::mv(failed)).wait(io_->waitScope);
+  // idle_exit: stops once no client has been connected for that long (checked each second).
+  auto idle = kj::newPromiseAndFulfiller<std::string>();
+  uint64_t idle_since_micros = env_->NowMicros();
+  auto idling = Every(timer, 1 * kj::SECONDS, [this, &idle, &idle_since_micros] {
+                  if (stopping_) return;  // clients_ goes during the shutdown
+                  const uint64_t now = env_->NowMicros();
+                  if (config_.idle_exit_s == 0 || clients_->open_connections() > 0) {
+                    idle_since_micros = now;
+                    return;
+                  }
+                  if (now - idle_since_micros >= uint64_t{config_.idle_exit_s} * 1000000)
+                    idle.fulfiller->fulfill("no client for " +
+                                            std::to_string(config_.idle_exit_s) +
+                                            " s (idle_exit)");
+                }).eagerlyEvaluate([](kj::Exception&& e) {
+    spdlog::error("idle check stopped: {}", e.getDescription().cStr());
+  });
+  const std::string why = stop.exclusiveJoin(kj::mv(failed))
+                              .exclusiveJoin(kj::mv(idle.promise))
+                              .wait(io_->waitScope);
   Shutdown(why);
   return result;
 }

@@ -22,10 +22,14 @@
 #include "common/daemon_status_rpc.h"
 #include "common/rpc_status.h"
 #include "schemas/ember.capnp.h"
+#include "sdk/src/private_daemon.h"
 #include "sdk/src/ring_reader.h"
 
 namespace ember {
 namespace {
+
+// How long a private daemon (private_daemon.h) may take to start answering.
+constexpr std::chrono::milliseconds kPrivateDaemonStartTimeout{30000};
 
 using daemon_status_rpc::FromRpc;
 using daemon_status_rpc::FromRpcList;
@@ -324,6 +328,17 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (path.empty()) {
     const char* env = std::getenv("EMBER_SOCKET");
     path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
+    // No daemon named and none serving the node: the user's own (private_daemon.h).
+    if (path == kDefaultSocket && !SocketAnswers(path) && AutostartAllowed()) {
+      Result<std::string> started =
+          EnsurePrivateDaemon(std::max(options.connect_timeout, kPrivateDaemonStartTimeout));
+      if (!started.ok())
+        return Unavailable("no emberd answers on " + std::string(kDefaultSocket) +
+                           " and EMBER_SOCKET is unset; starting a private one failed (" +
+                           started.status().message() +
+                           "); set EMBER_SOCKET, or EMBER_AUTOSTART=0 to not start one");
+      path = *started;
+    }
   }
   auto memory = std::make_shared<JobMemory>();
   auto impl = std::make_shared<Impl>();

@@ -11,6 +11,13 @@
 ``ember.Error`` subclasses carrying the daemon's message.
 """
 
+import os as _os
+
+# A wheel carries emberd beside the package: the daemon a Client starts when none serves.
+_BUNDLED_EMBERD = _os.path.join(_os.path.dirname(__file__), "bin", "emberd")
+if "EMBER_EMBERD" not in _os.environ and _os.access(_BUNDLED_EMBERD, _os.X_OK):
+    _os.environ["EMBER_EMBERD"] = _BUNDLED_EMBERD
+
 from ._ember import (Client, DaemonStatus, DatasetInfo, JobStatus, LoaderState,
                      PendingSegmentStatus, RankProgress, StreamStatus, TensorInfo)
 from ._errors import (AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,

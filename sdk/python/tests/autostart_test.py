@@ -1,0 +1,50 @@
+"""A daemon on demand from Python: with no EMBER_SOCKET and no system daemon, the first
+ember.Client() of a user starts a private emberd, and an ember.Loader reads from it a
+dataset that its Client registered; the daemon stops once idle."""
+
+import os
+import subprocess
+import tempfile
+import textwrap
+import time
+import unittest
+
+import ember_testing as et
+
+SCRIPT = textwrap.dedent("""
+    import sys, ember
+    client = ember.Client()              # no socket given, none set, none serving
+    client.add_dataset("synth", sys.argv[1])
+    loader = ember.Loader("synth", 100, epochs=1, rank=0, world_size=1, client=client)
+    print(client.socket, sum(1 for _ in loader), client.status().pid)
+""")
+
+
+class AutostartTest(unittest.TestCase):
+    def test_a_client_with_no_daemon_starts_a_private_one(self):
+        with tempfile.TemporaryDirectory(prefix="ember-autostart-", dir="/tmp") as tmp:
+            data = os.path.join(tmp, "data")
+            os.makedirs(data)
+            et.write_synthetic_idx(data, "train", 1000)
+            env = {k: v for k, v in os.environ.items() if k != "EMBER_SOCKET"}
+            env.update(XDG_RUNTIME_DIR=os.path.join(tmp, "run"),
+                       XDG_CACHE_HOME=os.path.join(tmp, "cache"),
+                       EMBER_EMBERD=et.runfile("daemon/emberd"), EMBER_IDLE_EXIT="2")
+            os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700)
+            done = subprocess.run([et.python(), "-c", SCRIPT, data], env=env,
+                                  capture_output=True, text=True, timeout=120)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            socket = os.path.join(tmp, "run", "ember", "emberd.sock")
+            used, batches, _ = done.stdout.split()
+            self.assertEqual(used, socket)
+            self.assertEqual(int(batches), 10)
+            deadline = time.monotonic() + 15
+            while os.path.exists(socket) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertFalse(os.path.exists(socket), "the private emberd did not stop when idle")
+            with open(os.path.join(tmp, "run", "ember", "emberd.log")) as log:
+                self.assertIn("(idle_exit)", log.read())
+
+
+if __name__ == "__main__":
+    unittest.main()
