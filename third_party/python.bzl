@@ -20,7 +20,11 @@ print(sysconfig.get_paths()["include"])
 print(os.path.join(os.path.dirname(torch.__file__), "lib"))
 print(os.path.join(os.path.dirname(torch.__file__), "include"))
 print("cp%d%d" % sys.version_info[:2])
-print(sysconfig.get_platform().replace("-", "_").replace(".", "_"))
+# manylinux_<glibc>_<arch>: what the wheel's binaries, linked against this glibc, need.
+libc, version = platform.libc_ver()
+arch = platform.machine()
+print("manylinux_%s_%s" % (version.replace(".", "_"), arch) if libc == "glibc" and version
+      else sysconfig.get_platform().replace("-", "_").replace(".", "_"))
 print(torch.__version__)
 """
 
