@@ -23,7 +23,7 @@ from ._ember import (Client, DaemonStatus, DatasetInfo, JobStatus, LoaderState,
 from ._errors import (AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
                       FailedPrecondition, Internal, InvalidArgument, NotFound,
                       PermissionDenied, ResourceExhausted, Unavailable)
-from ._loader import Batch, Loader, launch_env
+from ._loader import Batch, Loader, detect_format, launch_env
 
 try:
     from ._device import DeviceLoader  # noqa: F401  (CUDA builds only)
@@ -46,6 +46,6 @@ __all__ = [
     "DatasetInfo", "DeadlineExceeded", "Error", "FailedPrecondition", "Internal",
     "InvalidArgument", "JobStatus", "Loader", "LoaderState", "NotFound",
     "PendingSegmentStatus", "PermissionDenied", "RankProgress", "ResourceExhausted",
-    "Store", "StreamStatus", "TensorInfo", "Unavailable", "init_process_group",
-    "launch_env",
+    "Store", "StreamStatus", "TensorInfo", "Unavailable", "detect_format",
+    "init_process_group", "launch_env",
 ]

@@ -3,17 +3,62 @@ DLPack objects) viewing the shared ring."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import sys
 from typing import Any, Callable, Dict, Iterator, Optional
 
 from . import _ember
-from ._errors import FailedPrecondition, InvalidArgument
+from ._errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 
 _STATE_KEYS = ("fingerprint", "seed", "epoch", "position")
 
 
 _OUTPUTS = ("torch", "numpy", "dlpack")
+_IDX_FILES = ("train-images-idx3-ubyte", "t10k-images-idx3-ubyte")
+
+
+def detect_format(path: str) -> str:
+    """The format of the data at `path`: a file is "tokens"; a directory holding a
+    `manifest` is "packed" (emberctl pack), one holding MNIST-style IDX files is "idx",
+    any other directory is an "imagefolder"."""
+    if os.path.isfile(path):
+        return "tokens"
+    if not os.path.isdir(path):
+        raise NotFound(f"{path}: no such file or directory")
+    names = set(os.listdir(path))
+    if "manifest" in names:
+        return "packed"
+    if any(f in names or f + ".gz" in names for f in _IDX_FILES):
+        return "idx"
+    return "imagefolder"
+
+
+class _PathDataset:
+    """A dataset given to a Loader by its path: registered for the user under a name made
+    of the path and options (the same for every rank and run) on first use."""
+
+    def __init__(self, path: str, format: Optional[str], split: str, pipeline: str,
+                 on_error: str) -> None:
+        self.path = os.path.realpath(path)
+        self.format = format or detect_format(self.path)
+        self.split, self.pipeline, self.on_error = split, pipeline, on_error
+        key = "\n".join((self.path, self.format, split, pipeline, on_error)).encode()
+        base = re.sub(r"[^A-Za-z0-9_.-]", "-", os.path.basename(self.path) or "data")[:40]
+        self.name = f"{base.lstrip('.') or 'data'}.{split}-{hashlib.sha256(key).hexdigest()[:12]}"
+
+    def register(self, client: Any) -> None:
+        try:
+            client.inspect_dataset(self.name)
+            return
+        except NotFound:
+            pass
+        try:
+            client.add_dataset(self.name, self.path, format=self.format, split=self.split,
+                               pipeline=self.pipeline, on_error=self.on_error)
+        except AlreadyExists:
+            pass  # another rank registered it meanwhile
 # Whether an output's converter takes DLPack capsules (else SlotTensors, __dlpack__).
 _WANTS_CAPSULES = {"torch": True, "numpy": False, "dlpack": False}
 
@@ -130,6 +175,11 @@ class Loader:
     ``Loader(dataset, batch_size, *, seed=0, epochs=None, shuffle=True, job=None,
     rank=None, world_size=None, client=None, output=None)``
 
+    dataset: a registered dataset's name, or a path (with a "/") to data in any format
+    emberd reads, registered for the user on first use under a name made of the path and
+    the options (format: detected, see ``detect_format``; split, pipeline, on_error as
+    ``Client.add_dataset`` takes them).
+
     Iterating the loader yields one epoch of this rank's batches as ``Batch`` dicts of
     tensors (views into the ring, no copy); the next iteration yields the next epoch. The
     epoch's order is a function of (seed, epoch) only: step s of the epoch takes the next
@@ -159,7 +209,9 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
                  world_size: Optional[int] = None, client: Optional[_ember.Client] = None,
                  sample_ids: bool = False, slots: int = 0,
                  coordinator: Optional[str] = None, reconnect_timeout: float = 60.0,
-                 output: Optional[str] = None) -> None:
+                 output: Optional[str] = None, split: str = "train",
+                 format: Optional[str] = None, pipeline: str = "",
+                 on_error: str = "fail") -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgument(f"batch_size must be a positive int, not {batch_size!r}")
         if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
@@ -170,6 +222,13 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
             raise InvalidArgument(f"output must be one of {', '.join(_OUTPUTS)}, not {output!r}")
         self.output = output
         self._convert = _converter(output)
+        self._path: Optional[_PathDataset] = None
+        if "/" in dataset:
+            self._path = _PathDataset(dataset, format, split, pipeline, on_error)
+            dataset = self._path.name
+        elif (split, format, pipeline, on_error) != ("train", None, "", "fail"):
+            raise InvalidArgument(f"split, format, pipeline and on_error are for a dataset "
+                                  f"given by path; '{dataset}' is registered with its own")
         env = _ember.read_launch_env("")
         if job is None:
             job = f"{default_run(env)}.{dataset}"
@@ -193,6 +252,8 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
         if self._native is None:
             if self._client is None:
                 self._client = _ember.Client()
+            if self._path is not None:
+                self._path.register(self._client)
             self._native = _ember._Loader(
                 self._client, self.job, self.dataset, self.batch_size, self.seed, self.rank,
                 self.world_size, 0 if self.epochs is None else self.epochs, self.shuffle,
@@ -288,4 +349,4 @@ def launch_env() -> Dict[str, Any]:
     return dict(_ember.read_launch_env(""))
 
 
-__all__ = ["Batch", "Loader", "default_run", "launch_env"]
+__all__ = ["Batch", "Loader", "default_run", "detect_format", "launch_env"]

@@ -1,6 +1,6 @@
 """A daemon on demand from Python: with no EMBER_SOCKET and no system daemon, the first
-ember.Client() of a user starts a private emberd, and an ember.Loader reads from it a
-dataset that its Client registered; the daemon stops once idle."""
+ember.Loader of a user, given the data's path, starts a private emberd, registers the
+path there and reads it; the daemon stops once idle."""
 
 import os
 import subprocess
@@ -13,10 +13,13 @@ import ember_testing as et
 
 SCRIPT = textwrap.dedent("""
     import sys, ember
-    client = ember.Client()              # no socket given, none set, none serving
-    client.add_dataset("synth", sys.argv[1])
-    loader = ember.Loader("synth", 100, epochs=1, rank=0, world_size=1, client=client)
-    print(client.socket, sum(1 for _ in loader), client.status().pid)
+    # No socket given, none set, none serving; the data by its path, nothing registered.
+    loader = ember.Loader(sys.argv[1], 100, epochs=1, rank=0, world_size=1)
+    batches = sum(1 for _ in loader)
+    again = ember.Loader(sys.argv[1], 100, epochs=1, rank=0, world_size=1, job="again")
+    client = ember.Client()
+    names = [d.name for d in client.list_datasets()]
+    print(client.socket, batches, len(again), names == [loader.dataset])
 """)
 
 
@@ -35,9 +38,9 @@ class AutostartTest(unittest.TestCase):
                                   capture_output=True, text=True, timeout=120)
             self.assertEqual(done.returncode, 0, done.stderr)
             socket = os.path.join(tmp, "run", "ember", "emberd.sock")
-            used, batches, _ = done.stdout.split()
+            used, batches, per_epoch, one_name = done.stdout.split()
             self.assertEqual(used, socket)
-            self.assertEqual(int(batches), 10)
+            self.assertEqual((int(batches), int(per_epoch), one_name), (10, 10, "True"))
             deadline = time.monotonic() + 15
             while os.path.exists(socket) and time.monotonic() < deadline:
                 time.sleep(0.1)

@@ -79,6 +79,22 @@ class LoaderTest(unittest.TestCase):
         with self.assertRaises(ember.InvalidArgument):
             self.loader("bad", output="jax")
 
+    def test_a_path_is_registered_on_first_use_with_its_format_detected(self):
+        data = self.daemon.dir + "/synth"  # add_synthetic's IDX files
+        self.assertEqual(ember.detect_format(data), "idx")
+        loader = ember.Loader(data, 50, epochs=1, rank=0, world_size=1, client=self.client,
+                              job="by-path")
+        self.assertTrue(loader.dataset.startswith("synth.train-"), loader.dataset)
+        self.assertEqual(sum(1 for _ in loader), 20)
+        again = ember.Loader(data + "/", 50, epochs=1, rank=0, world_size=1,
+                             client=self.client, job="by-path-again")
+        self.assertEqual(again.dataset, loader.dataset)  # the same registration
+        self.assertEqual(len(again), 20)
+        with self.assertRaises(ember.InvalidArgument):
+            ember.Loader("synth", 50, split="test", client=self.client)
+        with self.assertRaises(ember.NotFound):
+            ember.Loader("/nonexistent/data", 50, client=self.client)
+
     def test_a_numpy_array_kept_holds_its_slot_until_freed(self):
         loader = self.loader("numpy-slots", epochs=None, output="numpy")
         epoch = iter(loader)
