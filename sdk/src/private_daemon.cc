@@ -58,11 +58,13 @@ Status MakeDirs(const std::string& path) {
   return Status::Ok();
 }
 
-// Where the socket, lock and log live: $XDG_RUNTIME_DIR/ember, else /tmp/ember-<uid>.
+// Where the socket, lock and log live: $XDG_RUNTIME_DIR/ember where that directory exists,
+// else /tmp/ember-<uid>.
 Result<std::string> RuntimeDir() {
   const std::string xdg = Env("XDG_RUNTIME_DIR");
-  const std::string dir =
-      !xdg.empty() ? xdg + "/ember" : "/tmp/ember-" + std::to_string(getuid());
+  struct stat st;
+  const bool have_xdg = !xdg.empty() && stat(xdg.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  const std::string dir = have_xdg ? xdg + "/ember" : "/tmp/ember-" + std::to_string(getuid());
   EMBER_RETURN_IF_ERROR(PrivateDir(dir));
   return dir;
 }

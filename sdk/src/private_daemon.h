@@ -2,8 +2,8 @@
 // daemon answering on kDefaultSocket), it starts a private one for the calling user, as
 // `ray.init()` starts what it needs.
 //
-// The private daemon of a user on a node: socket $XDG_RUNTIME_DIR/ember/emberd.sock (else
-// /tmp/ember-<uid>/emberd.sock), state under $XDG_CACHE_HOME/ember (else
+// The private daemon of a user on a node: socket $XDG_RUNTIME_DIR/ember/emberd.sock (where
+// $XDG_RUNTIME_DIR exists; else /tmp/ember-<uid>/emberd.sock), state under $XDG_CACHE_HOME/ember (else
 // ~/.cache/ember), its log beside the socket. Every process of the user finds the same
 // one: finding and starting happen under an flock of ember.lock in the socket's
 // directory, so that ranks started at once start one daemon between them. It is started
