@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/unix_socket.h"
 #include "daemon/service/session.h"
 
 namespace ember::daemon {
@@ -95,13 +96,8 @@ Status PrepareSocketPath(Env& env, const std::string& path) {
   if (lstat(path.c_str(), &st) != 0) return Status::Ok();
   if (!S_ISSOCK(st.st_mode))
     return FailedPrecondition("socket: '" + path + "' exists and is not a socket");
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  if (live) return FailedPrecondition("another emberd is already serving on " + path);
+  if (UnixSocketAnswers(path))
+    return FailedPrecondition("another emberd is already serving on " + path);
   spdlog::info("removing stale socket {}", path);
   if (unlink(path.c_str()) != 0) return ErrnoStatus("removing stale socket " + path, errno);
   return Status::Ok();

@@ -22,6 +22,7 @@
 #include "common/daemon_status_rpc.h"
 #include "common/rpc_status.h"
 #include "schemas/ember.capnp.h"
+#include "common/unix_socket.h"
 #include "sdk/src/private_daemon.h"
 #include "sdk/src/ring_reader.h"
 
@@ -329,7 +330,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     const char* env = std::getenv("EMBER_SOCKET");
     path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
     // No daemon named and none serving the node: the user's own (private_daemon.h).
-    if (path == kDefaultSocket && !SocketAnswers(path) && AutostartAllowed()) {
+    if (path == kDefaultSocket && !UnixSocketAnswers(path) && AutostartAllowed()) {
       Result<std::string> started =
           EnsurePrivateDaemon(std::max(options.connect_timeout, kPrivateDaemonStartTimeout));
       if (!started.ok())

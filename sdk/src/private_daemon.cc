@@ -4,7 +4,6 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -17,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/unix_socket.h"
 
 extern char** environ;
 
@@ -187,18 +188,6 @@ Result<int> Lock(const std::string& path, Clock::time_point deadline) {
 
 }  // namespace
 
-bool SocketAnswers(const std::string& path) {
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) return false;
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  const bool answers = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return answers;
-}
-
 bool AutostartAllowed() { return Env("EMBER_AUTOSTART") != "0"; }
 
 Result<std::string> EnsurePrivateDaemon(std::chrono::milliseconds timeout) {
@@ -207,13 +196,13 @@ Result<std::string> EnsurePrivateDaemon(std::chrono::milliseconds timeout) {
   const std::string socket = dir + "/emberd.sock";
   if (socket.size() >= sizeof(sockaddr_un::sun_path))
     return Unavailable("private emberd: the socket path " + socket + " is too long");
-  if (SocketAnswers(socket)) return socket;
+  if (UnixSocketAnswers(socket)) return socket;
   EMBER_ASSIGN_OR_RETURN(const int lock, Lock(dir + "/ember.lock", deadline));
   struct Unlock {
     int fd;
     ~Unlock() { close(fd); }
   } unlock{lock};
-  if (SocketAnswers(socket)) return socket;  // another process started it meanwhile
+  if (UnixSocketAnswers(socket)) return socket;  // another process started it meanwhile
   EMBER_ASSIGN_OR_RETURN(const std::string state, StateDir());
   EMBER_ASSIGN_OR_RETURN(const std::string program, Program());
   std::string idle = Env("EMBER_IDLE_EXIT");
@@ -222,7 +211,7 @@ Result<std::string> EnsurePrivateDaemon(std::chrono::milliseconds timeout) {
   EMBER_ASSIGN_OR_RETURN(
       const pid_t pid,
       Spawn({program, "--socket", socket, "--state-dir", state, "--idle-exit", idle}, log));
-  while (!SocketAnswers(socket)) {
+  while (!UnixSocketAnswers(socket)) {
     if (kill(pid, 0) != 0 && errno == ESRCH)
       return Unavailable("private emberd (" + program + ") exited before serving on " +
                          socket + "; the last line of " + log + ": " + LastLine(log));

@@ -21,9 +21,6 @@
 
 namespace ember {
 
-// Whether something accepts connections on the unix socket `path` now.
-bool SocketAnswers(const std::string& path);
-
 // The socket of the calling user's private daemon, started first if none answers; waits
 // up to `timeout` for a started one to answer. kUnavailable naming what failed: the
 // directory, the program, or the daemon's log's last line.
