@@ -20,6 +20,14 @@
 #include "sdk/sync/error_message.h"
 
 namespace ember {
+namespace {
+
+// What grad_accumulator returns: std::shared_ptr<Node> up to LibTorch 2.x's move of
+// autograd nodes to c10::intrusive_ptr (2.15 has it), so one source builds with both.
+using AccumulatorPtr =
+    decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+
+}  // namespace
 
 struct DataParallel::State {
   struct Param {
@@ -27,7 +35,7 @@ struct DataParallel::State {
     int64_t module_index;  // in module.parameters()
     size_t bucket;
     bool ready = false;  // its hook fired in this backward pass
-    std::shared_ptr<torch::autograd::Node> accumulator{};
+    AccumulatorPtr accumulator{};
     uintptr_t hook_key = 0;
   };
 
