@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -64,7 +65,9 @@ Status MakeDirs(const std::string& path) {
 Result<std::string> RuntimeDir() {
   const std::string xdg = Env("XDG_RUNTIME_DIR");
   struct stat st;
-  const bool have_xdg = !xdg.empty() && stat(xdg.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  // The XDG spec: a relative path is to be ignored.
+  const bool have_xdg = !xdg.empty() && xdg[0] == '/' && stat(xdg.c_str(), &st) == 0 &&
+                        S_ISDIR(st.st_mode);
   const std::string dir = have_xdg ? xdg + "/ember" : "/tmp/ember-" + std::to_string(getuid());
   EMBER_RETURN_IF_ERROR(PrivateDir(dir));
   return dir;
@@ -73,7 +76,7 @@ Result<std::string> RuntimeDir() {
 // The state directory: $XDG_CACHE_HOME/ember, else ~/.cache/ember.
 Result<std::string> StateDir() {
   std::string base = Env("XDG_CACHE_HOME");
-  if (base.empty()) {
+  if (base.empty() || base[0] != '/') {  // unset, or relative: ignored, as the spec says
     std::string home = Env("HOME");
     if (home.empty()) {
       struct passwd* pw = getpwuid(getuid());
@@ -88,12 +91,14 @@ Result<std::string> StateDir() {
   return dir;
 }
 
-// $EMBER_EMBERD, else `emberd` on PATH.
+// $EMBER_EMBERD, else `emberd` on PATH; an absolute path (the daemon runs from "/").
 Result<std::string> Program() {
   const std::string given = Env("EMBER_EMBERD");
   if (!given.empty()) {
-    if (access(given.c_str(), X_OK) != 0) return ErrnoError("EMBER_EMBERD=" + given, errno);
-    return given;
+    char real[PATH_MAX];
+    if (access(given.c_str(), X_OK) != 0 || realpath(given.c_str(), real) == nullptr)
+      return ErrnoError("EMBER_EMBERD=" + given, errno);
+    return std::string(real);
   }
   const std::string path = Env("PATH");
   for (size_t start = 0; start <= path.size();) {
@@ -101,7 +106,9 @@ Result<std::string> Program() {
     if (end == std::string::npos) end = path.size();
     const std::string dir = path.substr(start, end - start);
     const std::string candidate = (dir.empty() ? "." : dir) + "/emberd";
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    char real[PATH_MAX];
+    if (access(candidate.c_str(), X_OK) == 0 && realpath(candidate.c_str(), real) != nullptr)
+      return std::string(real);
     start = end + 1;
   }
   return Unavailable("private emberd: no program to start: EMBER_EMBERD is unset and no "
@@ -117,8 +124,9 @@ std::string LastLine(const std::string& log) {
   return last;
 }
 
-// Starts `argv` detached (a session of its own, not a child of this process; stdout and
-// stderr to `log`, no NOTIFY_SOCKET): its pid.
+// Starts `argv` detached (a session of its own, not a child of this process, working in
+// "/" so that it holds no directory of the trainer's; stdout and stderr to `log`, no
+// NOTIFY_SOCKET): its pid.
 Result<pid_t> Spawn(const std::vector<std::string>& args, const std::string& log) {
   // Everything the children use is made before fork: they only call async-signal-safe
   // functions (this process may have threads).
@@ -149,6 +157,7 @@ Result<pid_t> Spawn(const std::vector<std::string>& args, const std::string& log
         dup2(out, STDERR_FILENO);
       }
       if (in >= 0) dup2(in, STDIN_FILENO);
+      if (chdir("/") != 0) _exit(126);
       execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }

@@ -85,8 +85,8 @@ class SlotTensor {
 
   // A capsule of `tensor` holding `slot`.
   static py::capsule Capsule(const RawTensor& tensor, const std::shared_ptr<SlotHandle>& slot) {
-    const RawTensor& tensor_ = tensor;
-    auto* context = new DlpackContext{slot, tensor_.shape, {}, {}};
+    const DLDataType dtype = ToDlpack(tensor.dtype);  // may raise: before anything is owned
+    auto* context = new DlpackContext{slot, tensor.shape, {}, {}};
     context->strides.resize(context->shape.size());
     int64_t stride = 1;
     for (size_t i = context->shape.size(); i-- > 0;) {
@@ -94,10 +94,10 @@ class SlotTensor {
       stride *= context->shape[i];
     }
     DLTensor& t = context->managed.dl_tensor;
-    t.data = tensor_.data;
+    t.data = tensor.data;
     t.device = {kDLCPU, 0};
     t.ndim = static_cast<int32_t>(context->shape.size());
-    t.dtype = ToDlpack(tensor_.dtype);
+    t.dtype = dtype;
     t.shape = context->shape.data();
     t.strides = context->strides.data();
     t.byte_offset = 0;
