@@ -6,6 +6,7 @@ bundles, no newer glibc than its tag says, and its console commands and the priv
 daemon it starts run from what it carries."""
 
 import glob
+import importlib.util
 import os
 import re
 import subprocess
@@ -16,9 +17,11 @@ import zipfile
 import ember_testing as et
 
 
-SYSTEM_LIBS = {"libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0",
-               "libutil.so.1", "libresolv.so.2", "ld-linux-x86-64.so.2", "libstdc++.so.6",
-               "libgcc_s.so.1"}
+# What the wheel may leave to the system: make_wheel.py's own list.
+_SPEC = importlib.util.spec_from_file_location("make_wheel", et.runfile("sdk/python/make_wheel.py"))
+_MAKE_WHEEL = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_MAKE_WHEEL)
+SYSTEM_LIBS = _MAKE_WHEEL.SYSTEM_LIBS
 
 ENV = dict(os.environ, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
            PYTHONPATH="", PYTHONNOUSERSITE="1")
