@@ -8,6 +8,7 @@
 #include "daemon/data/packed/packed_source.h"
 #include "daemon/data/plugin/plugin_source.h"
 #include "daemon/data/tokens/tokens.h"
+#include "daemon/data/webdataset/webdataset.h"
 
 namespace ember::daemon {
 
@@ -59,6 +60,13 @@ constexpr Format kFormats[] = {
      },
      [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory) {
        return LoadTokens(env, spec);
+     }},
+    {"webdataset",
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory memory) {
+       return ProbeWebDataset(env, spec, plugins, memory);
+     },
+     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory memory) {
+       return LoadWebDataset(env, spec, plugins, memory);
      }},
 };
 

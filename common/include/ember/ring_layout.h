@@ -39,9 +39,9 @@
 namespace ember::ring {
 
 inline constexpr uint64_t kMagic = 0x31474e4952424d45ull;  // "EMBRING1", little-endian
-inline constexpr uint32_t kVersion = 4;
+inline constexpr uint32_t kVersion = 5;
 inline constexpr size_t kCacheLine = 64;
-inline constexpr uint32_t kMaxTensors = 4;
+inline constexpr uint32_t kMaxTensors = 8;
 inline constexpr uint32_t kMaxDims = 6;
 inline constexpr size_t kNameBytes = 16;
 inline constexpr size_t kEndMessageBytes = 256;

@@ -23,12 +23,8 @@ from ._ember import (Client, DaemonStatus, DatasetInfo, JobStatus, LoaderState,
 from ._errors import (AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
                       FailedPrecondition, Internal, InvalidArgument, NotFound,
                       PermissionDenied, ResourceExhausted, Unavailable)
+from ._device import DeviceLoader
 from ._loader import Batch, Loader, detect_format, launch_env
-
-try:
-    from ._device import DeviceLoader  # noqa: F401  (CUDA builds only)
-except ImportError:
-    pass
 
 __version__ = "0.1.0"
 
@@ -43,7 +39,7 @@ def __getattr__(name):
 
 __all__ = [
     "AlreadyExists", "Batch", "Cancelled", "Client", "DaemonStatus", "DataLoss",
-    "DatasetInfo", "DeadlineExceeded", "Error", "FailedPrecondition", "Internal",
+    "DatasetInfo", "DeadlineExceeded", "DeviceLoader", "Error", "FailedPrecondition", "Internal",
     "InvalidArgument", "JobStatus", "Loader", "LoaderState", "NotFound",
     "PendingSegmentStatus", "PermissionDenied", "RankProgress", "ResourceExhausted",
     "Store", "StreamStatus", "TensorInfo", "Unavailable", "detect_format",

@@ -134,5 +134,6 @@ class _Loader:
     reconnects: int
     wait_seconds: float
     batches_read: int
+    ring: Tuple[int, int, int]
 
 def read_launch_env(default_job: str) -> Dict[str, Any]: ...

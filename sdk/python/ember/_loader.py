@@ -20,9 +20,12 @@ _IDX_FILES = ("train-images-idx3-ubyte", "t10k-images-idx3-ubyte")
 
 
 def detect_format(path: str) -> str:
-    """The format of the data at `path`: a file is "tokens"; a directory holding a
-    `manifest` is "packed" (emberctl pack), one holding MNIST-style IDX files is "idx",
-    any other directory is an "imagefolder"."""
+    """The format of the data at `path`: a brace pattern ("shard-{000..099}.tar"), a .tar
+    file or a directory of .tar shards is "webdataset"; another file is "tokens"; a
+    directory holding a `manifest` is "packed" (emberctl pack), one holding MNIST-style IDX
+    files is "idx", any other directory is an "imagefolder"."""
+    if "{" in path or (path.endswith(".tar") and os.path.isfile(path)):
+        return "webdataset"
     if os.path.isfile(path):
         return "tokens"
     if not os.path.isdir(path):
@@ -32,6 +35,8 @@ def detect_format(path: str) -> str:
         return "packed"
     if any(f in names or f + ".gz" in names for f in _IDX_FILES):
         return "idx"
+    if any(name.endswith(".tar") for name in names):
+        return "webdataset"
     return "imagefolder"
 
 
@@ -129,7 +134,8 @@ class Batch(dict):
         for tensor in tensors:
             # `tensors`, the loop's name and getrefcount's argument: anything more is a
             # reference of the caller's.
-            if sys.getrefcount(tensor) > 3 and type(tensor).__module__.startswith("torch"):
+            if (sys.getrefcount(tensor) > 3 and type(tensor).__module__.startswith("torch")
+                    and not tensor.is_cuda):  # (DeviceLoader's hold no slot)
                 tensor.set_(tensor.clone())
         del tensors
 

@@ -244,7 +244,15 @@ void BindLoader(py::module_& m) {
                                return std::chrono::duration<double>(l.loader().wait_time()).count();
                              })
       .def_property_readonly("batches_read",
-                             [](const PyLoader& l) { return l.loader().batches_read(); });
+                             [](const PyLoader& l) { return l.loader().batches_read(); })
+      // (address, bytes, slots) of the open stream's ring mapping, for ember.DeviceLoader
+      // to page-lock it (cudaHostRegister); valid while the loader is open and has not
+      // reconnected (a reconnect maps a new ring).
+      .def_property_readonly("ring", [](const PyLoader& l) {
+        const StreamReader& reader = l.loader().reader();
+        return py::make_tuple(reinterpret_cast<uintptr_t>(reader.ring_base()), reader.ring_size(),
+                              reader.info().slot_count);
+      });
 
   py::class_<SlotTensor>(m, "SlotTensor",
                          "One tensor of a batch as DLPack, viewing its ring slot (no copy).")

@@ -1,21 +1,15 @@
 // The `ember._ember` extension module: the C++ SDK (ember/client.h, ember/raw_loader.h)
 // for the Python package in sdk/python/ember. It links no torch: batches leave it as
-// DLPack. (In the CUDA configuration it also binds ember::DeviceLoader, which does.)
+// DLPack, in every configuration (ember.DeviceLoader is Python over the imported torch).
 #include <pybind11/pybind11.h>
 
 #include "sdk/python/src/client_bindings.h"
 #include "sdk/python/src/errors.h"
 #include "sdk/python/src/loader_bindings.h"
-#ifdef EMBER_PYTHON_CUDA
-#include "sdk/python/src/device_loader_bindings.h"
-#endif
 
 PYBIND11_MODULE(_ember, m) {
   m.doc() = "Ember's C++ SDK (use the `ember` package, not this module).";
   ember::python::RegisterErrors();
   ember::python::BindClient(m);
   ember::python::BindLoader(m);
-#ifdef EMBER_PYTHON_CUDA
-  ember::python::BindDeviceLoader(m);
-#endif
 }

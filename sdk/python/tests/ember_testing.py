@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import List, Optional
 
@@ -108,6 +109,17 @@ def count_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def fd_targets(pid: int) -> List[str]:
+    """What the process's descriptors point at (socket:[N], /path, anon_inode:...)."""
+    targets = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass  # closed meanwhile
+    return sorted(targets)
+
+
 def eventually(predicate, timeout: float = 10.0) -> bool:
     """Polls `predicate` every 20 ms until it holds or `timeout` seconds have passed."""
     deadline = time.monotonic() + timeout
@@ -132,3 +144,28 @@ def memfd_ranges() -> List[tuple]:
 
 def python() -> str:
     return sys.executable
+
+
+def run_ranks(rank_main, world_size: int, timeout: float = 60.0) -> list:
+    """Runs rank_main(rank) for each rank on its own thread (ranks of one job must run at
+    once) and returns their results by rank; raises the first rank's error, or
+    AssertionError if a rank is still running after `timeout` seconds."""
+    results = [None] * world_size
+    errors = []
+
+    def run(rank):
+        try:
+            results[rank] = rank_main(rank)
+        except Exception as e:  # noqa: BLE001 - raised by the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    if any(t.is_alive() for t in threads):
+        raise AssertionError(f"a rank did not finish in {timeout:g} s")
+    if errors:
+        raise errors[0]
+    return results

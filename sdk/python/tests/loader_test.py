@@ -2,7 +2,6 @@
 across ranks, resume from state_dict()."""
 
 import gc
-import threading
 import unittest
 
 import numpy
@@ -159,30 +158,17 @@ class LoaderTest(unittest.TestCase):
 
     def run_ranks(self, job, world_size, state=None, **kwargs):
         """Each rank on its own thread; returns per rank a list of (epoch, step, ids)."""
-        results = [None] * world_size
-        errors = []
-
         def rank_main(rank):
-            try:
-                loader = self.loader(job, rank=rank, world_size=world_size, **kwargs)
-                if state is not None:
-                    loader.load_state_dict(state)
-                seen = []
-                for _ in range(kwargs.get("epochs", 1)):
-                    for batch in loader:
-                        seen.append((batch.epoch, batch.step, ids_of(batch)))
-                results[rank] = (seen, len(loader))
-            except Exception as e:  # noqa: BLE001 - reported by the main thread
-                errors.append(e)
+            loader = self.loader(job, rank=rank, world_size=world_size, **kwargs)
+            if state is not None:
+                loader.load_state_dict(state)
+            seen = []
+            for _ in range(kwargs.get("epochs", 1)):
+                for batch in loader:
+                    seen.append((batch.epoch, batch.step, ids_of(batch)))
+            return seen, len(loader)
 
-        threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world_size)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        self.assertFalse(any(t.is_alive() for t in threads), "a rank did not finish in 60 s")
-        self.assertEqual(errors, [])
-        return results
+        return et.run_ranks(rank_main, world_size)
 
     def test_two_ranks_see_every_sample_once_per_epoch(self):
         results = self.run_ranks("exactly-once", 2, epochs=2)

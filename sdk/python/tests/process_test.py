@@ -78,7 +78,9 @@ class ProcessTest(unittest.TestCase):
 
     def test_sigkilled_rank_leaks_nothing_in_the_daemon(self):
         client = self.daemon.client()
+        client.status()  # a round trip: emberd has accepted the client's connection
         fds_before = et.count_fds(self.daemon.pid)
+        targets_before = et.fd_targets(self.daemon.pid)
         shm_before = sorted(os.listdir("/dev/shm"))
         for round_ in range(3):
             child = self.spawn(f"killed-{round_}", "hold")
@@ -93,7 +95,8 @@ class ProcessTest(unittest.TestCase):
                 lambda: client.status().shm_bytes_in_use == 0),
                 "the killed rank's ring is still accounted")
         self.assertTrue(et.eventually(lambda: et.count_fds(self.daemon.pid) == fds_before),
-                        f"emberd fds {et.count_fds(self.daemon.pid)} != {fds_before}")
+                        f"emberd's descriptors {et.fd_targets(self.daemon.pid)}, before the "
+                        f"ranks {targets_before}")
         self.assertEqual(sorted(os.listdir("/dev/shm")), shm_before)
 
 

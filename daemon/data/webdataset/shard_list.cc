@@ -1,0 +1,141 @@
+#include "daemon/data/webdataset/shard_list.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+
+namespace ember::daemon {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool ParseInt(const std::string& text, int64_t& value) {
+  if (text.empty()) return false;
+  const char* end = text.data() + text.size();
+  auto [at, error] = std::from_chars(text.data() + (text[0] == '+' ? 1 : 0), end, value);
+  return error == std::errc() && at == end;
+}
+
+bool ZeroPadded(const std::string& bound) {
+  const size_t digits = bound.find_first_not_of("+-");
+  return bound.size() > digits + 1 && bound[digits] == '0';
+}
+
+// The alternatives of one brace body: "a,b" or "000..099" (or "0..10..5").
+Result<std::vector<std::string>> Alternatives(const std::string& pattern, const std::string& body,
+                                              size_t budget) {
+  auto bad = [&](const std::string& what) {
+    return InvalidArgument("shard pattern '" + pattern + "': {" + body + "}: " + what);
+  };
+  std::vector<std::string> out;
+  const size_t dots = body.find("..");
+  if (dots == std::string::npos || body.find(',') != std::string::npos) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = body.find(',', start);
+      out.push_back(body.substr(start, comma - start));
+      if (out.size() > budget) return bad("more than " + std::to_string(kMaxShards) + " shards");
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return out;
+  }
+  const std::string first = body.substr(0, dots);
+  std::string last = body.substr(dots + 2);
+  std::string step_text = "1";
+  if (const size_t second = last.find(".."); second != std::string::npos) {
+    step_text = last.substr(second + 2);
+    last = last.substr(0, second);
+  }
+  int64_t from = 0, to = 0, step = 0;
+  if (!ParseInt(first, from) || !ParseInt(last, to) || !ParseInt(step_text, step)) {
+    return bad("a range's bounds and step must be integers");
+  }
+  if (step == 0) return bad("a range's step must not be 0");
+  const uint64_t magnitude = step < 0 ? 0 - static_cast<uint64_t>(step) : static_cast<uint64_t>(step);
+  const uint64_t span = from <= to ? static_cast<uint64_t>(to) - static_cast<uint64_t>(from)
+                                   : static_cast<uint64_t>(from) - static_cast<uint64_t>(to);
+  if (span / magnitude >= budget) {  // (span / magnitude + 1 names; no overflow)
+    return bad("more than " + std::to_string(kMaxShards) + " shards");
+  }
+  const size_t width = ZeroPadded(first) || ZeroPadded(last) ? std::max(first.size(), last.size()) : 0;
+  const int64_t direction = from <= to ? 1 : -1;
+  for (uint64_t k = 0; k <= span / magnitude; ++k) {
+    const int64_t value = from + direction * static_cast<int64_t>(k * magnitude);
+    std::string digits = std::to_string(value < 0 ? -value : value);
+    const size_t sign = value < 0 ? 1 : 0;
+    if (digits.size() + sign < width) digits.insert(0, width - digits.size() - sign, '0');
+    out.push_back((value < 0 ? "-" : "") + digits);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ExpandBraces(const std::string& pattern) {
+  std::vector<std::string> names = {""};
+  size_t at = 0;
+  while (at < pattern.size()) {
+    const size_t open = pattern.find_first_of("{}", at);
+    if (open == std::string::npos) {
+      for (std::string& name : names) name += pattern.substr(at);
+      break;
+    }
+    if (pattern[open] == '}') {
+      return InvalidArgument("shard pattern '" + pattern + "': '}' without '{' at offset " +
+                             std::to_string(open));
+    }
+    const size_t close = pattern.find_first_of("{}", open + 1);
+    if (close == std::string::npos || pattern[close] == '{') {
+      return InvalidArgument("shard pattern '" + pattern + "': the '{' at offset " +
+                             std::to_string(open) + " is " +
+                             (close == std::string::npos ? "never closed" : "nested"));
+    }
+    const std::string prefix = pattern.substr(at, open - at);
+    EMBER_ASSIGN_OR_RETURN(
+        std::vector<std::string> alternatives,
+        Alternatives(pattern, pattern.substr(open + 1, close - open - 1), kMaxShards / names.size()));
+    if (names.size() * alternatives.size() > kMaxShards) {
+      return InvalidArgument("shard pattern '" + pattern + "': more than " +
+                             std::to_string(kMaxShards) + " shards");
+    }
+    std::vector<std::string> next;
+    next.reserve(names.size() * alternatives.size());
+    for (const std::string& name : names) {
+      for (const std::string& alternative : alternatives) next.push_back(name + prefix + alternative);
+    }
+    names = std::move(next);
+    at = close + 1;
+  }
+  return names;
+}
+
+Result<std::vector<std::string>> ListShards(Env& env, const std::string& path) {
+  if (path.find('{') == std::string::npos && env.IsDirectory(path)) {
+    EMBER_ASSIGN_OR_RETURN(std::vector<std::string> entries, env.ListDir(path));
+    std::vector<std::string> shards;
+    const std::string dir = EndsWith(path, "/") ? path : path + "/";
+    for (const std::string& entry : entries) {
+      if (EndsWith(entry, ".tar") && !env.IsDirectory(dir + entry)) shards.push_back(dir + entry);
+      if (shards.size() > kMaxShards) {
+        return InvalidArgument(path + ": more than " + std::to_string(kMaxShards) + " shards");
+      }
+    }
+    if (shards.empty()) return NotFound(path + ": no .tar shards in this directory");
+    return shards;
+  }
+  EMBER_ASSIGN_OR_RETURN(std::vector<std::string> shards, ExpandBraces(path));
+  for (const std::string& shard : shards) {
+    if (!env.FileExists(shard)) {
+      return NotFound(shard + ": no such shard" +
+                      (shards.size() > 1 ? " (of " + std::to_string(shards.size()) + " that '" +
+                                               path + "' names)"
+                                         : ""));
+    }
+  }
+  return shards;
+}
+
+}  // namespace ember::daemon

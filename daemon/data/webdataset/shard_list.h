@@ -1,0 +1,35 @@
+// Which shard files a dataset's path names, as WebDataset users write them.
+#ifndef EMBER_DAEMON_DATA_WEBDATASET_SHARD_LIST_H_
+#define EMBER_DAEMON_DATA_WEBDATASET_SHARD_LIST_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/env.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+// The most shards one dataset may have (a pattern is expanded in emberd's memory).
+inline constexpr size_t kMaxShards = 100000;
+
+// Expands the brace expressions of `pattern` as webdataset (braceexpand) does:
+//   "/d/shard-{000000..000099}.tar"  numeric ranges, both bounds included, zero-padded to
+//                                    the longer bound when either has a leading zero;
+//                                    "{0..10..5}" with a step; descending works too
+//   "/d/{train,extra}-{0..3}.tar"    comma lists; several braces multiply, left to right
+// A pattern without braces is itself. kInvalidArgument naming the pattern for an unclosed
+// or nested brace, a range whose bounds are not integers, a zero step, or more than
+// kMaxShards names.
+Result<std::vector<std::string>> ExpandBraces(const std::string& pattern);
+
+// The shards of a dataset path: a directory's *.tar files (sorted by name; an empty
+// directory is kNotFound), a single file, or a brace pattern (ExpandBraces; each file must
+// exist: kNotFound naming the first missing one). Reads through `env` (the caller's
+// rights).
+Result<std::vector<std::string>> ListShards(Env& env, const std::string& path);
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_DATA_WEBDATASET_SHARD_LIST_H_

@@ -1,0 +1,79 @@
+#include "daemon/data/webdataset/shard_list.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "common/temp_dir_testing.h"
+
+namespace ember::daemon {
+namespace {
+
+using Names = std::vector<std::string>;
+
+Names Expand(const std::string& pattern) {
+  auto names = ExpandBraces(pattern);
+  INFO(pattern << ": " << names.status().ToString());
+  REQUIRE(names.ok());
+  return *names;
+}
+
+TEST_CASE("brace patterns expand as webdataset's braceexpand does") {
+  CHECK(Expand("/d/shard.tar") == Names{"/d/shard.tar"});
+  CHECK(Expand("/d/s-{000..003}.tar") ==
+        Names{"/d/s-000.tar", "/d/s-001.tar", "/d/s-002.tar", "/d/s-003.tar"});
+  CHECK(Expand("/d/s-{8..11}.tar") == Names{"/d/s-8.tar", "/d/s-9.tar", "/d/s-10.tar", "/d/s-11.tar"});
+  CHECK(Expand("/d/s-{0..10..5}") == Names{"/d/s-0", "/d/s-5", "/d/s-10"});
+  CHECK(Expand("{3..1}") == Names{"3", "2", "1"});
+  CHECK(Expand("/d/{train,val}-{0..1}.tar") ==
+        Names{"/d/train-0.tar", "/d/train-1.tar", "/d/val-0.tar", "/d/val-1.tar"});
+  CHECK(Expand("/d/s-{000000..099999}.tar").size() == 100000);
+}
+
+TEST_CASE("bad patterns are refused naming the pattern and the brace") {
+  auto refused = [](const std::string& pattern, const std::string& message) {
+    auto names = ExpandBraces(pattern);
+    INFO(pattern);
+    REQUIRE(names.status().code() == StatusCode::kInvalidArgument);
+    CHECK(names.status().message() == message);
+  };
+  refused("/d/s-{0..3.tar", "shard pattern '/d/s-{0..3.tar': the '{' at offset 5 is never closed");
+  refused("/d/{a{b}}", "shard pattern '/d/{a{b}}': the '{' at offset 3 is nested");
+  refused("/d/a}", "shard pattern '/d/a}': '}' without '{' at offset 4");
+  refused("/d/{a..9}", "shard pattern '/d/{a..9}': {a..9}: a range's bounds and step must be integers");
+  refused("/d/{0..9..0}", "shard pattern '/d/{0..9..0}': {0..9..0}: a range's step must not be 0");
+  refused("/d/{0..100000}", "shard pattern '/d/{0..100000}': {0..100000}: more than 100000 shards");
+  refused("/{0..999}/{0..999}", "shard pattern '/{0..999}/{0..999}': {0..999}: more than 100000 shards");
+  refused("{-9223372036854775807..9223372036854775807}",
+          "shard pattern '{-9223372036854775807..9223372036854775807}': "
+          "{-9223372036854775807..9223372036854775807}: more than 100000 shards");
+}
+
+TEST_CASE("a directory's .tar files, a single file, or a pattern whose shards all exist") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("shards");
+  for (const char* name : {"b-1.tar", "a-0.tar", "notes.txt", "c-2.tar"})
+    WriteTestFile(dir + "/" + name, "x");
+  auto listed = ListShards(*env, dir);
+  REQUIRE(listed.ok());
+  CHECK(*listed == Names{dir + "/a-0.tar", dir + "/b-1.tar", dir + "/c-2.tar"});
+  auto one = ListShards(*env, dir + "/b-1.tar");
+  REQUIRE(one.ok());
+  CHECK(*one == Names{dir + "/b-1.tar"});
+  auto pattern = ListShards(*env, dir + "/{a-0,b-1}.tar");
+  REQUIRE(pattern.ok());
+  CHECK(pattern->size() == 2);
+  auto missing = ListShards(*env, dir + "/{a-0,b-1,d-3}.tar");
+  REQUIRE(missing.status().code() == StatusCode::kNotFound);
+  CHECK(missing.status().message() ==
+        dir + "/d-3.tar: no such shard (of 3 that '" + dir + "/{a-0,b-1,d-3}.tar' names)");
+  const std::string empty = FreshTestDir("no-shards");
+  WriteTestFile(empty + "/readme", "x");
+  auto none = ListShards(*env, empty);
+  REQUIRE(none.status().code() == StatusCode::kNotFound);
+  CHECK(none.status().message() == empty + ": no .tar shards in this directory");
+}
+
+}  // namespace
+}  // namespace ember::daemon

@@ -1,0 +1,351 @@
+#include "daemon/data/webdataset/webdataset.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/data/image/pipeline.h"
+#include "daemon/data/webdataset/shard_list.h"
+#include "daemon/data/webdataset/tar_index.h"
+#include "ember/ring_layout.h"
+
+namespace ember::daemon {
+namespace {
+
+// Where one tensor's bytes of one sample lie; `size` holds a reason instead when it is
+// at least kTooBig.
+struct Part {
+  uint64_t offset = 0;
+  uint32_t size = 0;
+  uint32_t shard = 0;
+};
+constexpr uint32_t kTooBig = UINT32_MAX - 2;   // a member over kMaxMemberBytes
+constexpr uint32_t kTwice = UINT32_MAX - 1;    // the sample has the extension twice
+constexpr uint32_t kMissing = UINT32_MAX;      // the sample lacks the extension
+// Bigger members are refused as corrupt samples (as imagefolder's files).
+constexpr uint64_t kMaxMemberBytes = uint64_t{1} << 30;
+
+enum class Kind { kImage, kLabel, kBytes };
+
+struct Field {
+  std::string ext;
+  Kind kind;
+  uint32_t max_size = 0;  // kBytes: the longest of the set
+};
+
+// The samples' keys in one buffer (no string per sample).
+class Keys {
+ public:
+  void Add(const std::string& key) {
+    names_ += key;
+    ends_.push_back(names_.size());
+  }
+  std::string Get(uint64_t i) const {
+    const uint64_t begin = i == 0 ? 0 : ends_[i - 1];
+    return names_.substr(begin, ends_[i] - begin);
+  }
+  static uint64_t Cost(const std::string& key) { return key.size() + sizeof(uint64_t); }
+
+ private:
+  std::string names_;
+  std::vector<uint64_t> ends_;
+};
+
+struct Index {
+  DatasetInfo info;
+  std::vector<std::string> shards;
+  std::vector<Field> fields;
+  std::vector<Part> parts;  // [sample * fields.size() + field]
+  Keys keys;
+  std::shared_ptr<const ImagePipeline> pipeline;
+};
+
+// webdataset's base_plus_ext: "dir/abc.seg.png" -> ("dir/abc", "seg.png"); false for a
+// file name without a '.' after its first character.
+bool SplitKey(const std::string& path, std::string& key, std::string& ext) {
+  const size_t slash = path.rfind('/');
+  const size_t name = slash == std::string::npos ? 0 : slash + 1;
+  const size_t dot = path.find('.', name);
+  if (dot == std::string::npos || dot == name) return false;
+  key = path.substr(0, dot);
+  ext = path.substr(dot + 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return true;
+}
+
+struct RawSample {
+  std::string key;
+  std::vector<std::pair<std::string, const TarMember*>> members;  // (ext, member)
+};
+
+// The tensors the first sample's extensions give (see webdataset.h).
+std::vector<Field> FieldsOf(const RawSample& first) {
+  std::vector<std::string> exts;
+  for (const auto& [ext, member] : first.members) exts.push_back(ext);
+  std::sort(exts.begin(), exts.end());
+  exts.erase(std::unique(exts.begin(), exts.end()), exts.end());
+  std::vector<Field> fields;
+  for (const char* image : {"jpg", "jpeg", "png"}) {
+    if (std::find(exts.begin(), exts.end(), image) != exts.end()) {
+      fields.push_back(Field{image, Kind::kImage});
+      break;
+    }
+  }
+  if (std::find(exts.begin(), exts.end(), "cls") != exts.end())
+    fields.push_back(Field{"cls", Kind::kLabel});
+  for (const std::string& ext : exts) {
+    const bool taken = std::any_of(fields.begin(), fields.end(),
+                                   [&](const Field& f) { return f.ext == ext; });
+    if (!taken) fields.push_back(Field{ext, Kind::kBytes});
+  }
+  return fields;
+}
+
+Part PartOf(const RawSample& sample, const std::string& ext, uint32_t shard) {
+  Part part;
+  part.shard = shard;
+  part.size = kMissing;
+  for (const auto& [member_ext, member] : sample.members) {
+    if (member_ext != ext) continue;
+    if (part.size != kMissing) {
+      part.size = kTwice;
+      return part;
+    }
+    part.offset = member->offset;
+    part.size = member->size > kMaxMemberBytes ? kTooBig : static_cast<uint32_t>(member->size);
+  }
+  return part;
+}
+
+// Indexes one shard's samples into `index`; its mapping goes to `keep` (if not null), so
+// that reads see the bytes that were indexed.
+Status IndexShard(Env& env, uint32_t shard, Index& index, DatasetMemory::Charge* memory,
+                  std::vector<std::unique_ptr<MappedFile>>* keep) {
+  const std::string& path = index.shards[shard];
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, env.MapReadOnly(path));
+  EMBER_ASSIGN_OR_RETURN(std::vector<TarMember> members,
+                         IndexTar(path, mapped->data(), mapped->size()));
+  if (mapped->shrunk()) return mapped->ShrunkError();
+  if (keep != nullptr) keep->push_back(std::move(mapped));
+  std::vector<RawSample> samples;
+  std::string key, ext;
+  for (const TarMember& member : members) {
+    if (!SplitKey(member.name, key, ext)) continue;
+    if (samples.empty() || samples.back().key != key) samples.push_back(RawSample{key, {}});
+    samples.back().members.emplace_back(ext, &member);
+  }
+  if (samples.empty()) return Status::Ok();
+  if (index.fields.empty()) {
+    index.fields = FieldsOf(samples.front());
+    if (index.fields.empty()) {
+      return InvalidArgument(path + ": the first sample ('" + samples.front().key +
+                             "') has no member to serve");
+    }
+  }
+  uint64_t cost = 0;
+  for (const RawSample& sample : samples)
+    cost += Keys::Cost(sample.key) + index.fields.size() * sizeof(Part);
+  if (memory != nullptr) EMBER_RETURN_IF_ERROR(memory->Add(cost, path + " (its index)"));
+  index.parts.reserve(index.parts.size() + samples.size() * index.fields.size());
+  for (const RawSample& sample : samples) {
+    index.keys.Add(sample.key);
+    for (Field& field : index.fields) {
+      Part part = PartOf(sample, field.ext, shard);
+      if (field.kind == Kind::kBytes && part.size < kTooBig)
+        field.max_size = std::max(field.max_size, part.size);
+      index.parts.push_back(part);
+    }
+  }
+  index.info.count += samples.size();
+  return Status::Ok();
+}
+
+// What the ring can carry: names of at most ring::kNameBytes - 1 bytes, at most
+// ring::kMaxTensors tensors.
+Status CheckTensors(const Index& index) {
+  size_t tensors = 0;
+  std::string exts;
+  for (const Field& field : index.fields) {
+    tensors += field.kind == Kind::kBytes ? 2 : 1;
+    exts += (exts.empty() ? "." : ", .") + field.ext;
+    const std::string name = field.kind == Kind::kBytes ? field.ext + "_size" : "";
+    if (name.size() >= ring::kNameBytes) {
+      return InvalidArgument(index.shards.front() + ": extension '." + field.ext +
+                             "' makes tensor '" + name + "', longer than " +
+                             std::to_string(ring::kNameBytes - 1) + " bytes");
+    }
+  }
+  if (tensors > ring::kMaxTensors) {
+    return InvalidArgument(index.shards.front() + ": the first sample's extensions (" + exts +
+                           ") make " + std::to_string(tensors) + " tensors, at most " +
+                           std::to_string(ring::kMaxTensors) + " fit a batch");
+  }
+  return Status::Ok();
+}
+
+Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins,
+                         DatasetMemory::Charge* memory,
+                         std::vector<std::unique_ptr<MappedFile>>* keep = nullptr) {
+  Index index;
+  auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
+  if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
+  index.pipeline = std::make_shared<const ImagePipeline>(std::move(pipeline).value());
+  EMBER_ASSIGN_OR_RETURN(index.shards, ListShards(env, spec.path));
+  for (uint32_t shard = 0; shard < index.shards.size(); ++shard)
+    EMBER_RETURN_IF_ERROR(IndexShard(env, shard, index, memory, keep));
+  if (index.info.count == 0) {
+    return InvalidArgument(spec.path + ": no samples in its " + std::to_string(index.shards.size()) +
+                           " shard(s) (a sample is the members sharing a key: KEY.jpg, KEY.cls, ...)");
+  }
+  EMBER_RETURN_IF_ERROR(CheckTensors(index));
+  DatasetInfo& info = index.info;
+  info.spec = spec;
+  info.files = index.shards;
+  for (const Field& field : index.fields) {
+    switch (field.kind) {
+      case Kind::kImage:
+        info.tensors.push_back(
+            TensorSpec{"image", index.pipeline->dtype(), index.pipeline->shape()});
+        break;
+      case Kind::kLabel:
+        info.tensors.push_back(TensorSpec{"label", ring::DType::kInt64, {}});
+        break;
+      case Kind::kBytes:
+        info.tensors.push_back(TensorSpec{
+            field.ext, ring::DType::kUInt8, {static_cast<int64_t>(std::max<uint32_t>(field.max_size, 1))}});
+        info.tensors.push_back(TensorSpec{field.ext + "_size", ring::DType::kInt64, {}});
+        break;
+    }
+  }
+  return index;
+}
+
+// ASCII decimal, surrounding whitespace allowed.
+bool ParseLabel(const char* data, size_t size, int64_t& label) {
+  const char* begin = data;
+  const char* end = data + size;
+  while (begin < end && std::isspace(static_cast<unsigned char>(*begin))) ++begin;
+  while (end > begin && std::isspace(static_cast<unsigned char>(end[-1]))) --end;
+  if (begin < end && *begin == '+') ++begin;
+  auto [at, error] = std::from_chars(begin, end, label);
+  return begin < end && error == std::errc() && at == end;
+}
+
+class WebDatasetSource : public Source {
+ public:
+  WebDatasetSource(Index index, std::vector<std::unique_ptr<MappedFile>> mapped)
+      : index_(std::move(index)), mapped_(std::move(mapped)) {}
+
+  const DatasetInfo& info() const override { return index_.info; }
+
+  Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
+    if (id >= index_.info.count) {
+      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
+                             index_.info.spec.name + "' has " +
+                             std::to_string(index_.info.count) + " samples");
+    }
+    const size_t fields = index_.fields.size();
+    size_t tensor = 0;
+    for (size_t f = 0; f < fields; ++f) {
+      const Field& field = index_.fields[f];
+      const Part& part = index_.parts[id * fields + f];
+      if (part.size >= kTooBig) return BadPart(id, part, field);
+      const MappedFile& shard = *mapped_[part.shard];
+      const char* data = shard.data() + part.offset;
+      switch (field.kind) {
+        case Kind::kImage: {
+          Status status = index_.pipeline->Run(
+              Where(id, part) + "." + field.ext, reinterpret_cast<const uint8_t*>(data), part.size,
+              context.seed, context.epoch, id, dsts[tensor++]);
+          if (!status.ok()) return shard.shrunk() ? shard.ShrunkError() : status;
+          break;
+        }
+        case Kind::kLabel: {
+          int64_t label = 0;
+          if (!ParseLabel(data, part.size, label)) {
+            if (shard.shrunk()) return shard.ShrunkError();
+            return DataLoss(Where(id, part) + ".cls: not an integer: '" +
+                            std::string(data, std::min<size_t>(part.size, 32)) + "'");
+          }
+          std::memcpy(dsts[tensor++], &label, sizeof(label));
+          break;
+        }
+        case Kind::kBytes: {
+          auto* dst = static_cast<char*>(dsts[tensor++]);
+          const size_t capacity = std::max<uint32_t>(field.max_size, 1);
+          std::memcpy(dst, data, part.size);
+          std::memset(dst + part.size, 0, capacity - part.size);
+          const int64_t size = part.size;
+          std::memcpy(dsts[tensor++], &size, sizeof(size));
+          break;
+        }
+      }
+      if (shard.shrunk()) return shard.ShrunkError();
+    }
+    return Status::Ok();
+  }
+
+  bool ParallelDecode() const override {
+    return std::any_of(index_.fields.begin(), index_.fields.end(),
+                       [](const Field& f) { return f.kind == Kind::kImage; });
+  }
+
+  void Prefetch(const uint64_t* ids, size_t count) const override {
+    const size_t fields = index_.fields.size();
+    for (size_t i = 0; i < count; ++i) {
+      if (ids[i] >= index_.info.count) continue;
+      for (size_t f = 0; f < fields; ++f) {
+        const Part& part = index_.parts[ids[i] * fields + f];
+        if (part.size < kTooBig) mapped_[part.shard]->WillNeed(part.offset, part.size);
+      }
+    }
+  }
+
+ private:
+  // "SHARD: sample 'KEY'"
+  std::string Where(uint64_t id, const Part& part) const {
+    return index_.shards[part.shard] + ": sample '" + index_.keys.Get(id) + "'";
+  }
+
+  Status BadPart(uint64_t id, const Part& part, const Field& field) const {
+    std::string first;
+    for (const Field& f : index_.fields) first += (first.empty() ? "" : ", ") + f.ext;
+    switch (part.size) {
+      case kMissing:
+        return DataLoss(Where(id, part) + " has no ." + field.ext + " (the set's samples have " +
+                        first + ")");
+      case kTwice:
+        return DataLoss(Where(id, part) + " has ." + field.ext + " twice");
+      default:
+        return DataLoss(Where(id, part) + "." + field.ext + ": over the limit of " +
+                        std::to_string(kMaxMemberBytes) + " bytes for one member");
+    }
+  }
+
+  const Index index_;
+  const std::vector<std::unique_ptr<MappedFile>> mapped_;
+};
+
+}  // namespace
+
+Result<DatasetInfo> ProbeWebDataset(Env& env, const DatasetSpec& spec,
+                                    const PluginRegistry* plugins,
+                                    DatasetMemory::Charge* memory) {
+  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory));
+  return std::move(index.info);
+}
+
+Result<std::unique_ptr<Source>> LoadWebDataset(Env& env, const DatasetSpec& spec,
+                                               const PluginRegistry* plugins,
+                                               DatasetMemory::Charge* memory) {
+  std::vector<std::unique_ptr<MappedFile>> mapped;
+  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, &mapped));
+  return std::unique_ptr<Source>(
+      std::make_unique<WebDatasetSource>(std::move(index), std::move(mapped)));
+}
+
+}  // namespace ember::daemon

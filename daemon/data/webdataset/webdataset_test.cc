@@ -1,0 +1,223 @@
+#include "daemon/data/webdataset/webdataset.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/temp_dir_testing.h"
+#include "daemon/data/dataset_memory.h"
+#include "daemon/data/image/image_testing.h"
+#include "daemon/data/image/pipeline.h"
+#include "daemon/data/source_testing.h"
+#include "daemon/data/webdataset/tar_testing.h"
+
+namespace ember::daemon {
+namespace {
+
+constexpr const char* kSmallPipeline = "steps: [{resize: {size: [8, 8]}}]\noutput: {layout: HWC}";
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+DatasetSpec Spec(const std::string& path) {
+  DatasetSpec spec;
+  spec.name = "shards";
+  spec.format = "webdataset";
+  spec.path = path;
+  spec.split = "train";
+  spec.pipeline = kSmallPipeline;
+  return spec;
+}
+
+std::string Jpeg(uint8_t red) { return EncodeJpeg(SolidImage(16, 12, {red, 40, 200})); }
+
+// Two shards as webdataset's ShardWriter lays them out: KEY.jpg, KEY.cls, KEY.txt per
+// sample, consecutive; sample i is red i * 20, class i % 3, text "caption i" (i + 1 'x's
+// after it, so that lengths differ).
+std::string WriteShards(const std::string& name) {
+  const std::string dir = FreshTestDir(name);
+  for (int shard = 0; shard < 2; ++shard) {
+    TarMembers members;
+    for (int k = 0; k < 3; ++k) {
+      const int i = shard * 3 + k;
+      const std::string key = "sample" + std::to_string(i);
+      members.push_back({key + ".jpg", Jpeg(static_cast<uint8_t>(i * 20))});
+      members.push_back({key + ".cls", std::to_string(i % 3) + "\n"});
+      members.push_back({key + ".txt", "caption " + std::to_string(i) + std::string(i + 1, 'x')});
+    }
+    WriteTestFile(dir + "/shard-00000" + std::to_string(shard) + ".tar", TarBytes(members));
+  }
+  return dir;
+}
+
+struct Sample {
+  Status status;
+  std::vector<uint8_t> image;
+  int64_t label = -1;
+  std::string text;
+  int64_t text_size = -1;
+};
+
+Sample Read(const Source& source, uint64_t id) {
+  Sample sample;
+  sample.image.resize(source.info().tensors[0].SampleBytes());
+  sample.text.resize(source.info().tensors[2].SampleBytes());
+  void* dsts[4] = {sample.image.data(), &sample.label, sample.text.data(), &sample.text_size};
+  sample.status = source.ReadSample(id, SampleContext{5, 1}, dsts);
+  return sample;
+}
+
+std::unique_ptr<Source> MustLoad(Env& env, const DatasetSpec& spec) {
+  auto source = LoadWebDataset(env, spec);
+  INFO((source.ok() ? std::string() : source.status().ToString()));
+  REQUIRE(source.ok());
+  return std::move(source).value();
+}
+
+TEST_CASE("samples are the members sharing a key: image by the pipeline, cls as label, text as bytes") {
+  auto env = NewPosixEnv();
+  const std::string dir = WriteShards("samples");
+  auto info = ProbeWebDataset(*env, Spec(dir));
+  REQUIRE(info.ok());
+  CHECK(info->count == 6);
+  CHECK(info->files == std::vector<std::string>{dir + "/shard-000000.tar", dir + "/shard-000001.tar"});
+  REQUIRE(info->tensors.size() == 4);
+  CHECK(info->tensors[0].name == "image");
+  CHECK(info->tensors[0].shape == std::vector<int64_t>{8, 8, 3});
+  CHECK(info->tensors[1].name == "label");
+  CHECK(info->tensors[1].dtype == ring::DType::kInt64);
+  CHECK(info->tensors[2].name == "txt");
+  CHECK(info->tensors[2].dtype == ring::DType::kUInt8);
+  CHECK(info->tensors[2].shape ==
+        std::vector<int64_t>{static_cast<int64_t>(std::string("caption 5xxxxxx").size())});
+  CHECK(info->tensors[3].name == "txt_size");
+
+  auto source = MustLoad(*env, Spec(dir));
+  CHECK(source->ParallelDecode());
+  auto pipeline = ImagePipeline::Parse(kSmallPipeline);
+  REQUIRE(pipeline.ok());
+  for (uint64_t id = 0; id < 6; ++id) {
+    const Sample sample = Read(*source, id);
+    INFO("sample " << id << ": " << sample.status.ToString());
+    REQUIRE(sample.status.ok());
+    CHECK(sample.label == static_cast<int64_t>(id % 3));
+    const std::string text = "caption " + std::to_string(id) + std::string(id + 1, 'x');
+    CHECK(sample.text_size == static_cast<int64_t>(text.size()));
+    CHECK(sample.text.substr(0, text.size()) == text);
+    CHECK(sample.text.find_first_not_of('\0', text.size()) == std::string::npos);
+    // The same bytes as the pipeline makes of the member itself.
+    const std::string jpeg = Jpeg(static_cast<uint8_t>(id * 20));
+    std::vector<uint8_t> expected(pipeline->OutputBytes());
+    REQUIRE(pipeline->Run("x", reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), 5, 1,
+                          id, expected.data()).ok());
+    CHECK(sample.image == expected);
+  }
+  CHECK(Read(*source, 6).status.code() == StatusCode::kInvalidArgument);
+
+  // A brace pattern names the same shards.
+  auto pattern = ProbeWebDataset(*env, Spec(dir + "/shard-{000000..000001}.tar"));
+  REQUIRE(pattern.ok());
+  CHECK(pattern->count == 6);
+}
+
+TEST_CASE("a sample lacking a member, with one twice, or with a bad cls loses only itself") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("bad-samples");
+  WriteTestFile(dir + "/s.tar", TarBytes({{"a.jpg", Jpeg(10)},
+                                          {"a.cls", "1"},
+                                          {"b.jpg", Jpeg(20)},  // no cls
+                                          {"c.jpg", Jpeg(30)},
+                                          {"c.cls", "two"},
+                                          {"d.jpg", Jpeg(40)},
+                                          {"d.cls", "3"},
+                                          {"d.cls", "4"},
+                                          {"README", "no dot: not a member of any sample"},
+                                          {"e.jpg", "not a jpeg"},
+                                          {"e.cls", "5"},
+                                          {"f.jpg", Jpeg(60)},
+                                          {"f.cls", " 6 "}}));
+  DatasetSpec spec = Spec(dir);
+  auto source = MustLoad(*env, spec);
+  REQUIRE(source->info().count == 6);
+  REQUIRE(source->info().tensors.size() == 2);
+  auto read = [&](uint64_t id) {
+    std::vector<uint8_t> image(source->info().tensors[0].SampleBytes());
+    int64_t label = -1;
+    void* dsts[2] = {image.data(), &label};
+    Status status = source->ReadSample(id, {}, dsts);
+    return std::make_pair(status, label);
+  };
+  CHECK(read(0).first.ok());
+  CHECK(read(0).second == 1);
+  CHECK(read(1).first.code() == StatusCode::kDataLoss);
+  CHECK(read(1).first.message() == dir + "/s.tar: sample 'b' has no .cls (the set's samples have jpg, cls)");
+  CHECK(read(2).first.message() == dir + "/s.tar: sample 'c'.cls: not an integer: 'two'");
+  CHECK(read(3).first.message() == dir + "/s.tar: sample 'd' has .cls twice");
+  CHECK(read(4).first.code() == StatusCode::kDataLoss);
+  CHECK(Contains(read(4).first.message(), dir + "/s.tar: sample 'e'.jpg"));
+  CHECK(read(5).first.ok());
+  CHECK(read(5).second == 6);
+}
+
+TEST_CASE("shards that are not plain tar, missing shards and empty sets are refused at registration") {
+  auto env = NewPosixEnv();
+  const std::string dir = WriteShards("refused");
+  WriteTestFile(dir + "/shard-000002.tar", std::string("\x1f\x8b\x08\x00", 4) + "gzip");
+  auto compressed = ProbeWebDataset(*env, Spec(dir));
+  REQUIRE(compressed.status().code() == StatusCode::kDataLoss);
+  CHECK(Contains(compressed.status().message(), dir + "/shard-000002.tar: a gzip-compressed"));
+
+  auto missing = ProbeWebDataset(*env, Spec(dir + "/shard-{000000..000009}.tar"));
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+
+  const std::string empty = FreshTestDir("no-samples");
+  WriteTestFile(empty + "/s.tar", TarBytes({{"README", "x"}}));
+  auto none = ProbeWebDataset(*env, Spec(empty));
+  REQUIRE(none.status().code() == StatusCode::kInvalidArgument);
+  CHECK(Contains(none.status().message(), ": no samples in its 1 shard(s)"));
+
+  const std::string wide = FreshTestDir("too-many-tensors");
+  WriteTestFile(wide + "/s.tar", TarBytes({{"a.jpg", Jpeg(1)}, {"a.cls", "1"}, {"a.t1", "x"},
+                                           {"a.t2", "x"}, {"a.t3", "x"}, {"a.t4", "x"}}));
+  auto too_many = ProbeWebDataset(*env, Spec(wide));
+  REQUIRE(too_many.status().code() == StatusCode::kInvalidArgument);
+  CHECK(too_many.status().message() ==
+        wide + "/s.tar: the first sample's extensions (.jpg, .cls, .t1, .t2, .t3, .t4) make 10 "
+               "tensors, at most 8 fit a batch");
+  const std::string long_ext = FreshTestDir("long-extension");
+  WriteTestFile(long_ext + "/s.tar", TarBytes({{"a.description", "x"}}));
+  auto too_long = ProbeWebDataset(*env, Spec(long_ext));
+  REQUIRE(too_long.status().code() == StatusCode::kInvalidArgument);
+  CHECK(too_long.status().message() ==
+        long_ext + "/s.tar: extension '.description' makes tensor 'description_size', longer "
+                   "than 15 bytes");
+
+  DatasetSpec bad_pipeline = Spec(dir);
+  bad_pipeline.pipeline = "steps: [{resize: {sise: 3}}]";
+  CHECK(ProbeWebDataset(*env, bad_pipeline).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("the index is charged to the owner's dataset memory before it grows") {
+  auto env = NewPosixEnv();
+  const std::string dir = WriteShards("charged");
+  Principal user;
+  user.uid = 2001;
+  DatasetMemory memory(100);
+  auto charge = memory.For(user);
+  auto refused = ProbeWebDataset(*env, Spec(dir), nullptr, charge.get());
+  REQUIRE(refused.status().code() == StatusCode::kResourceExhausted);
+  CHECK(Contains(refused.status().message(), dir + "/shard-000000.tar (its index)"));
+
+  DatasetMemory roomy(1 << 20);
+  auto fits = roomy.For(user);
+  auto source = LoadWebDataset(*env, Spec(dir), nullptr, fits.get());
+  REQUIRE(source.ok());
+  CHECK(roomy.of(2001) > 6 * 3 * 16);
+}
+
+}  // namespace
+}  // namespace ember::daemon

@@ -1,0 +1,109 @@
+"""Format "webdataset" against its reference writer: shards written by webdataset's own
+ShardWriter (pip's webdataset, in the venv tools/install-deps makes; its python is
+$FORMAT_WRITERS_PYTHON, which tools/test passes) read back through a real emberd sample
+for sample equal to the same images registered as an image folder, by path and by brace
+pattern, and every sample once per epoch across 2 ranks."""
+
+import os
+import subprocess
+import tempfile
+import unittest
+
+import torch
+
+import ember
+import ember_testing as et
+
+COUNT = 24
+PIPELINE = "steps: [{resize: {size: [16, 16]}}]\noutput: {layout: HWC}"
+
+# Run by the writers' python: the same JPEGs as an image folder (class c<label>/, files in
+# sample order) and as WebDataset shards of 10 samples (KEY.jpg, KEY.cls, KEY.txt).
+WRITER = r"""
+import io, os, sys
+from PIL import Image
+import webdataset as wds
+root, count = sys.argv[1], int(sys.argv[2])
+os.makedirs(os.path.join(root, "shards"))
+with wds.ShardWriter(os.path.join(root, "shards", "part-%06d.tar"), maxcount=10) as sink:
+    for i in range(count):
+        image = Image.new("RGB", (40 + i, 30), (i * 10 % 256, 255 - i * 7 % 256, 90))
+        out = io.BytesIO()
+        image.save(out, format="JPEG", quality=90)
+        label = i // 8
+        folder = os.path.join(root, "folder", "c%d" % label)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "%04d.jpg" % i), "wb") as f:
+            f.write(out.getvalue())
+        sink.write({"__key__": "sample%04d" % i, "jpg": out.getvalue(), "cls": label,
+                    "txt": "a photo number %d" % i})
+"""
+
+
+def writers_python() -> str:
+    python = os.environ.get("FORMAT_WRITERS_PYTHON", "")
+    if not python or not os.access(python, os.X_OK):
+        raise RuntimeError("FORMAT_WRITERS_PYTHON is unset or not a program: run ./tools/test "
+                           "(tools/install-deps installs webdataset's reference writer)")
+    return python
+
+
+class WebDatasetTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.data = tempfile.mkdtemp(prefix="ember-wds-", dir=os.environ.get("TEST_TMPDIR"))
+        subprocess.run([writers_python(), "-c", WRITER, cls.data, str(COUNT)], check=True,
+                       stdout=subprocess.DEVNULL)
+        cls.daemon = et.Daemon(slots=4)
+        cls.client = cls.daemon.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.stop()
+
+    def samples(self, path, **kwargs):
+        loader = ember.Loader(path, 4, epochs=1, rank=0, world_size=1, client=self.client,
+                              shuffle=False, sample_ids=True, pipeline=PIPELINE, **kwargs)
+        out = {}
+        for batch in loader:
+            for k, i in enumerate(batch["sample_id"].reshape(-1).tolist()):
+                out[i] = {name: tensor[k].clone() for name, tensor in batch.items()}
+        return out
+
+    def test_shards_read_back_equal_to_the_same_images_as_a_folder(self):
+        shards = os.path.join(self.data, "shards")
+        self.assertEqual(ember.detect_format(shards), "webdataset")
+        pattern = os.path.join(shards, "part-{000000..000002}.tar")
+        self.assertEqual(ember.detect_format(pattern), "webdataset")
+        folder = self.samples(os.path.join(self.data, "folder"))
+        for path in (shards, pattern):
+            got = self.samples(path)
+            self.assertEqual(sorted(got), list(range(COUNT)))
+            for i in range(COUNT):
+                self.assertTrue(torch.equal(got[i]["image"], folder[i]["image"]), f"sample {i}")
+                self.assertEqual(int(got[i]["label"]), i // 8)
+                text = "a photo number %d" % i
+                self.assertEqual(int(got[i]["txt_size"]), len(text))
+                self.assertEqual(bytes(got[i]["txt"][:len(text)].tolist()).decode(), text)
+        info = self.client.inspect_dataset(ember.Loader(pattern, 4, client=self.client,
+                                                        pipeline=PIPELINE).dataset)
+        self.assertEqual(info.format, "webdataset")
+        self.assertEqual(info.count, COUNT)
+
+    def test_two_ranks_see_every_sample_once_per_epoch(self):
+        shards = os.path.join(self.data, "shards")
+        def rank_main(rank):
+            loader = ember.Loader(shards, 4, epochs=2, rank=rank, world_size=2,
+                                  job="wds-2-ranks", client=self.daemon.client(),
+                                  sample_ids=True, pipeline=PIPELINE, seed=3)
+            return [(b.epoch, b["sample_id"].reshape(-1).tolist()) for _ in range(2)
+                    for b in loader]
+
+        results = et.run_ranks(rank_main, 2)
+        for epoch in range(2):
+            ids = [i for r in range(2) for e, batch in results[r] if e == epoch for i in batch]
+            self.assertEqual(sorted(ids), list(range(COUNT)), f"epoch {epoch}")
+
+
+if __name__ == "__main__":
+    unittest.main()
