@@ -5,10 +5,7 @@
 // a node whose dataset differs is refused with an error naming the node.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
@@ -20,6 +17,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/net_testing.h"
 #include "daemon/peer/certs_testing.h"
 #include "tests/support/multinode_testing.h"
 #include "tests/support/test_env.h"
@@ -83,26 +81,12 @@ TEST_CASE("each node's status lists the job: the coordinator all ranks, the othe
   CHECK(at_a->jobs[0].ranks[1].node == "node-b");
 }
 
-// A loopback port that was free a moment ago (for a daemon that must come back on it).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST_CASE("the coordinating daemon killed and restarted mid-epoch: ranks carry on, exactly once") {
   // Rank 0 on node-a, ranks 1 and 2 on node-b (whose daemon speaks for both at once). The
   // job's store and barriers come back too: the final barrier and a key-value round trip
   // after the restart, and the keys set before it, set again by their members.
   TestCluster cluster;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::string coordinator = "127.0.0.1:" + std::to_string(port);
   auto c = cluster.Node("node-c", port);
   auto a = cluster.Node("node-a");

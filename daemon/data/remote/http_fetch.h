@@ -1,0 +1,78 @@
+// Reading objects over HTTP(S) with libcurl: whole or by byte range, with connection
+// reuse, deadlines, and retries with backoff where a retry can help. The transport of the
+// remote dataset sources (webdataset shards at http(s):// URLs; S3 builds on it).
+#ifndef EMBER_DAEMON_DATA_REMOTE_HTTP_FETCH_H_
+#define EMBER_DAEMON_DATA_REMOTE_HTTP_FETCH_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+struct FetchOptions {
+  std::chrono::milliseconds connect_timeout{10000};
+  // A transfer that moves no byte for this long is abandoned (then retried).
+  std::chrono::milliseconds stall_timeout{30000};
+  int attempts = 4;  // tries per request: 5xx, 429, timeouts and lost connections retry
+  std::chrono::milliseconds first_backoff{200};  // doubled after each failed try
+  std::vector<std::string> headers;  // extra request headers ("Name: value")
+};
+
+// Bytes [offset, offset + length) of an object.
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct ObjectInfo {
+  uint64_t size = 0;
+  std::string etag;  // as the server sent it (quotes included); empty if none
+};
+
+// Receives a response body: `size` bytes at `offset` from the start of what was asked
+// for (the object or the range). A retried request starts again at offset 0.
+using BodySink = std::function<Status(uint64_t offset, const char* data, size_t size)>;
+
+// What an error shows of a URL: scheme, host, port and path; no user, password or query
+// (credentials, signatures).
+std::string RedactUrl(const std::string& url);
+
+// Thread-safe: each thread reuses its own connection (libcurl handle) across requests.
+// Errors name the request and what happened, e.g.
+//   "GET http://host/d/s-000.tar (bytes 0-1023): HTTP 404 Not Found"      kNotFound
+//   "GET http://host/d/s-000.tar: HTTP 503 after 4 attempts"              kUnavailable
+//   "GET http://host/d/s-000.tar: no data for 30 s (stalled) after 4 attempts"
+// kPermissionDenied for 401/403, kDataLoss for a body shorter or longer than the server
+// announced, kInvalidArgument for a URL libcurl cannot use.
+class HttpFetcher {
+ public:
+  explicit HttpFetcher(FetchOptions options = {});
+
+  // HEAD: the object's size and ETag.
+  Result<ObjectInfo> Stat(const std::string& url) const;
+
+  // GET of the whole object (no range) or of `range`, its body to `sink`. A range must be
+  // answered with 206 and exactly its bytes (else kDataLoss naming what came).
+  Status Get(const std::string& url, const std::optional<ByteRange>& range,
+             const BodySink& sink) const;
+
+  // The connections opened so far by this process's fetchers (reuse keeps it low).
+  static uint64_t connections_opened();
+
+ private:
+  // One request with the retries: a HEAD when `sink` is null (filling `info`).
+  Status Perform(const char* method, const std::string& url, const std::optional<ByteRange>& range,
+                 const BodySink* sink, ObjectInfo* info) const;
+
+  FetchOptions options_;
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_DATA_REMOTE_HTTP_FETCH_H_
