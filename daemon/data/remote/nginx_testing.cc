@@ -39,10 +39,10 @@ std::string Contents(const std::string& path) {
 
 }  // namespace
 
-NginxServer::NginxServer(const std::string& root) {
+NginxServer::NginxServer(const std::string& root, int port) {
   static int count = 0;
   dir_ = FreshTestDir("nginx-" + std::to_string(getpid()) + "-" + std::to_string(count++));
-  port_ = FreeLoopbackPort();
+  port_ = port != 0 ? port : FreeLoopbackPort();
   const std::string conf = dir_ + "/nginx.conf";
   WriteTestFile(conf,
                 // As root nginx hands its temporary directories to "nobody", which a

@@ -12,9 +12,10 @@ namespace ember::daemon {
 
 class NginxServer {
  public:
-  // Serves `root` at http://127.0.0.1:PORT/; any path under /status-500/ answers 500.
-  // Fails the running test if nginx does not answer within 10 s (naming its error log).
-  explicit NginxServer(const std::string& root);
+  // Serves `root` at http://127.0.0.1:PORT/ (`port`, or a free one if 0); any path under
+  // /status-500/ answers 500. Fails the running test if nginx does not answer within
+  // 10 s (naming its error log).
+  explicit NginxServer(const std::string& root, int port = 0);
   ~NginxServer();  // SIGQUIT, then SIGKILL after 5 s
   NginxServer(const NginxServer&) = delete;
   NginxServer& operator=(const NginxServer&) = delete;

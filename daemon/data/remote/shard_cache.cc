@@ -1,0 +1,302 @@
+#include "daemon/data/remote/shard_cache.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <future>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace ember::daemon {
+namespace {
+
+// FNV-1a, 64 bits, as 16 hex digits: the entry's file name (the meta keeps the URL, so a
+// collision is caught, not served).
+std::string KeyOf(const std::string& url) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : url) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+uint32_t Crc(const char* data, uint64_t size, uint32_t crc = 0) {
+  while (size > 0) {
+    const uInt n = static_cast<uInt>(std::min<uint64_t>(size, 1u << 30));
+    crc = static_cast<uint32_t>(crc32(crc, reinterpret_cast<const Bytef*>(data), n));
+    data += n;
+    size -= n;
+  }
+  return crc;
+}
+
+std::string MetaText(const std::string& url, uint64_t size, const std::string& etag, uint32_t crc) {
+  return url + "\n" + std::to_string(size) + "\n" + etag + "\n" + std::to_string(crc) + "\n";
+}
+
+bool ParseMeta(const std::string& text, std::string& url, uint64_t& size, std::string& etag,
+               uint32_t& crc) {
+  std::istringstream in(text);
+  std::string size_text, crc_text;
+  if (!std::getline(in, url) || !std::getline(in, size_text) || !std::getline(in, etag) ||
+      !std::getline(in, crc_text))
+    return false;
+  try {
+    size = std::stoull(size_text);
+    crc = static_cast<uint32_t>(std::stoul(crc_text));
+  } catch (...) {
+    return false;
+  }
+  return !url.empty();
+}
+
+}  // namespace
+
+std::string ShardCache::PathOf(const std::string& key, const char* suffix) const {
+  return dir_ + "/" + key + suffix;
+}
+
+Result<std::unique_ptr<ShardCache>> ShardCache::Open(Env& env, const std::string& dir,
+                                                     uint64_t limit, HttpFetcher fetcher) {
+  EMBER_RETURN_IF_ERROR(env.CreateDirs(dir));
+  std::unique_ptr<ShardCache> cache(new ShardCache(env, dir, limit, std::move(fetcher)));
+  EMBER_ASSIGN_OR_RETURN(std::vector<std::string> names, env.ListDir(dir));
+  MutexLock lock(&cache->mu_);
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    if (EndsWith(name, ".part")) {
+      (void)env.RemoveAll(path);  // a download cut short
+      continue;
+    }
+    if (!EndsWith(name, ".meta")) continue;
+    const std::string key = name.substr(0, name.size() - 5);
+    Entry entry;
+    Result<std::string> meta = env.ReadFile(path);
+    Result<std::unique_ptr<ReadableFile>> shard = env.OpenForRead(cache->PathOf(key, ".shard"));
+    if (!meta.ok() || !ParseMeta(*meta, entry.url, entry.size, entry.etag, entry.crc) ||
+        KeyOf(entry.url) != key || !shard.ok() || (*shard)->Size() != entry.size) {
+      cache->Remove(key);
+      continue;
+    }
+    cache->bytes_ += entry.size;
+    cache->entries_.emplace(key, std::move(entry));
+  }
+  for (const std::string& name : names) {  // data without meta: not complete
+    if (!EndsWith(name, ".shard")) continue;
+    const std::string key = name.substr(0, name.size() - 6);
+    if (cache->entries_.count(key) == 0) (void)env.RemoveAll(dir + "/" + name);
+  }
+  EMBER_RETURN_IF_ERROR(cache->MakeRoom(0, dir));
+  return cache;
+}
+
+void ShardCache::Remove(const std::string& key) {
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {
+    bytes_ -= it->second.size;
+    entries_.erase(it);
+  }
+  (void)env_.RemoveAll(PathOf(key, ".meta"));
+  (void)env_.RemoveAll(PathOf(key, ".shard"));
+}
+
+Status ShardCache::MakeRoom(uint64_t need, const std::string& for_url) {
+  if (need > limit_) {
+    return ResourceExhausted(RedactUrl(for_url) + ": a shard of " + std::to_string(need) +
+                             " bytes does not fit the shard cache's " + std::to_string(limit_) +
+                             " bytes (cache_limit)");
+  }
+  while (bytes_ + reserved_ + need > limit_) {
+    const std::string* victim = nullptr;
+    std::optional<uint64_t> victim_next;
+    uint64_t victim_use = 0;
+    for (const auto& [key, entry] : entries_) {
+      if (!entry.mapped.expired()) continue;  // a reader holds it
+      const std::optional<uint64_t> next =
+          next_use_ ? next_use_(entry.url) : std::optional<uint64_t>();
+      // Farthest next use first (never again is farthest), then least recently used.
+      const bool farther =
+          victim == nullptr ||
+          (victim_next.has_value() && (!next.has_value() || *next > *victim_next)) ||
+          (next == victim_next && entry.last_use < victim_use);
+      if (farther) {
+        victim = &key;
+        victim_next = next;
+        victim_use = entry.last_use;
+      }
+    }
+    if (victim == nullptr) {
+      return ResourceExhausted(RedactUrl(for_url) + ": the shard cache's " +
+                               std::to_string(limit_) + " bytes (cache_limit) are taken by " +
+                               std::to_string(bytes_ + reserved_) +
+                               " bytes of shards in use; it needs " + std::to_string(need) +
+                               " more");
+    }
+    ++stats_.evictions;
+    Remove(std::string(*victim));
+  }
+  return Status::Ok();
+}
+
+Result<uint32_t> ShardCache::Download(const std::string& url, const std::string& key,
+                                      uint64_t size) {
+  const std::string part = PathOf(key, ".part");
+  (void)env_.RemoveAll(part);
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env_.CreateWritableFile(part));
+  uint32_t crc = 0;
+  uint64_t written = 0;
+  Status status = fetcher_.Get(url, std::nullopt, [&](uint64_t offset, const char* data, size_t n) {
+    if (offset == 0) crc = 0, written = 0;  // a retry starts again
+    if (offset + n > size) {
+      return DataLoss("GET " + RedactUrl(url) + ": more than the " + std::to_string(size) +
+                      " bytes announced");
+    }
+    EMBER_RETURN_IF_ERROR(file->WriteAt(offset, data, n));
+    crc = Crc(data, n, crc);
+    written = offset + n;
+    return Status::Ok();
+  });
+  if (status.ok() && written != size) {
+    status = DataLoss("GET " + RedactUrl(url) + ": " + std::to_string(written) +
+                      " bytes, the object has " + std::to_string(size));
+  }
+  if (status.ok()) status = file->Sync();
+  Status closed = file->Close();
+  if (status.ok()) status = closed;
+  if (status.ok()) status = env_.Rename(part, PathOf(key, ".shard"));
+  if (status.ok()) {
+    status = env_.WriteFileAtomic(PathOf(key, ".meta"), MetaText(url, size, "", crc));
+  }
+  if (!status.ok()) {
+    (void)env_.RemoveAll(part);
+    (void)env_.RemoveAll(PathOf(key, ".shard"));
+    return status;
+  }
+  return crc;
+}
+
+Result<std::shared_ptr<const MappedFile>> ShardCache::Get(const std::string& url,
+                                                          std::optional<uint64_t> size) {
+  const std::string key = KeyOf(url);
+  enum class Step { kMap, kWait, kDownload };
+  for (int round = 0; round < 4; ++round) {
+    Step step = Step::kDownload;
+    std::shared_ptr<std::shared_future<Status>> wait;
+    bool check = false;
+    uint64_t expected_size = 0;
+    uint32_t expected_crc = 0;
+    {
+      MutexLock lock(&mu_);
+      auto it = entries_.find(key);
+      if (it != entries_.end() && it->second.url == url) {
+        Entry& entry = it->second;
+        entry.last_use = ++clock_;
+        if (auto mapped = entry.mapped.lock()) {
+          ++stats_.hits;
+          return std::shared_ptr<const MappedFile>(mapped);
+        }
+        check = !entry.checked;
+        expected_size = entry.size;
+        expected_crc = entry.crc;
+        step = Step::kMap;
+      } else if (auto d = downloading_.find(key); d != downloading_.end()) {
+        wait = d->second;
+        step = Step::kWait;
+      } else if (it != entries_.end()) {
+        Remove(key);  // another URL with the same key
+      }
+    }
+    if (step == Step::kWait) {
+      Status downloaded = wait->get();
+      if (!downloaded.ok()) return downloaded;
+      continue;
+    }
+    if (step == Step::kDownload) {
+      if (!size) {
+        EMBER_ASSIGN_OR_RETURN(ObjectInfo info, fetcher_.Stat(url));
+        size = info.size;
+      }
+      std::promise<Status> promise;
+      {
+        MutexLock lock(&mu_);
+        if (downloading_.count(key) != 0 || entries_.count(key) != 0) continue;  // raced
+        EMBER_RETURN_IF_ERROR(MakeRoom(*size, url));
+        reserved_ += *size;
+        downloading_[key] = std::make_shared<std::shared_future<Status>>(promise.get_future().share());
+      }
+      Result<uint32_t> crc = Download(url, key, *size);
+      {
+        MutexLock lock(&mu_);
+        reserved_ -= *size;
+        downloading_.erase(key);
+        if (crc.ok()) {
+          Entry entry;
+          entry.url = url;
+          entry.size = *size;
+          entry.crc = *crc;
+          entry.checked = true;  // its checksum is that of the bytes that came
+          entry.last_use = ++clock_;
+          bytes_ += *size;
+          entries_[key] = std::move(entry);
+          ++stats_.misses;
+          stats_.fetched_bytes += *size;
+        }
+      }
+      promise.set_value(crc.status());
+      if (!crc.ok()) return crc.status();
+      continue;  // now cached: map it
+    }
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file,
+                           env_.MapReadOnly(PathOf(key, ".shard")));
+    std::shared_ptr<const MappedFile> mapped(std::move(file));
+    // The first use of an entry found at Open reads it once (outside the lock).
+    const bool intact = !check || (mapped->size() == expected_size &&
+                                   Crc(mapped->data(), mapped->size()) == expected_crc &&
+                                   !mapped->shrunk());
+    MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || it->second.url != url) continue;  // evicted meanwhile
+    Entry& entry = it->second;
+    if (!intact) {
+      ++stats_.damaged;
+      Remove(key);
+      continue;  // fetched again
+    }
+    entry.checked = true;
+    if (auto other = entry.mapped.lock()) return std::shared_ptr<const MappedFile>(other);
+    entry.mapped = mapped;
+    ++stats_.hits;
+    return mapped;
+  }
+  return Unavailable(RedactUrl(url) + ": the shard cache could not keep it (evicted, damaged "
+                                      "or raced four times in a row)");
+}
+
+bool ShardCache::Contains(const std::string& url) const {
+  MutexLock lock(&mu_);
+  auto it = entries_.find(KeyOf(url));
+  return it != entries_.end() && it->second.url == url;
+}
+
+void ShardCache::SetNextUse(NextUse next_use) {
+  MutexLock lock(&mu_);
+  next_use_ = std::move(next_use);
+}
+
+ShardCacheStats ShardCache::stats() const {
+  MutexLock lock(&mu_);
+  ShardCacheStats stats = stats_;
+  stats.bytes = bytes_;
+  stats.entries = entries_.size();
+  return stats;
+}
+
+}  // namespace ember::daemon

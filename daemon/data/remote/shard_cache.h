@@ -1,0 +1,110 @@
+// ShardCache: a node-local cache of remote shards (whole objects) as files in one
+// directory, bounded by a byte limit and kept across restarts.
+//
+// Entries: DIR/<key>.shard (the bytes) and DIR/<key>.meta (url, size, ETag, CRC-32 of the
+// bytes), key = a hash of the URL. A shard is downloaded to DIR/<key>.part, checked (its
+// size, its CRC-32 as computed while it came), renamed into place, then its meta written
+// atomically: a crash leaves a .part or a .shard without meta, removed at the next Open.
+// An entry found at Open is checked (size and CRC-32, reading it once) when first used;
+// a damaged one is removed and fetched again.
+//
+// The limit holds for what the cache keeps: before a download, entries are evicted until
+// the new shard fits. The victim is the entry whose next use is farthest away, as the
+// NextUse callback says (Belady's rule, exact when the callback knows the future order,
+// as emberd's sources do); entries with no next use go first; ties (and no callback) fall
+// back to least recently used. Entries mapped by a reader (a Get's result still held) are
+// not evicted; if those alone leave no room, Get is kResourceExhausted naming the limit.
+//
+// Thread-safe. Concurrent Gets of one URL download it once.
+#ifndef EMBER_DAEMON_DATA_REMOTE_SHARD_CACHE_H_
+#define EMBER_DAEMON_DATA_REMOTE_SHARD_CACHE_H_
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/env.h"
+#include "common/mutex.h"
+#include "daemon/data/remote/http_fetch.h"
+#include "ember/status.h"
+
+namespace ember::daemon {
+
+struct ShardCacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;         // downloads started
+  uint64_t fetched_bytes = 0;  // bytes downloaded
+  uint64_t evictions = 0;
+  uint64_t damaged = 0;        // entries found damaged and removed
+  uint64_t bytes = 0;          // held now
+  uint64_t entries = 0;
+};
+
+class ShardCache {
+ public:
+  // Steps until `url` is read next (smaller: sooner), or nullopt if not known to be
+  // read again.
+  using NextUse = std::function<std::optional<uint64_t>(const std::string& url)>;
+
+  // Opens (creating) the cache directory `dir` with `limit` bytes, keeping the complete
+  // entries found there (over the limit: the least recently modified are removed).
+  static Result<std::unique_ptr<ShardCache>> Open(Env& env, const std::string& dir,
+                                                  uint64_t limit, HttpFetcher fetcher);
+
+  // The shard at `url`, mapped: the cached entry (checked once), else downloaded first.
+  // `size` is the object's size when known (its HEAD otherwise). Errors: the fetcher's
+  // (naming the URL), kDataLoss for a download whose size or checksum is wrong,
+  // kResourceExhausted when the shards in use leave no room.
+  Result<std::shared_ptr<const MappedFile>> Get(const std::string& url,
+                                                std::optional<uint64_t> size = std::nullopt);
+
+  // Whether `url` is cached (complete), without fetching or checking it.
+  bool Contains(const std::string& url) const;
+
+  void SetNextUse(NextUse next_use);
+  ShardCacheStats stats() const;
+  uint64_t limit() const { return limit_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  struct Entry {
+    std::string url;
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    std::string etag;
+    bool checked = false;             // its bytes were verified by this process
+    uint64_t last_use = 0;            // a counter: larger is more recent
+    std::weak_ptr<const MappedFile> mapped;
+  };
+
+  ShardCache(Env& env, std::string dir, uint64_t limit, HttpFetcher fetcher)
+      : env_(env), dir_(std::move(dir)), limit_(limit), fetcher_(std::move(fetcher)) {}
+
+  std::string PathOf(const std::string& key, const char* suffix) const;
+  // Removes entries until `need` more bytes fit. Needs mu_.
+  Status MakeRoom(uint64_t need, const std::string& for_url) REQUIRES(mu_);
+  void Remove(const std::string& key) REQUIRES(mu_);
+  // Fetches `url` into the entry's files; its CRC-32. Without mu_.
+  Result<uint32_t> Download(const std::string& url, const std::string& key, uint64_t size);
+
+  Env& env_;
+  const std::string dir_;
+  const uint64_t limit_;
+  const HttpFetcher fetcher_;
+  mutable Mutex mu_;
+  std::map<std::string, Entry> entries_ GUARDED_BY(mu_);  // by key
+  std::map<std::string, std::shared_ptr<std::shared_future<Status>>> downloading_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t reserved_ GUARDED_BY(mu_) = 0;  // for downloads under way
+  uint64_t clock_ GUARDED_BY(mu_) = 0;
+  NextUse next_use_ GUARDED_BY(mu_);
+  ShardCacheStats stats_ GUARDED_BY(mu_);
+};
+
+}  // namespace ember::daemon
+
+#endif  // EMBER_DAEMON_DATA_REMOTE_SHARD_CACHE_H_
