@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "daemon/data/image/pipeline.h"
+#include "daemon/data/webdataset/npy_header.h"
 #include "daemon/data/webdataset/shard_list.h"
 #include "daemon/data/webdataset/tar_index.h"
 #include "ember/ring_layout.h"
@@ -28,13 +29,27 @@ constexpr uint32_t kMissing = UINT32_MAX;      // the sample lacks the extension
 // Bigger members are refused as corrupt samples (as imagefolder's files).
 constexpr uint64_t kMaxMemberBytes = uint64_t{1} << 30;
 
-enum class Kind { kImage, kLabel, kBytes };
+enum class Kind { kImage, kLabel, kBytes, kArray };
 
 struct Field {
   std::string ext;
   Kind kind;
+  std::string name;       // the tensor's
   uint32_t max_size = 0;  // kBytes: the longest of the set
+  ring::DType dtype = ring::DType::kUInt8;  // kArray: the first sample's
+  std::vector<int64_t> shape;               // kArray
 };
+
+bool IsNpy(const std::string& ext) {
+  return ext == "npy" || (ext.size() > 4 && ext.compare(ext.size() - 4, 4, ".npy") == 0);
+}
+
+std::string ShapeText(ring::DType dtype, const std::vector<int64_t>& shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+  return text + ") " + DTypeName(dtype);
+}
 
 // The samples' keys in one buffer (no string per sample).
 class Keys {
@@ -82,8 +97,10 @@ struct RawSample {
   std::vector<std::pair<std::string, const TarMember*>> members;  // (ext, member)
 };
 
-// The tensors the first sample's extensions give (see webdataset.h).
-std::vector<Field> FieldsOf(const RawSample& first) {
+// The tensors the first sample's extensions give (see webdataset.h); `shard` holds its
+// members (an .npy's header gives its tensor's dtype and shape).
+Result<std::vector<Field>> FieldsOf(const RawSample& first, const std::string& shard_name,
+                                    const char* shard) {
   std::vector<std::string> exts;
   for (const auto& [ext, member] : first.members) exts.push_back(ext);
   std::sort(exts.begin(), exts.end());
@@ -91,16 +108,32 @@ std::vector<Field> FieldsOf(const RawSample& first) {
   std::vector<Field> fields;
   for (const char* image : {"jpg", "jpeg", "png"}) {
     if (std::find(exts.begin(), exts.end(), image) != exts.end()) {
-      fields.push_back(Field{image, Kind::kImage});
+      fields.push_back(Field{image, Kind::kImage, "image"});
       break;
     }
   }
   if (std::find(exts.begin(), exts.end(), "cls") != exts.end())
-    fields.push_back(Field{"cls", Kind::kLabel});
+    fields.push_back(Field{"cls", Kind::kLabel, "label"});
   for (const std::string& ext : exts) {
     const bool taken = std::any_of(fields.begin(), fields.end(),
                                    [&](const Field& f) { return f.ext == ext; });
-    if (!taken) fields.push_back(Field{ext, Kind::kBytes});
+    if (taken) continue;
+    if (!IsNpy(ext)) {
+      fields.push_back(Field{ext, Kind::kBytes, ext});
+      continue;
+    }
+    Field field{ext, Kind::kArray, ext == "npy" ? "npy" : ext.substr(0, ext.size() - 4)};
+    for (const auto& [member_ext, member] : first.members) {
+      if (member_ext != ext) continue;
+      EMBER_ASSIGN_OR_RETURN(
+          NpyHeader header,
+          ParseNpyHeader(shard_name + ": sample '" + first.key + "'." + ext,
+                         shard + member->offset, member->size));
+      field.dtype = header.dtype;
+      field.shape = header.shape;
+      break;
+    }
+    fields.push_back(std::move(field));
   }
   return fields;
 }
@@ -124,13 +157,15 @@ Part PartOf(const RawSample& sample, const std::string& ext, uint32_t shard) {
 // Indexes one shard's samples into `index`; its mapping goes to `keep` (if not null), so
 // that reads see the bytes that were indexed.
 Status IndexShard(Env& env, uint32_t shard, Index& index, DatasetMemory::Charge* memory,
-                  std::vector<std::unique_ptr<MappedFile>>* keep) {
+                  std::vector<std::shared_ptr<MappedFile>>* keep) {
   const std::string& path = index.shards[shard];
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, env.MapReadOnly(path));
   EMBER_ASSIGN_OR_RETURN(std::vector<TarMember> members,
                          IndexTar(path, mapped->data(), mapped->size()));
   if (mapped->shrunk()) return mapped->ShrunkError();
-  if (keep != nullptr) keep->push_back(std::move(mapped));
+  const char* mapped_data = mapped->data();
+  std::shared_ptr<MappedFile> hold(std::move(mapped));  // alive while the fields are read
+  if (keep != nullptr) keep->push_back(hold);
   std::vector<RawSample> samples;
   std::string key, ext;
   for (const TarMember& member : members) {
@@ -140,7 +175,7 @@ Status IndexShard(Env& env, uint32_t shard, Index& index, DatasetMemory::Charge*
   }
   if (samples.empty()) return Status::Ok();
   if (index.fields.empty()) {
-    index.fields = FieldsOf(samples.front());
+    EMBER_ASSIGN_OR_RETURN(index.fields, FieldsOf(samples.front(), path, mapped_data));
     if (index.fields.empty()) {
       return InvalidArgument(path + ": the first sample ('" + samples.front().key +
                              "') has no member to serve");
@@ -172,7 +207,7 @@ Status CheckTensors(const Index& index) {
   for (const Field& field : index.fields) {
     tensors += field.kind == Kind::kBytes ? 2 : 1;
     exts += (exts.empty() ? "." : ", .") + field.ext;
-    const std::string name = field.kind == Kind::kBytes ? field.ext + "_size" : "";
+    const std::string name = field.kind == Kind::kBytes ? field.name + "_size" : field.name;
     if (name.size() >= ring::kNameBytes) {
       return InvalidArgument(index.shards.front() + ": extension '." + field.ext +
                              "' makes tensor '" + name + "', longer than " +
@@ -189,7 +224,7 @@ Status CheckTensors(const Index& index) {
 
 Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins,
                          DatasetMemory::Charge* memory,
-                         std::vector<std::unique_ptr<MappedFile>>* keep = nullptr) {
+                         std::vector<std::shared_ptr<MappedFile>>* keep = nullptr) {
   Index index;
   auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
@@ -216,8 +251,11 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
         break;
       case Kind::kBytes:
         info.tensors.push_back(TensorSpec{
-            field.ext, ring::DType::kUInt8, {static_cast<int64_t>(std::max<uint32_t>(field.max_size, 1))}});
-        info.tensors.push_back(TensorSpec{field.ext + "_size", ring::DType::kInt64, {}});
+            field.name, ring::DType::kUInt8, {static_cast<int64_t>(std::max<uint32_t>(field.max_size, 1))}});
+        info.tensors.push_back(TensorSpec{field.name + "_size", ring::DType::kInt64, {}});
+        break;
+      case Kind::kArray:
+        info.tensors.push_back(TensorSpec{field.name, field.dtype, field.shape});
         break;
     }
   }
@@ -237,7 +275,7 @@ bool ParseLabel(const char* data, size_t size, int64_t& label) {
 
 class WebDatasetSource : public Source {
  public:
-  WebDatasetSource(Index index, std::vector<std::unique_ptr<MappedFile>> mapped)
+  WebDatasetSource(Index index, std::vector<std::shared_ptr<MappedFile>> mapped)
       : index_(std::move(index)), mapped_(std::move(mapped)) {}
 
   const DatasetInfo& info() const override { return index_.info; }
@@ -272,6 +310,17 @@ class WebDatasetSource : public Source {
                             std::string(data, std::min<size_t>(part.size, 32)) + "'");
           }
           std::memcpy(dsts[tensor++], &label, sizeof(label));
+          break;
+        }
+        case Kind::kArray: {
+          const std::string where = Where(id, part) + "." + field.ext;
+          Result<NpyHeader> header = ParseNpyHeader(where, data, part.size);
+          if (!header.ok()) return shard.shrunk() ? shard.ShrunkError() : header.status();
+          if (header->dtype != field.dtype || header->shape != field.shape) {
+            return DataLoss(where + ": an array of " + ShapeText(header->dtype, header->shape) +
+                            ", the set's are " + ShapeText(field.dtype, field.shape));
+          }
+          std::memcpy(dsts[tensor++], data + header->data_offset, header->data_bytes);
           break;
         }
         case Kind::kBytes: {
@@ -327,7 +376,7 @@ class WebDatasetSource : public Source {
   }
 
   const Index index_;
-  const std::vector<std::unique_ptr<MappedFile>> mapped_;
+  const std::vector<std::shared_ptr<MappedFile>> mapped_;
 };
 
 }  // namespace
@@ -342,7 +391,7 @@ Result<DatasetInfo> ProbeWebDataset(Env& env, const DatasetSpec& spec,
 Result<std::unique_ptr<Source>> LoadWebDataset(Env& env, const DatasetSpec& spec,
                                                const PluginRegistry* plugins,
                                                DatasetMemory::Charge* memory) {
-  std::vector<std::unique_ptr<MappedFile>> mapped;
+  std::vector<std::shared_ptr<MappedFile>> mapped;
   EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, &mapped));
   return std::unique_ptr<Source>(
       std::make_unique<WebDatasetSource>(std::move(index), std::move(mapped)));

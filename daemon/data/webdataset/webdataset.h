@@ -14,6 +14,8 @@
 //   "image"          the first of jpg, jpeg, png: decoded by the spec's pipeline (its dtype
 //                    and shape; pipeline.h), as imagefolder's
 //   "label"          cls: an integer in ASCII (int64 scalar), as imagefolder's label
+//   "<name>"         KEY.npy or KEY.<name>.npy: the array numpy.save wrote (its dtype and
+//                    shape, the first sample's; another shape is the sample's data loss)
 //   "<ext>"          any other extension: its bytes (uint8 [n], zero-padded to the longest
 //   "<ext>_size"     of the set, n), and their count (int64 scalar): text, json, ...
 // Extensions that only later samples have are ignored. At most ring::kMaxTensors tensors

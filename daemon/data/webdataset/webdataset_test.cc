@@ -163,6 +163,46 @@ TEST_CASE("a sample lacking a member, with one twice, or with a bad cls loses on
   CHECK(read(5).second == 6);
 }
 
+// An .npy of float32 `values` (numpy.save's format 1.0).
+std::string NpyFloats(const std::vector<float>& values) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(values.size()) + ",), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  return out;
+}
+
+TEST_CASE(".npy members are arrays of the first sample's dtype and shape; another shape loses its sample") {
+  auto env = NewPosixEnv();
+  const std::string dir = FreshTestDir("arrays");
+  WriteTestFile(dir + "/s.tar", TarBytes({{"a.emb.npy", NpyFloats({1, 2, 3})},
+                                          {"a.cls", "1"},
+                                          {"b.emb.npy", NpyFloats({4, 5, 6})},
+                                          {"b.cls", "2"},
+                                          {"c.emb.npy", NpyFloats({7, 8})},
+                                          {"c.cls", "3"}}));
+  auto source = MustLoad(*env, Spec(dir));
+  REQUIRE(source->info().tensors.size() == 2);
+  CHECK(source->info().tensors[0].name == "label");
+  CHECK(source->info().tensors[1].name == "emb");
+  CHECK(source->info().tensors[1].dtype == ring::DType::kFloat32);
+  CHECK(source->info().tensors[1].shape == std::vector<int64_t>{3});
+  CHECK_FALSE(source->ParallelDecode());
+  float emb[3] = {};
+  REQUIRE(ReadSampleTensor(*source, 1, 1, emb).ok());
+  CHECK(emb[0] == 4.0f);
+  CHECK(emb[2] == 6.0f);
+  const Status other = ReadSampleTensor(*source, 2, 1, emb);
+  CHECK(other.code() == StatusCode::kDataLoss);
+  CHECK(other.message() ==
+        dir + "/s.tar: sample 'c'.emb.npy: an array of (2,) float32, the set's are (3,) float32");
+}
+
 TEST_CASE("shards that are not plain tar, missing shards and empty sets are refused at registration") {
   auto env = NewPosixEnv();
   const std::string dir = WriteShards("refused");

@@ -1,5 +1,5 @@
 """Format "webdataset" against its reference writer: shards written by webdataset's own
-ShardWriter (pip's webdataset, in the venv tools/install-deps makes; its python is
+ShardWriter (jpg, cls, txt and an .npy array per sample; pip's webdataset, in the venv tools/install-deps makes; its python is
 $FORMAT_WRITERS_PYTHON, which tools/test passes) read back through a real emberd sample
 for sample equal to the same images registered as an image folder, by path and by brace
 pattern, and every sample once per epoch across 2 ranks."""
@@ -21,6 +21,7 @@ PIPELINE = "steps: [{resize: {size: [16, 16]}}]\noutput: {layout: HWC}"
 # sample order) and as WebDataset shards of 10 samples (KEY.jpg, KEY.cls, KEY.txt).
 WRITER = r"""
 import io, os, sys
+import numpy
 from PIL import Image
 import webdataset as wds
 root, count = sys.argv[1], int(sys.argv[2])
@@ -36,7 +37,8 @@ with wds.ShardWriter(os.path.join(root, "shards", "part-%06d.tar"), maxcount=10)
         with open(os.path.join(folder, "%04d.jpg" % i), "wb") as f:
             f.write(out.getvalue())
         sink.write({"__key__": "sample%04d" % i, "jpg": out.getvalue(), "cls": label,
-                    "txt": "a photo number %d" % i})
+                    "txt": "a photo number %d" % i,
+                    "emb.npy": numpy.arange(4, dtype=numpy.float32) * i})
 """
 
 
@@ -85,6 +87,7 @@ class WebDatasetTest(unittest.TestCase):
                 text = "a photo number %d" % i
                 self.assertEqual(int(got[i]["txt_size"]), len(text))
                 self.assertEqual(bytes(got[i]["txt"][:len(text)].tolist()).decode(), text)
+                self.assertTrue(torch.equal(got[i]["emb"], torch.arange(4, dtype=torch.float32) * i))
         info = self.client.inspect_dataset(ember.Loader(pattern, 4, client=self.client,
                                                         pipeline=PIPELINE).dataset)
         self.assertEqual(info.format, "webdataset")
