@@ -56,7 +56,7 @@ Result<uint64_t> DatasetFingerprint(Env& env, const DatasetInfo& info) {
   for (size_t i = 0; i < info.files.size(); ++i) {
     const std::string& path = info.files[i];
     digest.Text(RelativeTo(info.spec.path, path));
-    if (i >= kFilesRead) continue;
+    if (i >= kFilesRead || path.find("://") != std::string::npos) continue;  // (a URL: its name)
     if (env.IsDirectory(path)) {
       // An image folder: its entries' names (the classes).
       EMBER_ASSIGN_OR_RETURN(std::vector<std::string> entries, env.ListDir(path));

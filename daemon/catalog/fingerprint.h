@@ -6,7 +6,8 @@
 // paths relative to the dataset's path, so copies under different mount points match,
 // and their sizes) and the first and last 4 KiB of each of the first 16 files (the index
 // and header files of idx, packed and tokens datasets; of a directory, such as an image
-// folder's root, the names in it). Not a checksum of all the data:
+// folder's root, the names in it); a URL (a remote shard) by its name only. Not a
+// checksum of all the data:
 // an image replaced by one of the same size in a large folder goes unnoticed.
 #ifndef EMBER_DAEMON_CATALOG_FINGERPRINT_H_
 #define EMBER_DAEMON_CATALOG_FINGERPRINT_H_

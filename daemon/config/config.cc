@@ -106,6 +106,18 @@ Result<UserLimits> ParseUserLimits(const StrictYaml& yaml, const YAML::Node& map
   return limits;
 }
 
+// A positive byte count ("4GiB", "512MiB", "1000") at `value`, named `name` in errors.
+Result<uint64_t> PositiveBytes(const StrictYaml& yaml, const YAML::Node& value,
+                               const std::string& name) {
+  EMBER_ASSIGN_OR_RETURN(
+      std::string text,
+      yaml.String(value, name, "a byte count such as 4GiB, 512MiB, 64KiB or 1000"));
+  Result<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) return yaml.Error(value, name + ": " + bytes.status().message());
+  if (*bytes == 0) return yaml.Error(value, name + " must be positive, got '" + text + "'");
+  return *bytes;
+}
+
 Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                const FileContext* file) {
   DaemonConfig config;
@@ -121,7 +133,7 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "drain_timeout", "metrics_listen",
                                                   "metrics_names", "peer_threads",
                                                   "max_world_size", "trust_root_from",
-                                                  "idle_exit"}));
+                                                  "idle_exit", "cache_dir", "cache_limit"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -140,13 +152,11 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.decode_threads,
                              yaml.Unsigned(value, Key(key), 0, kMaxDecodeThreads));
     } else if (key == "shm_budget") {
-      EMBER_ASSIGN_OR_RETURN(
-          std::string text,
-          yaml.String(value, Key(key), "a byte count such as 4GiB, 512MiB, 64KiB or 1000"));
-      Result<uint64_t> bytes = ParseByteSize(text);
-      if (!bytes.ok()) return yaml.Error(value, Key(key) + ": " + bytes.status().message());
-      if (*bytes == 0) return yaml.Error(value, Key(key) + " must be positive, got '" + text + "'");
-      config.shm_budget_bytes = *bytes;
+      EMBER_ASSIGN_OR_RETURN(config.shm_budget_bytes, PositiveBytes(yaml, value, Key(key)));
+    } else if (key == "cache_dir") {
+      EMBER_ASSIGN_OR_RETURN(config.cache_dir, yaml.String(value, Key(key), "a directory"));
+    } else if (key == "cache_limit") {
+      EMBER_ASSIGN_OR_RETURN(config.cache_limit_bytes, PositiveBytes(yaml, value, Key(key)));
     } else if (key == "peer_threads") {
       EMBER_ASSIGN_OR_RETURN(config.peer_threads, yaml.Unsigned(value, Key(key), 0, 64));
     } else if (key == "reconnect_timeout") {

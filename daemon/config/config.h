@@ -30,6 +30,10 @@ struct DaemonConfig {
   std::string state_dir = "/var/lib/ember";            // key: state_dir
   uint32_t decode_threads = 0;            // key: decode_threads; 0 = one per core
   uint64_t shm_budget_bytes = 4ull << 30; // key: shm_budget; integer bytes or "512MiB", "4GiB"
+  // key: cache_dir; where shards read from http(s):// URLs are kept (empty: <state_dir>/
+  // shard-cache); key: cache_limit, the most bytes kept there (a byte count).
+  std::string cache_dir;
+  uint64_t cache_limit_bytes = 8ull << 30;
   uint32_t default_slots = 8;             // key: ring_slots; 2..1024
   std::string log_level = "info";         // key: log_level; trace|debug|info|warn|error|off
   // key: plugins; absolute paths of dataset-format plugin libraries (ember/plugin.h),

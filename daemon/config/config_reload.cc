@@ -84,6 +84,9 @@ ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded
 
   restart("socket", running.socket_path, loaded.socket_path);
   restart("state_dir", running.state_dir, loaded.state_dir);
+  restart("cache_dir", OrNone(running.cache_dir), OrNone(loaded.cache_dir));
+  restart("cache_limit", ByteSizeText(running.cache_limit_bytes),
+          ByteSizeText(loaded.cache_limit_bytes));
   restart("decode_threads", std::to_string(running.decode_threads),
           std::to_string(loaded.decode_threads));
   restart("plugins", Joined(running.plugin_paths), Joined(loaded.plugin_paths));

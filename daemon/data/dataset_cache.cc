@@ -20,9 +20,9 @@ std::shared_ptr<DatasetMemory::Charge> ChargeFor(DatasetMemory* memory, const Da
 
 }  // namespace
 
-DatasetCache::DatasetCache(Env* env, unsigned io_threads, const PluginRegistry* plugins,
+DatasetCache::DatasetCache(Env* env, unsigned io_threads, const FormatDeps& deps,
                            DatasetMemory* memory)
-    : env_(env), plugins_(plugins), memory_(memory), pool_(io_threads == 0 ? 1 : io_threads) {}
+    : env_(env), deps_(deps), memory_(memory), pool_(io_threads == 0 ? 1 : io_threads) {}
 
 
 DatasetCache::~DatasetCache() { pool_.join(); }
@@ -43,7 +43,7 @@ DatasetCache::SourceFuture DatasetCache::Get(const DatasetInfo& info) {
   boost::asio::post(pool_, [this, promise, spec = info.spec, reads_as = info.owner.reads_as,
                             charge = ChargeFor(memory_, info.owner)] {
     std::shared_ptr<Env> reader = EnvReadingAs(env_, reads_as);
-    auto loaded = LoadDataset(*reader, spec, plugins_, charge.get());
+    auto loaded = LoadDataset(*reader, spec, deps_, charge.get());
     MutexLock lock(&mu_);
     Entry& e = entries_[Key(spec)];
     e.pending = SourceFuture();

@@ -18,6 +18,7 @@
 #include "daemon/catalog/dataset.h"
 #include "daemon/data/dataset_memory.h"
 #include "common/env.h"
+#include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
@@ -28,10 +29,10 @@ class DatasetCache {
  public:
   using SourceFuture = std::shared_future<Result<std::shared_ptr<const Source>>>;
 
-  // `io_threads` threads load datasets; `plugins` (may be null) adds plugin formats;
+  // `io_threads` threads load datasets with `deps` (plugin formats, the shard cache);
   // `memory` (may be null) is charged, in each dataset's owner's name, with what a loaded
-  // dataset holds, for as long as it is loaded. Both must outlive the cache.
-  DatasetCache(Env* env, unsigned io_threads, const PluginRegistry* plugins = nullptr,
+  // dataset holds, for as long as it is loaded. They must outlive the cache.
+  DatasetCache(Env* env, unsigned io_threads, const FormatDeps& deps = {},
                DatasetMemory* memory = nullptr);
   ~DatasetCache();  // waits for loads in flight
 
@@ -49,7 +50,7 @@ class DatasetCache {
   };
 
   Env* env_;
-  const PluginRegistry* plugins_;
+  const FormatDeps deps_;
   DatasetMemory* const memory_;
   boost::asio::thread_pool pool_;
   mutable Mutex mu_;

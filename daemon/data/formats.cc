@@ -14,13 +14,14 @@ namespace ember::daemon {
 
 namespace {
 
-// A built-in format. `plugins` gives the image formats their transform plugins; `memory`
-// is charged by the formats that hold a set in memory (idx).
+// A built-in format. `deps.plugins` gives the image formats their transform plugins,
+// `deps.shards` the remote shards; `memory` is charged by the formats that hold a set (or
+// its index) in memory (idx, webdataset).
 struct Format {
   const char* name;
-  Result<DatasetInfo> (*probe)(Env&, const DatasetSpec&, const PluginRegistry* plugins,
+  Result<DatasetInfo> (*probe)(Env&, const DatasetSpec&, const FormatDeps& deps,
                                DatasetMemory::Charge* memory);
-  Result<std::unique_ptr<Source>> (*load)(Env&, const DatasetSpec&, const PluginRegistry* plugins,
+  Result<std::unique_ptr<Source>> (*load)(Env&, const DatasetSpec&, const FormatDeps& deps,
                                           DatasetMemory::Charge* memory);
 };
 
@@ -34,39 +35,39 @@ using Memory = DatasetMemory::Charge*;
 
 constexpr Format kFormats[] = {
     {"idx",
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory memory) {
+     [](Env& env, const DatasetSpec& spec, const FormatDeps&, Memory memory) {
        return ProbeIdx(env, spec, memory);
      },
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory memory) {
+     [](Env& env, const DatasetSpec& spec, const FormatDeps&, Memory memory) {
        return LoadIdx(env, spec, memory);
      }},
     {"imagefolder",
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory) {
-       return ProbeImageFolder(env, spec, plugins);
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory) {
+       return ProbeImageFolder(env, spec, deps.plugins);
      },
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory) {
-       return LoadImageFolder(env, spec, plugins);
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory) {
+       return LoadImageFolder(env, spec, deps.plugins);
      }},
     {"packed",
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory) {
-       return ProbePacked(env, spec, ImageCodec(plugins));
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory) {
+       return ProbePacked(env, spec, ImageCodec(deps.plugins));
      },
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory) {
-       return LoadPacked(env, spec, ImageCodec(plugins));
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory) {
+       return LoadPacked(env, spec, ImageCodec(deps.plugins));
      }},
     {"tokens",
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory) {
+     [](Env& env, const DatasetSpec& spec, const FormatDeps&, Memory) {
        return ProbeTokens(env, spec);
      },
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry*, Memory) {
+     [](Env& env, const DatasetSpec& spec, const FormatDeps&, Memory) {
        return LoadTokens(env, spec);
      }},
     {"webdataset",
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory memory) {
-       return ProbeWebDataset(env, spec, plugins, memory);
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory memory) {
+       return ProbeWebDataset(env, spec, deps.plugins, memory, deps.shards);
      },
-     [](Env& env, const DatasetSpec& spec, const PluginRegistry* plugins, Memory memory) {
-       return LoadWebDataset(env, spec, plugins, memory);
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory memory) {
+       return LoadWebDataset(env, spec, deps.plugins, memory, deps.shards);
      }},
 };
 
@@ -104,13 +105,13 @@ Status CheckPluginFormats(const PluginRegistry& plugins) {
   return Status::Ok();
 }
 
-Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
-                                 const PluginRegistry* plugins, DatasetMemory::Charge* memory) {
+Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec, const FormatDeps& deps,
+                                 DatasetMemory::Charge* memory) {
   Result<DatasetInfo> info = [&]() -> Result<DatasetInfo> {
     if (const Format* format = FindBuiltin(spec.format))
-      return format->probe(env, spec, plugins, memory);
-    if (auto plugin = FindPlugin(plugins, spec.format)) return ProbeWithPlugin(plugin, spec);
-    return UnknownFormat(plugins, spec.format);
+      return format->probe(env, spec, deps, memory);
+    if (auto plugin = FindPlugin(deps.plugins, spec.format)) return ProbeWithPlugin(plugin, spec);
+    return UnknownFormat(deps.plugins, spec.format);
   }();
   if (!info.ok()) return info;
   Result<uint64_t> fingerprint = DatasetFingerprint(env, *info);
@@ -121,24 +122,23 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec,
 
 Result<DatasetInfo> ProbeDatasetAs(Env* base, const DatasetSpec& spec,
                                    const std::optional<Credentials>& reads_as,
-                                   const PluginRegistry* plugins,
-                                   DatasetMemory::Charge* memory) {
+                                   const FormatDeps& deps, DatasetMemory::Charge* memory) {
   std::shared_ptr<Env> env = EnvReadingAs(base, reads_as);
-  if (reads_as && FindBuiltin(spec.format) == nullptr && FindPlugin(plugins, spec.format)) {
+  if (reads_as && FindBuiltin(spec.format) == nullptr && FindPlugin(deps.plugins, spec.format)) {
     Status readable = env->IsDirectory(spec.path) ? env->ListDir(spec.path).status()
                                                   : env->OpenForRead(spec.path).status();
     if (!readable.ok()) return readable;
   }
-  return ProbeDataset(*env, spec, plugins, memory);
+  return ProbeDataset(*env, spec, deps, memory);
 }
 
 Result<std::unique_ptr<Source>> LoadDataset(Env& env, const DatasetSpec& spec,
-                                            const PluginRegistry* plugins,
+                                            const FormatDeps& deps,
                                             DatasetMemory::Charge* memory) {
   if (const Format* format = FindBuiltin(spec.format))
-    return format->load(env, spec, plugins, memory);
-  if (auto plugin = FindPlugin(plugins, spec.format)) return LoadWithPlugin(plugin, spec);
-  return UnknownFormat(plugins, spec.format);
+    return format->load(env, spec, deps, memory);
+  if (auto plugin = FindPlugin(deps.plugins, spec.format)) return LoadWithPlugin(plugin, spec);
+  return UnknownFormat(deps.plugins, spec.format);
 }
 
 }  // namespace ember::daemon

@@ -25,6 +25,7 @@
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
+#include "daemon/data/remote/shard_cache.h"
 #include "daemon/lifecycle/drain.h"
 #include "daemon/lifecycle/watchdog.h"
 #include "daemon/metrics/metrics_server.h"
@@ -124,6 +125,9 @@ class Daemon::Parts {
   // The event loop first: everything below may use it.
   std::unique_ptr<kj::AsyncIoContext> io_;
   std::unique_ptr<PluginRegistry> plugins_;
+  // Shards read from http(s):// URLs (cache_dir, cache_limit), before the catalog whose
+  // probes fill it.
+  std::unique_ptr<ShardCache> shards_;
   // What each uid's datasets hold in memory (user_limits.dataset_memory): registration
   // checks a set would fit, the cache charges it while loaded.
   DatasetMemory dataset_memory_{config_.user_limits.dataset_memory};
@@ -208,13 +212,18 @@ Status Daemon::Parts::OpenState() {
 
   EMBER_RETURN_IF_ERROR(
       PrivateStateDir(*env_, config_.state_dir).WithContext(source_ + ": state_dir"));
-  const PluginRegistry* registry = plugins_.get();
+  const std::string cache_dir =
+      config_.cache_dir.empty() ? config_.state_dir + "/shard-cache" : config_.cache_dir;
+  auto shards = ShardCache::Open(*env_, cache_dir, config_.cache_limit_bytes, HttpFetcher());
+  if (!shards.ok()) return shards.status().WithContext(source_ + ": cache_dir");
+  shards_ = std::move(shards).value();
+  const FormatDeps deps(plugins_.get(), shards_.get());
   EMBER_ASSIGN_OR_RETURN(
       catalog_, Catalog::Open(env_, config_.state_dir,
-                              [env = env_, registry, memory = &dataset_memory_](
+                              [env = env_, deps, memory = &dataset_memory_](
                                   const DatasetSpec& spec, const DatasetOwner& owner) {
                                 auto charge = memory->For(owner.principal);
-                                return ProbeDatasetAs(env, spec, owner.reads_as, registry,
+                                return ProbeDatasetAs(env, spec, owner.reads_as, deps,
                                                       charge.get());
                               }));
   EMBER_RETURN_IF_ERROR(PrepareSocketPath(*env_, config_.socket_path));
@@ -247,7 +256,9 @@ Status Daemon::Parts::StartService() {
   SharedSegmentLimits segment_limits;
   segment_limits.max_world_size = config_.max_world_size;
   segments_ = std::make_unique<SharedSegments>(env_, segment_limits);
-  cache_ = std::make_unique<DatasetCache>(env_, decode_threads_, plugins_.get(), &dataset_memory_);
+  cache_ = std::make_unique<DatasetCache>(env_, decode_threads_,
+                                          FormatDeps(plugins_.get(), shards_.get()),
+                                          &dataset_memory_);
   decode_pool_ = std::make_unique<DecodePool>(decode_threads_);
   blocking_ = std::make_unique<boost::asio::thread_pool>(2);
   StreamLimits limits;

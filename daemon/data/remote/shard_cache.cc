@@ -119,7 +119,7 @@ Status ShardCache::MakeRoom(uint64_t need, const std::string& for_url) {
     std::optional<uint64_t> victim_next;
     uint64_t victim_use = 0;
     for (const auto& [key, entry] : entries_) {
-      if (!entry.mapped.expired()) continue;  // a reader holds it
+      if (entry.mapped.use_count() > 1) continue;  // a reader holds it
       const std::optional<uint64_t> next =
           next_use_ ? next_use_(entry.url) : std::optional<uint64_t>();
       // Farthest next use first (never again is farthest), then least recently used.
@@ -199,9 +199,9 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::Get(const std::string& url
       if (it != entries_.end() && it->second.url == url) {
         Entry& entry = it->second;
         entry.last_use = ++clock_;
-        if (auto mapped = entry.mapped.lock()) {
+        if (entry.mapped) {
           ++stats_.hits;
-          return std::shared_ptr<const MappedFile>(mapped);
+          return entry.mapped;
         }
         check = !entry.checked;
         expected_size = entry.size;
@@ -271,13 +271,56 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::Get(const std::string& url
       continue;  // fetched again
     }
     entry.checked = true;
-    if (auto other = entry.mapped.lock()) return std::shared_ptr<const MappedFile>(other);
+    if (entry.mapped) return entry.mapped;  // mapped by another thread meanwhile
     entry.mapped = mapped;
     ++stats_.hits;
     return mapped;
   }
   return Unavailable(RedactUrl(url) + ": the shard cache could not keep it (evicted, damaged "
                                       "or raced four times in a row)");
+}
+
+ShardCache::~ShardCache() {
+  std::vector<std::thread> fetchers;
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    queue_.clear();
+    fetchers.swap(fetchers_);
+  }
+  queued_.SignalAll();
+  for (std::thread& t : fetchers) t.join();
+}
+
+void ShardCache::Prefetch(const std::string& url, uint64_t size) {
+  {
+    MutexLock lock(&mu_);
+    const std::string key = KeyOf(url);
+    if (stopping_ || queue_.size() >= kMaxQueued || downloading_.count(key) != 0) return;
+    if (auto it = entries_.find(key); it != entries_.end() && it->second.url == url) return;
+    for (const auto& [queued, bytes] : queue_) {
+      if (queued == url) return;
+    }
+    queue_.emplace_back(url, size);
+    if (fetchers_.empty()) {
+      for (int i = 0; i < kFetchThreads; ++i) fetchers_.emplace_back([this] { FetchLoop(); });
+    }
+  }
+  queued_.Signal();
+}
+
+void ShardCache::FetchLoop() {
+  while (true) {
+    std::pair<std::string, uint64_t> next;
+    {
+      MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) queued_.Wait(&mu_);
+      if (stopping_) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    (void)Get(next.first, next.second);  // the Get that needs it reports a failure
+  }
 }
 
 bool ShardCache::Contains(const std::string& url) const {

@@ -12,20 +12,25 @@
 // the new shard fits. The victim is the entry whose next use is farthest away, as the
 // NextUse callback says (Belady's rule, exact when the callback knows the future order,
 // as emberd's sources do); entries with no next use go first; ties (and no callback) fall
-// back to least recently used. Entries mapped by a reader (a Get's result still held) are
-// not evicted; if those alone leave no room, Get is kResourceExhausted naming the limit.
+// back to least recently used. An entry stays mapped while cached; entries a reader holds
+// (a Get's result still held) are not evicted; if those alone leave no room, Get is
+// kResourceExhausted naming the limit.
 //
 // Thread-safe. Concurrent Gets of one URL download it once.
 #ifndef EMBER_DAEMON_DATA_REMOTE_SHARD_CACHE_H_
 #define EMBER_DAEMON_DATA_REMOTE_SHARD_CACHE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/env.h"
 #include "common/mutex.h"
@@ -62,6 +67,16 @@ class ShardCache {
   Result<std::shared_ptr<const MappedFile>> Get(const std::string& url,
                                                 std::optional<uint64_t> size = std::nullopt);
 
+  // Starts fetching `url` (`size` bytes) on one of the cache's fetch threads unless it is
+  // cached or coming; at most kMaxQueued requests wait (more are dropped). Never blocks on
+  // I/O; a failure is left to the Get that needs the shard.
+  void Prefetch(const std::string& url, uint64_t size);
+  static constexpr size_t kMaxQueued = 256;
+  static constexpr int kFetchThreads = 2;
+
+  // Stops the fetch threads (waiting for their downloads in flight).
+  ~ShardCache();
+
   // Whether `url` is cached (complete), without fetching or checking it.
   bool Contains(const std::string& url) const;
 
@@ -78,7 +93,7 @@ class ShardCache {
     std::string etag;
     bool checked = false;             // its bytes were verified by this process
     uint64_t last_use = 0;            // a counter: larger is more recent
-    std::weak_ptr<const MappedFile> mapped;
+    std::shared_ptr<const MappedFile> mapped;  // kept while cached; in use if shared
   };
 
   ShardCache(Env& env, std::string dir, uint64_t limit, HttpFetcher fetcher)
@@ -88,6 +103,7 @@ class ShardCache {
   // Removes entries until `need` more bytes fit. Needs mu_.
   Status MakeRoom(uint64_t need, const std::string& for_url) REQUIRES(mu_);
   void Remove(const std::string& key) REQUIRES(mu_);
+  void FetchLoop();
   // Fetches `url` into the entry's files; its CRC-32. Without mu_.
   Result<uint32_t> Download(const std::string& url, const std::string& key, uint64_t size);
 
@@ -102,6 +118,10 @@ class ShardCache {
   uint64_t reserved_ GUARDED_BY(mu_) = 0;  // for downloads under way
   uint64_t clock_ GUARDED_BY(mu_) = 0;
   NextUse next_use_ GUARDED_BY(mu_);
+  std::deque<std::pair<std::string, uint64_t>> queue_ GUARDED_BY(mu_);  // to prefetch
+  bool stopping_ GUARDED_BY(mu_) = false;
+  CondVar queued_;
+  std::vector<std::thread> fetchers_ GUARDED_BY(mu_);  // started by the first Prefetch
   ShardCacheStats stats_ GUARDED_BY(mu_);
 };
 

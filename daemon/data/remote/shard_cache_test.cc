@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <thread>
@@ -67,6 +68,24 @@ TEST_CASE("a shard is downloaded once, then served from the cache; concurrent ge
   auto missing = cache->Get(nginx.Url("/d/zz.tar"));
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK(cache->stats().entries == 2);
+}
+
+TEST_CASE("prefetched shards are fetched in the background, once") {
+  auto env = NewPosixEnv();
+  NginxServer nginx(WriteShards("prefetch-www"));
+  auto cache = MustOpen(*env, FreshTestDir("prefetch-cache"), 10 * kShardBytes);
+  for (int i = 0; i < 3; ++i) {
+    cache->Prefetch(nginx.Url("/d/c.tar"), kShardBytes);
+    cache->Prefetch(nginx.Url("/d/d.tar"), kShardBytes);
+  }
+  for (int i = 0; i < 500 && cache->stats().entries < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(cache->Contains(nginx.Url("/d/c.tar")));
+  CHECK(cache->Contains(nginx.Url("/d/d.tar")));
+  auto c = cache->Get(nginx.Url("/d/c.tar"));
+  REQUIRE(c.ok());
+  CHECK(Bytes(*c) == ShardBytes('c'));
+  CHECK(cache->stats().misses == 2);
 }
 
 TEST_CASE("over the limit, the entry used farthest in the future goes; LRU without a next use") {

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdint>
 
+#include "daemon/data/remote/http_fetch.h"
+
 namespace ember::daemon {
 namespace {
 
@@ -112,7 +114,22 @@ Result<std::vector<std::string>> ExpandBraces(const std::string& pattern) {
   return names;
 }
 
+bool IsRemoteShard(const std::string& path) {
+  return path.rfind("http://", 0) == 0 || path.rfind("https://", 0) == 0;
+}
+
 Result<std::vector<std::string>> ListShards(Env& env, const std::string& path) {
+  if (IsRemoteShard(path)) {
+    if (path.back() == '/') {
+      return InvalidArgument(RedactUrl(path) + ": an HTTP(S) path names its shards (a .tar "
+                             "URL or a brace pattern); a directory cannot be listed over HTTP");
+    }
+    return ExpandBraces(path);  // each is checked when it is fetched
+  }
+  if (const size_t scheme = path.find("://"); scheme != std::string::npos) {
+    return InvalidArgument(path.substr(0, scheme + 3) + " paths are not read yet (local paths and "
+                           "http(s):// URLs are)");
+  }
   if (path.find('{') == std::string::npos && env.IsDirectory(path)) {
     EMBER_ASSIGN_OR_RETURN(std::vector<std::string> entries, env.ListDir(path));
     std::vector<std::string> shards;

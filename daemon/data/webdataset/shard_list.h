@@ -26,9 +26,13 @@ Result<std::vector<std::string>> ExpandBraces(const std::string& pattern);
 
 // The shards of a dataset path: a directory's *.tar files (sorted by name; an empty
 // directory is kNotFound), a single file, or a brace pattern (ExpandBraces; each file must
-// exist: kNotFound naming the first missing one). Reads through `env` (the caller's
-// rights).
+// exist: kNotFound naming the first missing one); or http(s):// URLs, one or a brace
+// pattern (not checked here: a missing one fails its fetch). Other schemes (s3://) are
+// kInvalidArgument. Reads through `env` (the caller's rights).
 Result<std::vector<std::string>> ListShards(Env& env, const std::string& path);
+
+// Whether a shard path is an http(s):// URL.
+bool IsRemoteShard(const std::string& path);
 
 }  // namespace ember::daemon
 

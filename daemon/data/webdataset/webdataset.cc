@@ -72,6 +72,7 @@ class Keys {
 struct Index {
   DatasetInfo info;
   std::vector<std::string> shards;
+  std::vector<uint64_t> shard_sizes;
   std::vector<Field> fields;
   std::vector<Part> parts;  // [sample * fields.size() + field]
   Keys keys;
@@ -154,18 +155,40 @@ Part PartOf(const RawSample& sample, const std::string& ext, uint32_t shard) {
   return part;
 }
 
+// A shard as errors name it: its path, or its URL without credentials.
+std::string ShardName(const std::string& path) {
+  return IsRemoteShard(path) ? RedactUrl(path) : path;
+}
+
+// A shard mapped: a local file through `env` (the caller's rights), a URL through the
+// node's shard cache (downloaded first if it is not there).
+Result<std::shared_ptr<const MappedFile>> OpenShard(Env& env, ShardCache* cache,
+                                                    const std::string& path,
+                                                    std::optional<uint64_t> size = std::nullopt) {
+  if (!IsRemoteShard(path)) {
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, env.MapReadOnly(path));
+    return std::shared_ptr<const MappedFile>(std::move(mapped));
+  }
+  if (cache == nullptr) {
+    return FailedPrecondition(RedactUrl(path) + ": this emberd has no shard cache for remote "
+                              "shards");
+  }
+  return cache->Get(path, size);
+}
+
 // Indexes one shard's samples into `index`; its mapping goes to `keep` (if not null), so
 // that reads see the bytes that were indexed.
-Status IndexShard(Env& env, uint32_t shard, Index& index, DatasetMemory::Charge* memory,
-                  std::vector<std::shared_ptr<MappedFile>>* keep) {
+Status IndexShard(Env& env, ShardCache* cache, uint32_t shard, Index& index,
+                  DatasetMemory::Charge* memory,
+                  std::vector<std::shared_ptr<const MappedFile>>* keep) {
   const std::string& path = index.shards[shard];
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, env.MapReadOnly(path));
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapped, OpenShard(env, cache, path));
   EMBER_ASSIGN_OR_RETURN(std::vector<TarMember> members,
-                         IndexTar(path, mapped->data(), mapped->size()));
+                         IndexTar(ShardName(path), mapped->data(), mapped->size()));
   if (mapped->shrunk()) return mapped->ShrunkError();
   const char* mapped_data = mapped->data();
-  std::shared_ptr<MappedFile> hold(std::move(mapped));  // alive while the fields are read
-  if (keep != nullptr) keep->push_back(hold);
+  index.shard_sizes.push_back(mapped->size());
+  if (keep != nullptr) keep->push_back(mapped);
   std::vector<RawSample> samples;
   std::string key, ext;
   for (const TarMember& member : members) {
@@ -177,7 +200,7 @@ Status IndexShard(Env& env, uint32_t shard, Index& index, DatasetMemory::Charge*
   if (index.fields.empty()) {
     EMBER_ASSIGN_OR_RETURN(index.fields, FieldsOf(samples.front(), path, mapped_data));
     if (index.fields.empty()) {
-      return InvalidArgument(path + ": the first sample ('" + samples.front().key +
+      return InvalidArgument(ShardName(path) + ": the first sample ('" + samples.front().key +
                              "') has no member to serve");
     }
   }
@@ -209,13 +232,13 @@ Status CheckTensors(const Index& index) {
     exts += (exts.empty() ? "." : ", .") + field.ext;
     const std::string name = field.kind == Kind::kBytes ? field.name + "_size" : field.name;
     if (name.size() >= ring::kNameBytes) {
-      return InvalidArgument(index.shards.front() + ": extension '." + field.ext +
+      return InvalidArgument(ShardName(index.shards.front()) + ": extension '." + field.ext +
                              "' makes tensor '" + name + "', longer than " +
                              std::to_string(ring::kNameBytes - 1) + " bytes");
     }
   }
   if (tensors > ring::kMaxTensors) {
-    return InvalidArgument(index.shards.front() + ": the first sample's extensions (" + exts +
+    return InvalidArgument(ShardName(index.shards.front()) + ": the first sample's extensions (" + exts +
                            ") make " + std::to_string(tensors) + " tensors, at most " +
                            std::to_string(ring::kMaxTensors) + " fit a batch");
   }
@@ -223,23 +246,24 @@ Status CheckTensors(const Index& index) {
 }
 
 Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins,
-                         DatasetMemory::Charge* memory,
-                         std::vector<std::shared_ptr<MappedFile>>* keep = nullptr) {
+                         DatasetMemory::Charge* memory, ShardCache* cache,
+                         std::vector<std::shared_ptr<const MappedFile>>* keep = nullptr) {
   Index index;
   auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
   index.pipeline = std::make_shared<const ImagePipeline>(std::move(pipeline).value());
   EMBER_ASSIGN_OR_RETURN(index.shards, ListShards(env, spec.path));
   for (uint32_t shard = 0; shard < index.shards.size(); ++shard)
-    EMBER_RETURN_IF_ERROR(IndexShard(env, shard, index, memory, keep));
+    EMBER_RETURN_IF_ERROR(IndexShard(env, cache, shard, index, memory,
+                                     IsRemoteShard(index.shards[shard]) ? nullptr : keep));
   if (index.info.count == 0) {
-    return InvalidArgument(spec.path + ": no samples in its " + std::to_string(index.shards.size()) +
+    return InvalidArgument(ShardName(spec.path) + ": no samples in its " + std::to_string(index.shards.size()) +
                            " shard(s) (a sample is the members sharing a key: KEY.jpg, KEY.cls, ...)");
   }
   EMBER_RETURN_IF_ERROR(CheckTensors(index));
   DatasetInfo& info = index.info;
   info.spec = spec;
-  info.files = index.shards;
+  for (const std::string& shard : index.shards) info.files.push_back(ShardName(shard));
   for (const Field& field : index.fields) {
     switch (field.kind) {
       case Kind::kImage:
@@ -275,8 +299,11 @@ bool ParseLabel(const char* data, size_t size, int64_t& label) {
 
 class WebDatasetSource : public Source {
  public:
-  WebDatasetSource(Index index, std::vector<std::shared_ptr<MappedFile>> mapped)
-      : index_(std::move(index)), mapped_(std::move(mapped)) {}
+  // `local`: the mappings of the local shards (by shard; null for remote ones, which
+  // come from `cache`).
+  WebDatasetSource(Env& env, Index index, std::vector<std::shared_ptr<const MappedFile>> local,
+                   ShardCache* cache)
+      : env_(env), index_(std::move(index)), local_(std::move(local)), cache_(cache) {}
 
   const DatasetInfo& info() const override { return index_.info; }
 
@@ -292,7 +319,8 @@ class WebDatasetSource : public Source {
       const Field& field = index_.fields[f];
       const Part& part = index_.parts[id * fields + f];
       if (part.size >= kTooBig) return BadPart(id, part, field);
-      const MappedFile& shard = *mapped_[part.shard];
+      EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> held, Shard(part.shard));
+      const MappedFile& shard = *held;
       const char* data = shard.data() + part.offset;
       switch (field.kind) {
         case Kind::kImage: {
@@ -349,15 +377,27 @@ class WebDatasetSource : public Source {
       if (ids[i] >= index_.info.count) continue;
       for (size_t f = 0; f < fields; ++f) {
         const Part& part = index_.parts[ids[i] * fields + f];
-        if (part.size < kTooBig) mapped_[part.shard]->WillNeed(part.offset, part.size);
+        if (part.size >= kTooBig) continue;
+        if (local_[part.shard] != nullptr) {
+          local_[part.shard]->WillNeed(part.offset, part.size);
+        } else if (cache_ != nullptr) {
+          cache_->Prefetch(index_.shards[part.shard], index_.shard_sizes[part.shard]);
+        }
       }
     }
   }
 
  private:
+  // Shard `i` mapped: local ones stay mapped, remote ones come from the cache (fetched
+  // again if it evicted them).
+  Result<std::shared_ptr<const MappedFile>> Shard(uint32_t i) const {
+    if (local_[i] != nullptr) return local_[i];
+    return OpenShard(env_, cache_, index_.shards[i], index_.shard_sizes[i]);
+  }
+
   // "SHARD: sample 'KEY'"
   std::string Where(uint64_t id, const Part& part) const {
-    return index_.shards[part.shard] + ": sample '" + index_.keys.Get(id) + "'";
+    return ShardName(index_.shards[part.shard]) + ": sample '" + index_.keys.Get(id) + "'";
   }
 
   Status BadPart(uint64_t id, const Part& part, const Field& field) const {
@@ -375,26 +415,33 @@ class WebDatasetSource : public Source {
     }
   }
 
+  Env& env_;
   const Index index_;
-  const std::vector<std::shared_ptr<MappedFile>> mapped_;
+  const std::vector<std::shared_ptr<const MappedFile>> local_;
+  ShardCache* const cache_;
 };
 
 }  // namespace
 
 Result<DatasetInfo> ProbeWebDataset(Env& env, const DatasetSpec& spec,
                                     const PluginRegistry* plugins,
-                                    DatasetMemory::Charge* memory) {
-  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory));
+                                    DatasetMemory::Charge* memory, ShardCache* cache) {
+  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, cache));
   return std::move(index.info);
 }
 
 Result<std::unique_ptr<Source>> LoadWebDataset(Env& env, const DatasetSpec& spec,
                                                const PluginRegistry* plugins,
-                                               DatasetMemory::Charge* memory) {
-  std::vector<std::shared_ptr<MappedFile>> mapped;
-  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, &mapped));
+                                               DatasetMemory::Charge* memory, ShardCache* cache) {
+  std::vector<std::shared_ptr<const MappedFile>> kept;
+  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, cache, &kept));
+  std::vector<std::shared_ptr<const MappedFile>> local(index.shards.size());
+  size_t next = 0;
+  for (size_t i = 0; i < index.shards.size(); ++i) {
+    if (!IsRemoteShard(index.shards[i])) local[i] = kept[next++];
+  }
   return std::unique_ptr<Source>(
-      std::make_unique<WebDatasetSource>(std::move(index), std::move(mapped)));
+      std::make_unique<WebDatasetSource>(env, std::move(index), std::move(local), cache));
 }
 
 }  // namespace ember::daemon

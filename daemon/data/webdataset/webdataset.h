@@ -1,7 +1,11 @@
 // Format "webdataset": WebDataset tar shards, read in place (no conversion).
 //
 //   spec.path   a directory of .tar shards, one .tar file, or a brace pattern as
-//               webdataset writes them: /data/shard-{000000..000099}.tar (shard_list.h)
+//               webdataset writes them: /data/shard-{000000..000099}.tar (shard_list.h);
+//               or http(s):// URLs, one or a brace pattern, read through the node's
+//               shard cache (remote/shard_cache.h): registration fetches each shard to
+//               index it; reads take it from the cache, fetching it again if evicted;
+//               Prefetch() fetches the next batch's shards in the background
 //
 // A sample is a run of consecutive members sharing a key, as webdataset groups them: a
 // member's key is its path up to the first '.' of its file name, the rest (lowercased) its
@@ -32,6 +36,7 @@
 #include "daemon/catalog/dataset.h"
 #include "daemon/data/dataset_memory.h"
 #include "daemon/data/plugin/plugin_registry.h"
+#include "daemon/data/remote/shard_cache.h"
 #include "daemon/data/source.h"
 #include "ember/status.h"
 
@@ -44,14 +49,16 @@ namespace ember::daemon {
 // it grows (16 bytes per tensor per sample).
 Result<DatasetInfo> ProbeWebDataset(Env& env, const DatasetSpec& spec,
                                     const PluginRegistry* plugins = nullptr,
-                                    DatasetMemory::Charge* memory = nullptr);
+                                    DatasetMemory::Charge* memory = nullptr,
+                                    ShardCache* cache = nullptr);
 
 // As ProbeWebDataset, and the Source: shards mapped (Env::MapReadOnly, no descriptor
 // held), ParallelDecode() when it decodes images, Prefetch() asks the kernel for the
 // samples' bytes. Thread-safe; `env` must outlive it.
 Result<std::unique_ptr<Source>> LoadWebDataset(Env& env, const DatasetSpec& spec,
                                                const PluginRegistry* plugins = nullptr,
-                                               DatasetMemory::Charge* memory = nullptr);
+                                               DatasetMemory::Charge* memory = nullptr,
+                                               ShardCache* cache = nullptr);
 
 }  // namespace ember::daemon
 

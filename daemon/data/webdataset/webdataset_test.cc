@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -11,6 +12,8 @@
 #include "daemon/data/dataset_memory.h"
 #include "daemon/data/image/image_testing.h"
 #include "daemon/data/image/pipeline.h"
+#include "daemon/data/remote/nginx_testing.h"
+#include "daemon/data/remote/shard_cache.h"
 #include "daemon/data/source_testing.h"
 #include "daemon/data/webdataset/tar_testing.h"
 
@@ -122,6 +125,47 @@ TEST_CASE("samples are the members sharing a key: image by the pipeline, cls as 
   auto pattern = ProbeWebDataset(*env, Spec(dir + "/shard-{000000..000001}.tar"));
   REQUIRE(pattern.ok());
   CHECK(pattern->count == 6);
+}
+
+TEST_CASE("shards at http:// URLs are read through the shard cache, equal to the local ones") {
+  auto env = NewPosixEnv();
+  const std::string dir = WriteShards("remote");
+  NginxServer nginx(dir);
+  uint64_t largest = 0;
+  for (const char* name : {"/shard-000000.tar", "/shard-000001.tar"})
+    largest = std::max<uint64_t>(largest, ReadTestFile(dir + name).size());
+  // Room for one shard: reading both evicts and fetches again.
+  auto cache = ShardCache::Open(*env, FreshTestDir("remote-cache"), largest + 100, HttpFetcher());
+  REQUIRE(cache.ok());
+  auto remote = LoadWebDataset(*env, Spec(nginx.Url("/shard-{000000..000001}.tar")), nullptr,
+                               nullptr, cache->get());
+  INFO((remote.ok() ? std::string() : remote.status().ToString()));
+  REQUIRE(remote.ok());
+  CHECK((*remote)->info().files ==
+        std::vector<std::string>{nginx.Url("/shard-000000.tar"), nginx.Url("/shard-000001.tar")});
+  auto local = MustLoad(*env, Spec(dir));
+  REQUIRE((*remote)->info().count == 6);
+  for (uint64_t id : {0, 4, 1, 5, 2, 3}) {
+    const Sample got = Read(**remote, id);
+    const Sample want = Read(*local, id);
+    INFO("sample " << id << ": " << got.status.ToString());
+    REQUIRE(got.status.ok());
+    CHECK(got.image == want.image);
+    CHECK(got.label == want.label);
+    CHECK(got.text == want.text);
+  }
+  const ShardCacheStats stats = (*cache)->stats();
+  CHECK(stats.bytes <= largest + 100);
+  CHECK(stats.evictions > 0);
+
+  auto missing = ProbeWebDataset(*env, Spec(nginx.Url("/shard-{000000..000003}.tar")), nullptr,
+                                 nullptr, cache->get());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(Contains(missing.status().message(), nginx.Url("/shard-000002.tar") + ": HTTP 404"));
+  CHECK(ProbeWebDataset(*env, Spec(nginx.Url("/shard-000000.tar"))).status().code() ==
+        StatusCode::kFailedPrecondition);  // no shard cache
+  auto s3 = ProbeWebDataset(*env, Spec("s3://bucket/shards/"), nullptr, nullptr, cache->get());
+  CHECK(s3.status().message() == "s3:// paths are not read yet (local paths and http(s):// URLs are)");
 }
 
 TEST_CASE("a sample lacking a member, with one twice, or with a bad cls loses only itself") {

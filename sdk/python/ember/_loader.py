@@ -21,9 +21,14 @@ _IDX_FILES = ("train-images-idx3-ubyte", "t10k-images-idx3-ubyte")
 
 def detect_format(path: str) -> str:
     """The format of the data at `path`: a brace pattern ("shard-{000..099}.tar"), a .tar
-    file or a directory of .tar shards is "webdataset"; another file is "tokens"; a
+    file, a directory of .tar shards or http(s):// URLs of .tar shards are "webdataset"; another file is "tokens"; a
     directory holding a `manifest` is "packed" (emberctl pack), one holding MNIST-style IDX
     files is "idx", any other directory is an "imagefolder"."""
+    if "://" in path:
+        if "{" in path or path.endswith(".tar"):
+            return "webdataset"
+        raise InvalidArgument(f"{path}: cannot tell the format of a URL that names no .tar "
+                              f"shards; give format=")
     if "{" in path or (path.endswith(".tar") and os.path.isfile(path)):
         return "webdataset"
     if os.path.isfile(path):
@@ -46,7 +51,7 @@ class _PathDataset:
 
     def __init__(self, path: str, format: Optional[str], split: str, pipeline: str,
                  on_error: str) -> None:
-        self.path = os.path.realpath(path)
+        self.path = path if "://" in path else os.path.realpath(path)
         self.format = format or detect_format(self.path)
         self.split, self.pipeline, self.on_error = split, pipeline, on_error
         key = "\n".join((self.path, self.format, split, pipeline, on_error)).encode()

@@ -5,6 +5,7 @@ for sample equal to the same images registered as an image folder, by path and b
 pattern, and every sample once per epoch across 2 ranks."""
 
 import os
+import socket
 import subprocess
 import tempfile
 import unittest
@@ -40,6 +41,45 @@ with wds.ShardWriter(os.path.join(root, "shards", "part-%06d.tar"), maxcount=10)
                     "txt": "a photo number %d" % i,
                     "emb.npy": numpy.arange(4, dtype=numpy.float32) * i})
 """
+
+
+class Nginx:
+    """Debian's nginx serving `root` on a free loopback port (a real HTTP server with byte
+    ranges), its files in a temporary directory; stopped by the with block."""
+
+    def __init__(self, root: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="nginx-", dir=os.environ.get("TEST_TMPDIR"))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        user = "user root root;\n" if os.geteuid() == 0 else ""
+        temp = "".join(f"  {k}_temp_path {self.dir}/{k};\n"
+                       for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"{user}daemon off;\nmaster_process off;\npid {self.dir}/nginx.pid;\n"
+                    f"error_log {self.dir}/error.log warn;\nevents {{}}\n"
+                    f"http {{\n  access_log off;\n{temp}"
+                    f"  server {{ listen 127.0.0.1:{self.port}; root {root}; }}\n}}\n")
+        self.process = subprocess.Popen(["/usr/sbin/nginx", "-q", "-e", f"{self.dir}/error.log",
+                                         "-p", self.dir, "-c", conf])
+        if not et.eventually(self._answers, timeout=10):
+            self.__exit__()
+            raise RuntimeError(f"nginx did not answer on port {self.port}: {self.dir}/error.log")
+
+    def _answers(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def __enter__(self) -> "Nginx":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
 
 
 def writers_python() -> str:
@@ -92,6 +132,19 @@ class WebDatasetTest(unittest.TestCase):
                                                         pipeline=PIPELINE).dataset)
         self.assertEqual(info.format, "webdataset")
         self.assertEqual(info.count, COUNT)
+
+    def test_shards_over_http_come_through_the_daemons_shard_cache(self):
+        with Nginx(self.data) as nginx:
+            url = f"http://127.0.0.1:{nginx.port}/shards/part-{{000000..000002}}.tar"
+            self.assertEqual(ember.detect_format(url), "webdataset")
+            got = self.samples(url)
+            local = self.samples(os.path.join(self.data, "shards"))
+        self.assertEqual(sorted(got), list(range(COUNT)))
+        for i in range(COUNT):
+            for name in ("image", "label", "txt", "emb"):
+                self.assertTrue(torch.equal(got[i][name], local[i][name]), f"{name} of {i}")
+        cache = os.path.join(self.daemon.dir, "state", "shard-cache")
+        self.assertEqual(len([n for n in os.listdir(cache) if n.endswith(".shard")]), 3)
 
     def test_two_ranks_see_every_sample_once_per_epoch(self):
         shards = os.path.join(self.data, "shards")
