@@ -34,6 +34,8 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.job_fill_timeout_s == 600);
   CHECK(c.drain_timeout_s == 10);
   CHECK(c.peer_threads == 0);
+  CHECK(c.cache_dir.empty());
+  CHECK(c.cache_limit_bytes == (uint64_t{8} << 30));
 }
 
 TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names every key") {
@@ -49,12 +51,13 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
   std::string text = *env->ReadFile(path);
   for (const char* key :
        {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level",
-        "plugins", "reconnect_timeout", "job_fill_timeout", "drain_timeout", "peer_threads"}) {
+        "plugins", "reconnect_timeout", "job_fill_timeout", "drain_timeout", "peer_threads",
+        "cache_limit"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
   // Keys without a default value are shown commented out.
-  for (const char* key : {"listen", "tls", "node", "metrics_listen"}) {
+  for (const char* key : {"listen", "tls", "node", "metrics_listen", "cache_dir"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n# ") + key + ": "));
   }
@@ -81,6 +84,8 @@ TEST_CASE("every key is read") {
       "job_fill_timeout: 30\n"
       "drain_timeout: 0\n"
       "idle_exit: 300\n"
+      "cache_dir: /cache/ember\n"
+      "cache_limit: 100GiB\n"
       "peer_threads: 3\n",
       "all.yaml");
   INFO(config.status().ToString());
@@ -102,6 +107,9 @@ TEST_CASE("every key is read") {
   CHECK(config->idle_exit_s == 300);
   CHECK(ParseConfig("", "test.yaml")->idle_exit_s == 0);
   CHECK_THAT(ErrorOf("idle_exit: 86401\n"), Catch::Contains("0..86400"));
+  CHECK(config->cache_dir == "/cache/ember");
+  CHECK(config->cache_limit_bytes == (uint64_t{100} << 30));
+  CHECK_THAT(ErrorOf("cache_limit: 0\n"), Catch::Contains("key 'cache_limit' must be positive, got '0'"));
 }
 
 TEST_CASE("keys left out keep their defaults") {

@@ -218,8 +218,10 @@ int main(int argc, char** argv) {
       text << in.rdbuf();
       spec.pipeline = text.str();
     }
-    // emberd resolves paths itself; a relative one means relative to here.
-    if (!spec.path.empty() && spec.path[0] != '/') {
+    // emberd resolves paths itself; a relative one means relative to here (a URL is not
+    // a path).
+    if (!spec.path.empty() && spec.path[0] != '/' &&
+        spec.path.find("://") == std::string::npos) {
       char cwd[4096];
       if (getcwd(cwd, sizeof(cwd)) != nullptr) spec.path = std::string(cwd) + "/" + spec.path;
     }

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <sstream>
 #include <utility>
@@ -185,6 +186,17 @@ Result<uint32_t> ShardCache::Download(const std::string& url, const std::string&
 
 Result<std::shared_ptr<const MappedFile>> ShardCache::Get(const std::string& url,
                                                           std::optional<uint64_t> size) {
+  return Find(url, size, Fetch::kEvicting);
+}
+
+std::shared_ptr<const MappedFile> ShardCache::Cached(const std::string& url) {
+  Result<std::shared_ptr<const MappedFile>> found = Find(url, std::nullopt, Fetch::kNever);
+  return found.ok() ? *found : nullptr;
+}
+
+Result<std::shared_ptr<const MappedFile>> ShardCache::Find(const std::string& url,
+                                                           std::optional<uint64_t> size,
+                                                           Fetch fetch) {
   const std::string key = KeyOf(url);
   enum class Step { kMap, kWait, kDownload };
   for (int round = 0; round < 4; ++round) {
@@ -220,6 +232,7 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::Get(const std::string& url
       continue;
     }
     if (step == Step::kDownload) {
+      if (fetch == Fetch::kNever) return NotFound(RedactUrl(url) + ": not in the shard cache");
       if (!size) {
         EMBER_ASSIGN_OR_RETURN(ObjectInfo info, fetcher_.Stat(url));
         size = info.size;
@@ -228,6 +241,9 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::Get(const std::string& url
       {
         MutexLock lock(&mu_);
         if (downloading_.count(key) != 0 || entries_.count(key) != 0) continue;  // raced
+        if (fetch == Fetch::kIfRoom && bytes_ + reserved_ + *size > limit_) {
+          return ResourceExhausted(RedactUrl(url) + ": no free room in the shard cache");
+        }
         EMBER_RETURN_IF_ERROR(MakeRoom(*size, url));
         reserved_ += *size;
         downloading_[key] = std::make_shared<std::shared_future<Status>>(promise.get_future().share());
@@ -319,8 +335,23 @@ void ShardCache::FetchLoop() {
       next = std::move(queue_.front());
       queue_.pop_front();
     }
-    (void)Get(next.first, next.second);  // the Get that needs it reports a failure
+    (void)Find(next.first, next.second, Fetch::kIfRoom);  // a reader reports failures
   }
+}
+
+Status ShardCache::ReadRange(const std::string& url, uint64_t offset, uint64_t size,
+                             std::string& out) {
+  out.resize(size);
+  EMBER_RETURN_IF_ERROR(
+      fetcher_.Get(url, ByteRange{offset, size}, [&](uint64_t at, const char* data, size_t n) {
+        if (at + n > size) return DataLoss("GET " + RedactUrl(url) + ": more than the range");
+        std::memcpy(out.data() + at, data, n);
+        return Status::Ok();
+      }));
+  MutexLock lock(&mu_);
+  ++stats_.range_reads;
+  stats_.range_bytes += size;
+  return Status::Ok();
 }
 
 bool ShardCache::Contains(const std::string& url) const {

@@ -45,6 +45,8 @@ struct ShardCacheStats {
   uint64_t fetched_bytes = 0;  // bytes downloaded
   uint64_t evictions = 0;
   uint64_t damaged = 0;        // entries found damaged and removed
+  uint64_t range_reads = 0;    // ReadRange calls (bytes read around the cache)
+  uint64_t range_bytes = 0;
   uint64_t bytes = 0;          // held now
   uint64_t entries = 0;
 };
@@ -67,15 +69,24 @@ class ShardCache {
   Result<std::shared_ptr<const MappedFile>> Get(const std::string& url,
                                                 std::optional<uint64_t> size = std::nullopt);
 
+  // The shard at `url` if it is cached (mapped, checked once), else null: never fetches.
+  std::shared_ptr<const MappedFile> Cached(const std::string& url);
+
   // Starts fetching `url` (`size` bytes) on one of the cache's fetch threads unless it is
-  // cached or coming; at most kMaxQueued requests wait (more are dropped). Never blocks on
-  // I/O; a failure is left to the Get that needs the shard.
+  // cached or coming, if it fits in the room left (a prefetch evicts nothing); at most
+  // kMaxQueued requests wait (more are dropped). Never blocks on I/O; failures are left
+  // to the readers.
   void Prefetch(const std::string& url, uint64_t size);
   static constexpr size_t kMaxQueued = 256;
   static constexpr int kFetchThreads = 2;
 
   // Stops the fetch threads (waiting for their downloads in flight).
   ~ShardCache();
+
+  // Bytes [offset, offset + size) of `url`, fetched (a range GET) into `out` without
+  // caching them: for a reader that cannot have the shard cached (its Get was
+  // kResourceExhausted). The fetcher's errors.
+  Status ReadRange(const std::string& url, uint64_t offset, uint64_t size, std::string& out);
 
   // Whether `url` is cached (complete), without fetching or checking it.
   bool Contains(const std::string& url) const;
@@ -104,6 +115,10 @@ class ShardCache {
   Status MakeRoom(uint64_t need, const std::string& for_url) REQUIRES(mu_);
   void Remove(const std::string& key) REQUIRES(mu_);
   void FetchLoop();
+  enum class Fetch { kEvicting, kIfRoom, kNever };
+  // Get, fetching a missing shard as `fetch` says.
+  Result<std::shared_ptr<const MappedFile>> Find(const std::string& url,
+                                                 std::optional<uint64_t> size, Fetch fetch);
   // Fetches `url` into the entry's files; its CRC-32. Without mu_.
   Result<uint32_t> Download(const std::string& url, const std::string& key, uint64_t size);
 

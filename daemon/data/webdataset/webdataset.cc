@@ -286,6 +286,13 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
   return index;
 }
 
+// Whether a member's shard was truncated under its mapping (never for fetched bytes).
+struct Shrunk {
+  const MappedFile* file;
+  bool shrunk() const { return file != nullptr && file->shrunk(); }
+  Status ShrunkError() const { return file->ShrunkError(); }
+};
+
 // ASCII decimal, surrounding whitespace allowed.
 bool ParseLabel(const char* data, size_t size, int64_t& label) {
   const char* begin = data;
@@ -319,9 +326,22 @@ class WebDatasetSource : public Source {
       const Field& field = index_.fields[f];
       const Part& part = index_.parts[id * fields + f];
       if (part.size >= kTooBig) return BadPart(id, part, field);
-      EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> held, Shard(part.shard));
-      const MappedFile& shard = *held;
-      const char* data = shard.data() + part.offset;
+      // The member's bytes: in the mapped shard, or (a remote shard not in the cache) fetched
+      // by a range GET into this thread's buffer; whole shards come in by Prefetch, when
+      // they fit without evicting.
+      thread_local std::string fetched[ring::kMaxTensors];
+      const std::shared_ptr<const MappedFile> opened = Shard(part.shard);
+      const char* data = nullptr;
+      if (opened != nullptr) {
+        data = opened->data() + part.offset;
+      } else if (cache_ != nullptr) {
+        EMBER_RETURN_IF_ERROR(cache_->ReadRange(index_.shards[part.shard], part.offset,
+                                                part.size, fetched[f]));
+        data = fetched[f].data();
+      } else {
+        return OpenShard(env_, cache_, index_.shards[part.shard]).status();  // says why
+      }
+      const Shrunk shard{opened.get()};
       switch (field.kind) {
         case Kind::kImage: {
           Status status = index_.pipeline->Run(
@@ -388,11 +408,11 @@ class WebDatasetSource : public Source {
   }
 
  private:
-  // Shard `i` mapped: local ones stay mapped, remote ones come from the cache (fetched
-  // again if it evicted them).
-  Result<std::shared_ptr<const MappedFile>> Shard(uint32_t i) const {
+  // Shard `i` mapped: local ones stay mapped, remote ones if the cache holds them (else
+  // null: their members are read by range).
+  std::shared_ptr<const MappedFile> Shard(uint32_t i) const {
     if (local_[i] != nullptr) return local_[i];
-    return OpenShard(env_, cache_, index_.shards[i], index_.shard_sizes[i]);
+    return cache_ != nullptr ? cache_->Cached(index_.shards[i]) : nullptr;
   }
 
   // "SHARD: sample 'KEY'"

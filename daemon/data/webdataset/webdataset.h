@@ -4,8 +4,10 @@
 //               webdataset writes them: /data/shard-{000000..000099}.tar (shard_list.h);
 //               or http(s):// URLs, one or a brace pattern, read through the node's
 //               shard cache (remote/shard_cache.h): registration fetches each shard to
-//               index it; reads take it from the cache, fetching it again if evicted;
-//               Prefetch() fetches the next batch's shards in the background
+//               index it (evicting others if it must); reads take a shard's members
+//               from the cache, or by range GETs when it is not there (never a whole
+//               shard for one sample); Prefetch() fetches the next batch's shards whole,
+//               in the background, when they fit without evicting
 //
 // A sample is a run of consecutive members sharing a key, as webdataset groups them: a
 // member's key is its path up to the first '.' of its file name, the rest (lowercased) its

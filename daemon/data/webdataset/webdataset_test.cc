@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <chrono>
+#include <thread>
 
 #include "common/temp_dir_testing.h"
 #include "daemon/data/dataset_memory.h"
@@ -154,9 +156,19 @@ TEST_CASE("shards at http:// URLs are read through the shard cache, equal to the
     CHECK(got.label == want.label);
     CHECK(got.text == want.text);
   }
+  // Registration indexed shard 0, then shard 1 (evicting shard 0): shard 1's samples
+  // come from the cache, shard 0's by range GETs (jpg, cls and txt of each).
   const ShardCacheStats stats = (*cache)->stats();
   CHECK(stats.bytes <= largest + 100);
   CHECK(stats.evictions > 0);
+  CHECK(stats.range_reads == 3 * 3);
+  CHECK((*cache)->Contains(nginx.Url("/shard-000001.tar")));
+  CHECK_FALSE((*cache)->Contains(nginx.Url("/shard-000000.tar")));
+  // A prefetch evicts nothing: shard 0 stays out while shard 1 fills the room.
+  const uint64_t prefetch_ids[] = {0};
+  (*remote)->Prefetch(prefetch_ids, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK_FALSE((*cache)->Contains(nginx.Url("/shard-000000.tar")));
 
   auto missing = ProbeWebDataset(*env, Spec(nginx.Url("/shard-{000000..000003}.tar")), nullptr,
                                  nullptr, cache->get());
