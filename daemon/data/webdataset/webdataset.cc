@@ -322,6 +322,8 @@ class WebDatasetSource : public Source {
     }
     const size_t fields = index_.fields.size();
     size_t tensor = 0;
+    std::shared_ptr<const MappedFile> opened;
+    uint32_t opened_shard = UINT32_MAX;
     for (size_t f = 0; f < fields; ++f) {
       const Field& field = index_.fields[f];
       const Part& part = index_.parts[id * fields + f];
@@ -330,7 +332,10 @@ class WebDatasetSource : public Source {
       // by a range GET into this thread's buffer; whole shards come in by Prefetch, when
       // they fit without evicting.
       thread_local std::string fetched[ring::kMaxTensors];
-      const std::shared_ptr<const MappedFile> opened = Shard(part.shard);
+      if (opened_shard != part.shard) {  // a sample's members share a shard: look it up once
+        opened = Shard(part.shard);
+        opened_shard = part.shard;
+      }
       const char* data = nullptr;
       if (opened != nullptr) {
         data = opened->data() + part.offset;
