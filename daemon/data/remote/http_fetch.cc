@@ -48,12 +48,29 @@ struct Attempt {
   Status sink_status;     // the sink's own error, which ends the request
   uint64_t received = 0;  // body bytes
   std::string etag;
+  std::string refused;    // an address OnConnected refused
 };
 
 struct Transfer {
   const BodySink* sink = nullptr;
   Attempt* attempt = nullptr;
+  const std::vector<std::string>* refused_addresses = nullptr;
 };
+
+// Called once a connection is up, before the request goes out (also after a redirect).
+int OnConnected(void* user, char* primary_ip, char*, int, int) {
+  auto* transfer = static_cast<Transfer*>(user);
+  std::string ip = primary_ip != nullptr ? primary_ip : "";
+  std::transform(ip.begin(), ip.end(), ip.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const std::string& prefix : *transfer->refused_addresses) {
+    if (ip.rfind(prefix, 0) == 0) {
+      transfer->attempt->refused = ip;
+      return CURL_PREREQFUNC_ABORT;
+    }
+  }
+  return CURL_PREREQFUNC_OK;
+}
 
 size_t OnBody(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
@@ -157,7 +174,7 @@ Status HttpFetcher::Perform(const char* method, const std::string& url,
   std::string failure;
   for (int attempt_no = 1; attempt_no <= options_.attempts; ++attempt_no) {
     Attempt attempt;
-    Transfer transfer{sink, &attempt};
+    Transfer transfer{sink, &attempt, &options_.refused_addresses};
     curl_easy_reset(curl);
     curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -174,6 +191,8 @@ Status HttpFetcher::Perform(const char* method, const std::string& url,
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
+    curl_easy_setopt(curl, CURLOPT_PREREQFUNCTION, OnConnected);
+    curl_easy_setopt(curl, CURLOPT_PREREQDATA, &transfer);
     if (sink == nullptr) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
     if (range) curl_easy_setopt(curl, CURLOPT_RANGE, range_text.c_str());
     attempt.code = curl_easy_perform(curl);
@@ -181,6 +200,11 @@ Status HttpFetcher::Perform(const char* method, const std::string& url,
     curl_easy_getinfo(curl, CURLINFO_NUM_CONNECTS, &connects);
     g_connections += static_cast<uint64_t>(connects);
     if (!attempt.sink_status.ok()) return attempt.sink_status;
+    if (!attempt.refused.empty()) {
+      return PermissionDenied(what + ": refused to connect to " + attempt.refused +
+                              " (a refused address: link-local ones are, where cloud "
+                              "instance metadata answers)");
+    }
     if (attempt.code == CURLE_OK && attempt.http >= 200 && attempt.http < 300) {
       curl_off_t length = -1;
       curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);

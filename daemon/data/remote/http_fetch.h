@@ -22,6 +22,10 @@ struct FetchOptions {
   int attempts = 4;  // tries per request: 5xx, 429, timeouts and lost connections retry
   std::chrono::milliseconds first_backoff{200};  // doubled after each failed try
   std::vector<std::string> headers;  // extra request headers ("Name: value")
+  // Addresses never connected to, by prefix of their text form (after DNS, redirects
+  // included): link-local ones by default, where cloud instance metadata (and its
+  // credentials) answers, so that a dataset's URL cannot make emberd fetch it for a user.
+  std::vector<std::string> refused_addresses = {"169.254.", "fe80:", "::ffff:169.254."};
 };
 
 // Bytes [offset, offset + length) of an object.
@@ -48,7 +52,7 @@ std::string RedactUrl(const std::string& url);
 //   "GET http://host/d/s-000.tar (bytes 0-1023): HTTP 404 Not Found"      kNotFound
 //   "GET http://host/d/s-000.tar: HTTP 503 after 4 attempts"              kUnavailable
 //   "GET http://host/d/s-000.tar: no data for 30 s (stalled) after 4 attempts"
-// kPermissionDenied for 401/403, kDataLoss for a body shorter or longer than the server
+// kPermissionDenied for 401/403 and a refused address, kDataLoss for a body shorter or longer than the server
 // announced, kInvalidArgument for a URL libcurl cannot use.
 class HttpFetcher {
  public:

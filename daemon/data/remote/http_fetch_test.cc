@@ -171,6 +171,25 @@ TEST_CASE("a server that stalls is given up on within the stall timeout, for eve
   CHECK(took < std::chrono::seconds(8));
 }
 
+TEST_CASE("link-local addresses are refused (instance metadata); a refused address is not retried") {
+  CHECK(FetchOptions().refused_addresses ==
+        std::vector<std::string>{"169.254.", "fe80:", "::ffff:169.254."});
+  const std::string root = FreshTestDir("refused-www");
+  WriteTestFile(root + "/a.tar", "bytes");
+  NginxServer nginx(root);
+  FetchOptions loopback_refused;
+  loopback_refused.refused_addresses = {"127.0.0."};  // this test's server is on loopback
+  Status status;
+  Collect(HttpFetcher(loopback_refused), nginx.Url("/a.tar"), std::nullopt, &status);
+  CHECK(status.code() == StatusCode::kPermissionDenied);
+  CHECK(status.message() == "GET " + nginx.Url("/a.tar") +
+                                ": refused to connect to 127.0.0.1 (a refused address: link-local "
+                                "ones are, where cloud instance metadata answers)");
+  CHECK(HttpFetcher(loopback_refused).Stat(nginx.Url("/a.tar")).status().code() ==
+        StatusCode::kPermissionDenied);
+  CHECK(Collect(HttpFetcher(), nginx.Url("/a.tar"), std::nullopt, &status) == "bytes");
+}
+
 TEST_CASE("errors show no credentials: user, password and query are left out of URLs") {
   CHECK(RedactUrl("https://key:secret@s3.example:9000/bucket/a.tar?X-Amz-Signature=abc") ==
         "https://s3.example:9000/bucket/a.tar");
