@@ -95,6 +95,17 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(Env& env, const std::string
     const std::string key = name.substr(0, name.size() - 6);
     if (cache->entries_.count(key) == 0) (void)env.RemoveAll(dir + "/" + name);
   }
+  EMBER_RETURN_IF_ERROR(env.CreateDirs(dir + "/notes"));
+  EMBER_ASSIGN_OR_RETURN(std::vector<std::string> notes, env.ListDir(dir + "/notes"));
+  for (const std::string& name : notes) {
+    if (!EndsWith(name, ".note")) continue;
+    Result<std::unique_ptr<ReadableFile>> file = env.OpenForRead(dir + "/notes/" + name);
+    if (!file.ok()) continue;
+    NoteEntry& note = cache->notes_[name.substr(0, name.size() - 5)];
+    note.bytes = (*file)->Size();
+    cache->note_bytes_ += note.bytes;
+  }
+  cache->TrimNotes(0);
   EMBER_RETURN_IF_ERROR(cache->MakeRoom(0, dir));
   return cache;
 }
@@ -352,6 +363,51 @@ Status ShardCache::ReadRange(const std::string& url, uint64_t offset, uint64_t s
   ++stats_.range_reads;
   stats_.range_bytes += size;
   return Status::Ok();
+}
+
+void ShardCache::TrimNotes(uint64_t need) {
+  while (!notes_.empty() && note_bytes_ + need > limit_ / 16) {
+    auto oldest = notes_.begin();
+    for (auto it = notes_.begin(); it != notes_.end(); ++it)
+      if (it->second.last_use < oldest->second.last_use) oldest = it;
+    note_bytes_ -= oldest->second.bytes;
+    (void)env_.RemoveAll(dir_ + "/notes/" + oldest->first + ".note");
+    notes_.erase(oldest);
+  }
+}
+
+std::optional<std::string> ShardCache::Note(const std::string& url, const ObjectInfo& version) {
+  if (version.etag.empty()) return std::nullopt;
+  const std::string key = KeyOf(url);
+  {
+    MutexLock lock(&mu_);
+    auto it = notes_.find(key);
+    if (it == notes_.end()) return std::nullopt;
+    it->second.last_use = ++clock_;
+  }
+  Result<std::string> text = env_.ReadFile(dir_ + "/notes/" + key + ".note");
+  const std::string header = MetaText(url, version.size, version.etag, 0);
+  if (!text.ok() || text->compare(0, header.size(), header) != 0) return std::nullopt;
+  MutexLock lock(&mu_);
+  ++stats_.notes_used;
+  return text->substr(header.size());
+}
+
+void ShardCache::SaveNote(const std::string& url, const ObjectInfo& version,
+                          const std::string& bytes) {
+  if (version.etag.empty()) return;
+  const std::string key = KeyOf(url);
+  const std::string text = MetaText(url, version.size, version.etag, 0) + bytes;
+  MutexLock lock(&mu_);
+  if (text.size() > limit_ / 16) return;
+  if (auto it = notes_.find(key); it != notes_.end()) {
+    note_bytes_ -= it->second.bytes;
+    notes_.erase(it);
+  }
+  TrimNotes(text.size());
+  if (!env_.WriteFileAtomic(dir_ + "/notes/" + key + ".note", text).ok()) return;
+  notes_[key] = NoteEntry{text.size(), ++clock_};
+  note_bytes_ += text.size();
 }
 
 bool ShardCache::Contains(const std::string& url) const {

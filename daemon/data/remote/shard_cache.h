@@ -47,6 +47,7 @@ struct ShardCacheStats {
   uint64_t damaged = 0;        // entries found damaged and removed
   uint64_t range_reads = 0;    // ReadRange calls (bytes read around the cache)
   uint64_t range_bytes = 0;
+  uint64_t notes_used = 0;     // Note() answers
   uint64_t bytes = 0;          // held now
   uint64_t entries = 0;
 };
@@ -88,6 +89,18 @@ class ShardCache {
   // kResourceExhausted). The fetcher's errors.
   Status ReadRange(const std::string& url, uint64_t offset, uint64_t size, std::string& out);
 
+  // The object's size and ETag (a HEAD with the cache's fetcher): the version of it that
+  // notes are kept for.
+  Result<ObjectInfo> Stat(const std::string& url) const { return fetcher_.Stat(url); }
+
+  // Notes: small records about one version of an object (a shard's tar index, so that
+  // registering or loading a set again needs no download), kept beside the cache in
+  // DIR/notes, across restarts and after the shard's entry is evicted. All notes
+  // together stay within limit / 16 bytes (the least recently used go). Only versions
+  // with an ETag are noted (a size alone does not tell two objects apart).
+  std::optional<std::string> Note(const std::string& url, const ObjectInfo& version);
+  void SaveNote(const std::string& url, const ObjectInfo& version, const std::string& bytes);
+
   // Whether `url` is cached (complete), without fetching or checking it.
   bool Contains(const std::string& url) const;
 
@@ -114,6 +127,8 @@ class ShardCache {
   // Removes entries until `need` more bytes fit. Needs mu_.
   Status MakeRoom(uint64_t need, const std::string& for_url) REQUIRES(mu_);
   void Remove(const std::string& key) REQUIRES(mu_);
+  // Removes the least recently used notes until `need` more bytes fit their budget.
+  void TrimNotes(uint64_t need) REQUIRES(mu_);
   void FetchLoop();
   enum class Fetch { kEvicting, kIfRoom, kNever };
   // Get, fetching a missing shard as `fetch` says.
@@ -138,6 +153,12 @@ class ShardCache {
   CondVar queued_;
   std::vector<std::thread> fetchers_ GUARDED_BY(mu_);  // started by the first Prefetch
   ShardCacheStats stats_ GUARDED_BY(mu_);
+  struct NoteEntry {
+    uint64_t bytes = 0;
+    uint64_t last_use = 0;
+  };
+  std::map<std::string, NoteEntry> notes_ GUARDED_BY(mu_);  // by key
+  uint64_t note_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ember::daemon

@@ -100,4 +100,54 @@ Result<std::vector<TarMember>> IndexTar(const std::string& name, const void* dat
   return members;
 }
 
+namespace {
+
+void PutU64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+bool GetU64(const std::string& in, size_t& at, uint64_t& v) {
+  if (in.size() - at < 8) return false;
+  v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in[at + i])) << (8 * i);
+  at += 8;
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeTarIndex(const std::vector<TarMember>& members) {
+  std::string out = "ember-tar-index-1\n";
+  PutU64(out, members.size());
+  for (const TarMember& m : members) {
+    PutU64(out, m.name.size());
+    out += m.name;
+    PutU64(out, m.offset);
+    PutU64(out, m.size);
+  }
+  return out;
+}
+
+std::optional<std::vector<TarMember>> DecodeTarIndex(const std::string& bytes, uint64_t size) {
+  const std::string magic = "ember-tar-index-1\n";
+  if (bytes.compare(0, magic.size(), magic) != 0) return std::nullopt;
+  size_t at = magic.size();
+  uint64_t count = 0;
+  if (!GetU64(bytes, at, count) || count > kMaxTarMembers) return std::nullopt;
+  std::vector<TarMember> members;
+  members.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    TarMember m;
+    uint64_t name_size = 0;
+    if (!GetU64(bytes, at, name_size) || name_size > bytes.size() - at) return std::nullopt;
+    m.name = bytes.substr(at, name_size);
+    at += name_size;
+    if (!GetU64(bytes, at, m.offset) || !GetU64(bytes, at, m.size)) return std::nullopt;
+    if (m.offset > size || m.size > size - m.offset) return std::nullopt;
+    members.push_back(std::move(m));
+  }
+  if (at != bytes.size()) return std::nullopt;
+  return members;
+}
+
 }  // namespace ember::daemon

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,12 @@ inline constexpr size_t kMaxTarMembers = 1 << 20;
 // reason and the member it was at), a compressed one (members must be readable in
 // place), a sparse member, or more than kMaxTarMembers members.
 Result<std::vector<TarMember>> IndexTar(const std::string& name, const void* data, size_t size);
+
+// An index as bytes (kept as a shard cache note) and back. DecodeTarIndex checks that every
+// member lies within an archive of `size` bytes and the count is within kMaxTarMembers;
+// nullopt if `bytes` are not such an index.
+std::string EncodeTarIndex(const std::vector<TarMember>& members);
+std::optional<std::vector<TarMember>> DecodeTarIndex(const std::string& bytes, uint64_t size);
 
 }  // namespace ember::daemon
 

@@ -65,5 +65,20 @@ TEST_CASE("damaged, truncated, compressed and empty archives are data loss namin
   }
 }
 
+TEST_CASE("an index round-trips through its note bytes; bad or out-of-bounds bytes are refused") {
+  const std::vector<TarMember> members = {{"a.jpg", 512, 1000}, {"a.cls", 2048, 1}, {"", 2560, 0}};
+  const std::string bytes = EncodeTarIndex(members);
+  auto back = DecodeTarIndex(bytes, 4096);
+  REQUIRE(back.has_value());
+  REQUIRE(back->size() == 3);
+  CHECK((*back)[0].name == "a.jpg");
+  CHECK((*back)[1].offset == 2048);
+  CHECK((*back)[0].size == 1000);
+  CHECK_FALSE(DecodeTarIndex(bytes, 2048).has_value());  // a member past the archive
+  CHECK_FALSE(DecodeTarIndex(bytes.substr(0, bytes.size() - 1), 4096).has_value());
+  CHECK_FALSE(DecodeTarIndex(bytes + "x", 4096).has_value());
+  CHECK_FALSE(DecodeTarIndex("not an index", 4096).has_value());
+}
+
 }  // namespace
 }  // namespace ember::daemon

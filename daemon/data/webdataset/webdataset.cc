@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,10 +100,13 @@ struct RawSample {
   std::vector<std::pair<std::string, const TarMember*>> members;  // (ext, member)
 };
 
-// The tensors the first sample's extensions give (see webdataset.h); `shard` holds its
-// members (an .npy's header gives its tensor's dtype and shape).
+// A member's bytes (the mapped shard's, or fetched by range when only its index is at hand).
+using MemberBytes = std::function<Result<std::string>(const TarMember& member)>;
+
+// The tensors the first sample's extensions give (see webdataset.h); an .npy's header,
+// read with `bytes`, gives its tensor's dtype and shape.
 Result<std::vector<Field>> FieldsOf(const RawSample& first, const std::string& shard_name,
-                                    const char* shard) {
+                                    const MemberBytes& bytes) {
   std::vector<std::string> exts;
   for (const auto& [ext, member] : first.members) exts.push_back(ext);
   std::sort(exts.begin(), exts.end());
@@ -126,10 +131,10 @@ Result<std::vector<Field>> FieldsOf(const RawSample& first, const std::string& s
     Field field{ext, Kind::kArray, ext == "npy" ? "npy" : ext.substr(0, ext.size() - 4)};
     for (const auto& [member_ext, member] : first.members) {
       if (member_ext != ext) continue;
-      EMBER_ASSIGN_OR_RETURN(
-          NpyHeader header,
-          ParseNpyHeader(shard_name + ": sample '" + first.key + "'." + ext,
-                         shard + member->offset, member->size));
+      EMBER_ASSIGN_OR_RETURN(std::string npy, bytes(*member));
+      EMBER_ASSIGN_OR_RETURN(NpyHeader header,
+                             ParseNpyHeader(shard_name + ": sample '" + first.key + "'." + ext,
+                                            npy.data(), npy.size()));
       field.dtype = header.dtype;
       field.shape = header.shape;
       break;
@@ -182,13 +187,40 @@ Status IndexShard(Env& env, ShardCache* cache, uint32_t shard, Index& index,
                   DatasetMemory::Charge* memory,
                   std::vector<std::shared_ptr<const MappedFile>>* keep) {
   const std::string& path = index.shards[shard];
-  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapped, OpenShard(env, cache, path));
-  EMBER_ASSIGN_OR_RETURN(std::vector<TarMember> members,
-                         IndexTar(ShardName(path), mapped->data(), mapped->size()));
-  if (mapped->shrunk()) return mapped->ShrunkError();
-  const char* mapped_data = mapped->data();
-  index.shard_sizes.push_back(mapped->size());
-  if (keep != nullptr) keep->push_back(mapped);
+  std::shared_ptr<const MappedFile> mapped;
+  std::vector<TarMember> members;
+  uint64_t shard_size = 0;
+  if (IsRemoteShard(path) && cache != nullptr) {
+    // A remote shard's index may be noted from an earlier registration of this version of
+    // it (HEAD: size and ETag): then it is not fetched again to be indexed.
+    EMBER_ASSIGN_OR_RETURN(ObjectInfo version, cache->Stat(path));
+    std::optional<std::vector<TarMember>> noted;
+    if (std::optional<std::string> note = cache->Note(path, version))
+      noted = DecodeTarIndex(*note, version.size);
+    if (noted) {
+      members = std::move(*noted);
+      shard_size = version.size;
+      mapped = cache->Cached(path);
+    } else {
+      EMBER_ASSIGN_OR_RETURN(mapped, cache->Get(path, version.size));
+      EMBER_ASSIGN_OR_RETURN(members, IndexTar(ShardName(path), mapped->data(), mapped->size()));
+      shard_size = mapped->size();
+      cache->SaveNote(path, version, EncodeTarIndex(members));
+    }
+  } else {
+    EMBER_ASSIGN_OR_RETURN(mapped, OpenShard(env, cache, path));
+    EMBER_ASSIGN_OR_RETURN(members, IndexTar(ShardName(path), mapped->data(), mapped->size()));
+    if (mapped->shrunk()) return mapped->ShrunkError();
+    shard_size = mapped->size();
+    if (keep != nullptr) keep->push_back(mapped);
+  }
+  index.shard_sizes.push_back(shard_size);
+  const MemberBytes member_bytes = [&](const TarMember& member) -> Result<std::string> {
+    if (mapped != nullptr) return std::string(mapped->data() + member.offset, member.size);
+    std::string out;
+    EMBER_RETURN_IF_ERROR(cache->ReadRange(path, member.offset, member.size, out));
+    return out;
+  };
   std::vector<RawSample> samples;
   std::string key, ext;
   for (const TarMember& member : members) {
@@ -198,7 +230,7 @@ Status IndexShard(Env& env, ShardCache* cache, uint32_t shard, Index& index,
   }
   if (samples.empty()) return Status::Ok();
   if (index.fields.empty()) {
-    EMBER_ASSIGN_OR_RETURN(index.fields, FieldsOf(samples.front(), path, mapped_data));
+    EMBER_ASSIGN_OR_RETURN(index.fields, FieldsOf(samples.front(), ShardName(path), member_bytes));
     if (index.fields.empty()) {
       return InvalidArgument(ShardName(path) + ": the first sample ('" + samples.front().key +
                              "') has no member to serve");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -178,6 +179,46 @@ TEST_CASE("shards at http:// URLs are read through the shard cache, equal to the
         StatusCode::kFailedPrecondition);  // no shard cache
   auto s3 = ProbeWebDataset(*env, Spec("s3://bucket/shards/"), nullptr, nullptr, cache->get());
   CHECK(s3.status().message() == "s3:// paths are not read yet (local paths and http(s):// URLs are)");
+}
+
+TEST_CASE("a remote shard's index is noted: registering it again fetches nothing, even once evicted") {
+  auto env = NewPosixEnv();
+  const std::string dir = WriteShards("noted");
+  NginxServer nginx(dir);
+  const std::string cache_dir = FreshTestDir("noted-cache");
+  const std::string pattern = nginx.Url("/shard-{000000..000001}.tar");
+  {
+    auto cache = ShardCache::Open(*env, cache_dir, 1 << 20, HttpFetcher());
+    REQUIRE(cache.ok());
+    REQUIRE(ProbeWebDataset(*env, Spec(pattern), nullptr, nullptr, cache->get()).ok());
+    CHECK((*cache)->stats().misses == 2);
+  }
+  // The shards leave the cache (as an eviction would); their notes stay.
+  auto names = env->ListDir(cache_dir);
+  REQUIRE(names.ok());
+  for (const std::string& name : *names)
+    if (name != "notes") REQUIRE(env->RemoveAll(cache_dir + "/" + name).ok());
+  auto cache = ShardCache::Open(*env, cache_dir, 1 << 20, HttpFetcher());
+  REQUIRE(cache.ok());
+  auto source = LoadWebDataset(*env, Spec(pattern), nullptr, nullptr, cache->get());
+  INFO((source.ok() ? std::string() : source.status().ToString()));
+  REQUIRE(source.ok());
+  CHECK((*source)->info().count == 6);
+  CHECK((*cache)->stats().misses == 0);  // indexed from the notes: nothing downloaded
+  CHECK((*cache)->stats().notes_used == 2);
+  auto local = MustLoad(*env, Spec(dir));
+  const Sample got = Read(**source, 4);  // by range: its shard is not cached
+  REQUIRE(got.status.ok());
+  CHECK(got.image == Read(*local, 4).image);
+  CHECK((*cache)->stats().range_reads == 3);
+
+  // Another version of a shard (another ETag: nginx's is its mtime and size, so the new
+  // version gets a later mtime): its note no longer holds.
+  WriteTestFile(dir + "/shard-000000.tar", ReadTestFile(dir + "/shard-000001.tar"));
+  std::filesystem::last_write_time(dir + "/shard-000000.tar",
+                                   std::filesystem::file_time_type::clock::now() + std::chrono::seconds(10));
+  REQUIRE(ProbeWebDataset(*env, Spec(pattern), nullptr, nullptr, cache->get()).ok());
+  CHECK((*cache)->stats().misses == 1);
 }
 
 TEST_CASE("a sample lacking a member, with one twice, or with a bad cls loses only itself") {
