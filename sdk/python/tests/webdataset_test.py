@@ -137,6 +137,8 @@ class WebDatasetTest(unittest.TestCase):
         with Nginx(self.data) as nginx:
             url = f"http://127.0.0.1:{nginx.port}/shards/part-{{000000..000002}}.tar"
             self.assertEqual(ember.detect_format(url), "webdataset")
+            with self.assertRaisesRegex(ember.InvalidArgument, "give format="):
+                ember.detect_format(f"http://127.0.0.1:{nginx.port}/shards/")
             got = self.samples(url)
             local = self.samples(os.path.join(self.data, "shards"))
         self.assertEqual(sorted(got), list(range(COUNT)))
