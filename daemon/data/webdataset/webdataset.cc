@@ -75,6 +75,9 @@ struct Index {
   DatasetInfo info;
   std::vector<std::string> shards;
   std::vector<uint64_t> shard_sizes;
+  // By shard: the local shards' mappings, kept for a load so that reads see the bytes
+  // that were indexed; null for remote shards (the cache holds those) and in a probe.
+  std::vector<std::shared_ptr<const MappedFile>> local;
   std::vector<Field> fields;
   std::vector<Part> parts;  // [sample * fields.size() + field]
   Keys keys;
@@ -165,32 +168,20 @@ std::string ShardName(const std::string& path) {
   return IsRemoteShard(path) ? RedactUrl(path) : path;
 }
 
-// A shard mapped: a local file through `env` (the caller's rights), a URL through the
-// node's shard cache (downloaded first if it is not there).
-Result<std::shared_ptr<const MappedFile>> OpenShard(Env& env, ShardCache* cache,
-                                                    const std::string& path,
-                                                    std::optional<uint64_t> size = std::nullopt) {
-  if (!IsRemoteShard(path)) {
-    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, env.MapReadOnly(path));
-    return std::shared_ptr<const MappedFile>(std::move(mapped));
-  }
-  if (cache == nullptr) {
-    return FailedPrecondition(RedactUrl(path) + ": this emberd has no shard cache for remote "
-                              "shards");
-  }
-  return cache->Get(path, size);
-}
-
-// Indexes one shard's samples into `index`; its mapping goes to `keep` (if not null), so
-// that reads see the bytes that were indexed.
+// Indexes one shard's samples into `index`: a local file mapped through `env` (the
+// caller's rights; kept in index.local if `keep_local`), a URL through the node's shard
+// cache.
 Status IndexShard(Env& env, ShardCache* cache, uint32_t shard, Index& index,
-                  DatasetMemory::Charge* memory,
-                  std::vector<std::shared_ptr<const MappedFile>>* keep) {
+                  DatasetMemory::Charge* memory, bool keep_local) {
   const std::string& path = index.shards[shard];
   std::shared_ptr<const MappedFile> mapped;
   std::vector<TarMember> members;
   uint64_t shard_size = 0;
-  if (IsRemoteShard(path) && cache != nullptr) {
+  if (IsRemoteShard(path)) {
+    if (cache == nullptr) {
+      return FailedPrecondition(RedactUrl(path) + ": this emberd has no shard cache for "
+                                "remote shards");
+    }
     // A remote shard's index may be noted from an earlier registration of this version of
     // it (HEAD: size and ETag): then it is not fetched again to be indexed.
     EMBER_ASSIGN_OR_RETURN(ObjectInfo version, cache->Stat(path));
@@ -208,11 +199,12 @@ Status IndexShard(Env& env, ShardCache* cache, uint32_t shard, Index& index,
       cache->SaveNote(path, version, EncodeTarIndex(members));
     }
   } else {
-    EMBER_ASSIGN_OR_RETURN(mapped, OpenShard(env, cache, path));
-    EMBER_ASSIGN_OR_RETURN(members, IndexTar(ShardName(path), mapped->data(), mapped->size()));
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, env.MapReadOnly(path));
+    mapped = std::move(file);
+    EMBER_ASSIGN_OR_RETURN(members, IndexTar(path, mapped->data(), mapped->size()));
     if (mapped->shrunk()) return mapped->ShrunkError();
     shard_size = mapped->size();
-    if (keep != nullptr) keep->push_back(mapped);
+    if (keep_local) index.local[shard] = mapped;
   }
   index.shard_sizes.push_back(shard_size);
   const MemberBytes member_bytes = [&](const TarMember& member) -> Result<std::string> {
@@ -278,16 +270,15 @@ Status CheckTensors(const Index& index) {
 }
 
 Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins,
-                         DatasetMemory::Charge* memory, ShardCache* cache,
-                         std::vector<std::shared_ptr<const MappedFile>>* keep = nullptr) {
+                         DatasetMemory::Charge* memory, ShardCache* cache, bool keep_local) {
   Index index;
   auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
   index.pipeline = std::make_shared<const ImagePipeline>(std::move(pipeline).value());
   EMBER_ASSIGN_OR_RETURN(index.shards, ListShards(env, spec.path));
+  index.local.resize(index.shards.size());
   for (uint32_t shard = 0; shard < index.shards.size(); ++shard)
-    EMBER_RETURN_IF_ERROR(IndexShard(env, cache, shard, index, memory,
-                                     IsRemoteShard(index.shards[shard]) ? nullptr : keep));
+    EMBER_RETURN_IF_ERROR(IndexShard(env, cache, shard, index, memory, keep_local));
   if (index.info.count == 0) {
     return InvalidArgument(ShardName(spec.path) + ": no samples in its " + std::to_string(index.shards.size()) +
                            " shard(s) (a sample is the members sharing a key: KEY.jpg, KEY.cls, ...)");
@@ -338,11 +329,9 @@ bool ParseLabel(const char* data, size_t size, int64_t& label) {
 
 class WebDatasetSource : public Source {
  public:
-  // `local`: the mappings of the local shards (by shard; null for remote ones, which
-  // come from `cache`).
-  WebDatasetSource(Env& env, Index index, std::vector<std::shared_ptr<const MappedFile>> local,
-                   ShardCache* cache)
-      : env_(env), index_(std::move(index)), local_(std::move(local)), cache_(cache) {}
+  // Local shards are index.local's mappings; remote ones come from `cache` (not null
+  // when the index has any: BuildIndex refuses them otherwise).
+  WebDatasetSource(Index index, ShardCache* cache) : index_(std::move(index)), cache_(cache) {}
 
   const DatasetInfo& info() const override { return index_.info; }
 
@@ -371,12 +360,10 @@ class WebDatasetSource : public Source {
       const char* data = nullptr;
       if (opened != nullptr) {
         data = opened->data() + part.offset;
-      } else if (cache_ != nullptr) {
+      } else {
         EMBER_RETURN_IF_ERROR(cache_->ReadRange(index_.shards[part.shard], part.offset,
                                                 part.size, fetched[f]));
         data = fetched[f].data();
-      } else {
-        return OpenShard(env_, cache_, index_.shards[part.shard]).status();  // says why
       }
       const Shrunk shard{opened.get()};
       switch (field.kind) {
@@ -435,9 +422,9 @@ class WebDatasetSource : public Source {
       for (size_t f = 0; f < fields; ++f) {
         const Part& part = index_.parts[ids[i] * fields + f];
         if (part.size >= kTooBig) continue;
-        if (local_[part.shard] != nullptr) {
-          local_[part.shard]->WillNeed(part.offset, part.size);
-        } else if (cache_ != nullptr) {
+        if (index_.local[part.shard] != nullptr) {
+          index_.local[part.shard]->WillNeed(part.offset, part.size);
+        } else {
           cache_->Prefetch(index_.shards[part.shard], index_.shard_sizes[part.shard]);
         }
       }
@@ -448,8 +435,8 @@ class WebDatasetSource : public Source {
   // Shard `i` mapped: local ones stay mapped, remote ones if the cache holds them (else
   // null: their members are read by range).
   std::shared_ptr<const MappedFile> Shard(uint32_t i) const {
-    if (local_[i] != nullptr) return local_[i];
-    return cache_ != nullptr ? cache_->Cached(index_.shards[i]) : nullptr;
+    if (index_.local[i] != nullptr) return index_.local[i];
+    return cache_->Cached(index_.shards[i]);
   }
 
   // "SHARD: sample 'KEY'"
@@ -472,9 +459,7 @@ class WebDatasetSource : public Source {
     }
   }
 
-  Env& env_;
   const Index index_;
-  const std::vector<std::shared_ptr<const MappedFile>> local_;
   ShardCache* const cache_;
 };
 
@@ -483,22 +468,17 @@ class WebDatasetSource : public Source {
 Result<DatasetInfo> ProbeWebDataset(Env& env, const DatasetSpec& spec,
                                     const PluginRegistry* plugins,
                                     DatasetMemory::Charge* memory, ShardCache* cache) {
-  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, cache));
+  EMBER_ASSIGN_OR_RETURN(Index index,
+                         BuildIndex(env, spec, plugins, memory, cache, /*keep_local=*/false));
   return std::move(index.info);
 }
 
 Result<std::unique_ptr<Source>> LoadWebDataset(Env& env, const DatasetSpec& spec,
                                                const PluginRegistry* plugins,
                                                DatasetMemory::Charge* memory, ShardCache* cache) {
-  std::vector<std::shared_ptr<const MappedFile>> kept;
-  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, cache, &kept));
-  std::vector<std::shared_ptr<const MappedFile>> local(index.shards.size());
-  size_t next = 0;
-  for (size_t i = 0; i < index.shards.size(); ++i) {
-    if (!IsRemoteShard(index.shards[i])) local[i] = kept[next++];
-  }
-  return std::unique_ptr<Source>(
-      std::make_unique<WebDatasetSource>(env, std::move(index), std::move(local), cache));
+  EMBER_ASSIGN_OR_RETURN(Index index,
+                         BuildIndex(env, spec, plugins, memory, cache, /*keep_local=*/true));
+  return std::unique_ptr<Source>(std::make_unique<WebDatasetSource>(std::move(index), cache));
 }
 
 }  // namespace ember::daemon

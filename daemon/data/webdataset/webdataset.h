@@ -54,9 +54,10 @@ Result<DatasetInfo> ProbeWebDataset(Env& env, const DatasetSpec& spec,
                                     DatasetMemory::Charge* memory = nullptr,
                                     ShardCache* cache = nullptr);
 
-// As ProbeWebDataset, and the Source: shards mapped (Env::MapReadOnly, no descriptor
-// held), ParallelDecode() when it decodes images, Prefetch() asks the kernel for the
-// samples' bytes. Thread-safe; `env` must outlive it.
+// As ProbeWebDataset, and the Source: local shards mapped (Env::MapReadOnly, no
+// descriptor held), remote ones through `cache`; ParallelDecode() when it decodes images;
+// Prefetch() asks the kernel for local samples' bytes and the cache for remote shards.
+// Thread-safe; `cache` must outlive it.
 Result<std::unique_ptr<Source>> LoadWebDataset(Env& env, const DatasetSpec& spec,
                                                const PluginRegistry* plugins = nullptr,
                                                DatasetMemory::Charge* memory = nullptr,
