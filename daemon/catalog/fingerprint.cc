@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/fnv1a.h"
+
 namespace ember::daemon {
 namespace {
 
@@ -13,10 +15,7 @@ constexpr size_t kFilesRead = 16;
 // FNV-1a, 64-bit.
 class Digest {
  public:
-  void Bytes(const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    for (size_t i = 0; i < n; ++i) state_ = (state_ ^ p[i]) * 0x100000001B3ULL;
-  }
+  void Bytes(const void* data, size_t n) { state_ = Fnv1a64(data, n, state_); }
   void U64(uint64_t v) { Bytes(&v, sizeof(v)); }
   void Text(const std::string& s) {
     U64(s.size());
@@ -25,7 +24,7 @@ class Digest {
   uint64_t value() const { return state_ == 0 ? 1 : state_; }
 
  private:
-  uint64_t state_ = 0xCBF29CE484222325ULL;
+  uint64_t state_ = kFnv1a64Offset;
 };
 
 std::string RelativeTo(const std::string& root, const std::string& file) {

@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "common/fnv1a.h"
 #include "ember/model_sync.h"
 #include "sdk/sync/error_message.h"
 
@@ -115,13 +116,8 @@ struct DataParallel::State {
 
   // FNV-1a over the bucket layout (module indices and dtypes), as an int64 for the wire.
   int64_t LayoutHash() const {
-    uint64_t hash = 14695981039346656037ull;
-    auto mix = [&hash](int64_t value) {
-      for (int byte = 0; byte < 8; ++byte) {
-        hash ^= static_cast<uint64_t>(value >> (8 * byte)) & 0xff;
-        hash *= 1099511628211ull;
-      }
-    };
+    uint64_t hash = kFnv1a64Offset;
+    auto mix = [&hash](int64_t value) { hash = Fnv1a64Le(value, hash); };
     for (const Bucket& bucket : buckets) {
       mix(-1);
       for (size_t p : bucket.params) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/fnv1a.h"
 #include "sdk/sync/ember_store.h"
 #include "sdk/sync/error_message.h"
 #include "sdk/sync/gloo_communicator.h"
@@ -70,13 +71,8 @@ std::vector<torch::Tensor> ParametersAndBuffers(torch::nn::Module& module) {
 
 // FNV-1a over the dtype and shape of every tensor, as an int64 for the wire.
 int64_t LayoutHash(const std::vector<torch::Tensor>& tensors) {
-  uint64_t hash = 14695981039346656037ull;
-  auto mix = [&hash](int64_t value) {
-    for (int byte = 0; byte < 8; ++byte) {
-      hash ^= static_cast<uint64_t>(value >> (8 * byte)) & 0xff;
-      hash *= 1099511628211ull;
-    }
-  };
+  uint64_t hash = kFnv1a64Offset;
+  auto mix = [&hash](int64_t value) { hash = Fnv1a64Le(value, hash); };
   for (const torch::Tensor& tensor : tensors) {
     mix(static_cast<int64_t>(tensor.scalar_type()));
     mix(tensor.dim());

@@ -1,7 +1,5 @@
 #include "daemon/data/remote/shard_cache.h"
 
-#include <zlib.h>
-
 #include <cstdio>
 #include <cstring>
 #include <future>
@@ -9,34 +7,23 @@
 #include <utility>
 #include <vector>
 
+#include "common/fnv1a.h"
+#include "pack/format.h"
+
 namespace ember::daemon {
 namespace {
 
-// FNV-1a, 64 bits, as 16 hex digits: the entry's file name (the meta keeps the URL, so a
+// FNV-1a of the URL as 16 hex digits: the entry's file name (the meta keeps the URL, so a
 // collision is caught, not served).
 std::string KeyOf(const std::string& url) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : url) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
   char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(Fnv1a64(url.data(), url.size())));
   return text;
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-uint32_t Crc(const char* data, uint64_t size, uint32_t crc = 0) {
-  while (size > 0) {
-    const uInt n = static_cast<uInt>(std::min<uint64_t>(size, 1u << 30));
-    crc = static_cast<uint32_t>(crc32(crc, reinterpret_cast<const Bytef*>(data), n));
-    data += n;
-    size -= n;
-  }
-  return crc;
 }
 
 std::string MetaText(const std::string& url, uint64_t size, const std::string& etag, uint32_t crc) {
@@ -172,7 +159,7 @@ Result<uint32_t> ShardCache::Download(const std::string& url, const std::string&
                       " bytes announced");
     }
     EMBER_RETURN_IF_ERROR(file->WriteAt(offset, data, n));
-    crc = Crc(data, n, crc);
+    crc = pack::Crc32(data, n, crc);
     written = offset + n;
     return Status::Ok();
   });
@@ -286,7 +273,7 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::Find(const std::string& ur
     std::shared_ptr<const MappedFile> mapped(std::move(file));
     // The first use of an entry found at Open reads it once (outside the lock).
     const bool intact = !check || (mapped->size() == expected_size &&
-                                   Crc(mapped->data(), mapped->size()) == expected_crc &&
+                                   pack::Crc32(mapped->data(), mapped->size()) == expected_crc &&
                                    !mapped->shrunk());
     MutexLock lock(&mu_);
     auto it = entries_.find(key);
