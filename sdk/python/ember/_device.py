@@ -36,12 +36,16 @@ def _process_cudart() -> Optional[ctypes.CDLL]:
 
 
 class _RingRegistration:
-    """The ring's mapping page-locked for the GPU (cudaHostRegister), until close()."""
+    """The ring's mapping page-locked for the GPU (cudaHostRegister), until close(); or,
+    with `register` false or when registration fails, not (`error` says why)."""
 
-    def __init__(self, address: int, size: int) -> None:
+    def __init__(self, address: int, size: int, register: bool) -> None:
         self.address, self.size = address, size
         self.error = ""
-        self._cudart = _process_cudart()
+        self._cudart = _process_cudart() if register else None
+        if not register:
+            self.error = "ring registration is off (register_ring=False)"
+            return
         if self._cudart is None:
             self.error = "no libcudart.so in this process (torch links the CUDA runtime statically)"
             return
@@ -124,15 +128,11 @@ class DeviceLoader:
             return
         native = self._loader._open()
         address, size, self._slots = native.ring
-        if self._register:
-            self._registration = _RingRegistration(address, size)
-            if not self._registration.ok:
-                warnings.warn(f"ember.DeviceLoader ({self.device}): {self._registration.error}; "
-                              f"copying batches through pinned memory instead", RuntimeWarning,
-                              stacklevel=3)
-        else:
-            self._registration = _RingRegistration.__new__(_RingRegistration)
-            self._registration.error = "ring registration is off (register_ring=False)"
+        self._registration = _RingRegistration(address, size, self._register)
+        if self._register and not self._registration.ok:
+            warnings.warn(f"ember.DeviceLoader ({self.device}): {self._registration.error}; "
+                          f"copying batches through pinned memory instead", RuntimeWarning,
+                          stacklevel=3)
 
     @property
     def ring_registered(self) -> bool:
