@@ -59,7 +59,8 @@ class ShardCache {
   using NextUse = std::function<std::optional<uint64_t>(const std::string& url)>;
 
   // Opens (creating) the cache directory `dir` with `limit` bytes, keeping the complete
-  // entries found there (over the limit: the least recently modified are removed).
+  // entries and the notes found there (over the limit, entries are removed, in no
+  // particular order, until the rest fit: their last use is not kept across restarts).
   static Result<std::unique_ptr<ShardCache>> Open(Env& env, const std::string& dir,
                                                   uint64_t limit, HttpFetcher fetcher);
 
