@@ -39,6 +39,8 @@ void ToRpc(const DatasetSpec& spec, rpc::DatasetSpec::Builder out) {
   out.setPipeline(spec.pipeline);
   out.setOnError(spec.on_error);
   out.setShared(spec.shared);
+  out.setShuffle(spec.shuffle);
+  out.setShuffleWindow(spec.shuffle_window);
 }
 
 DatasetSpec FromRpc(rpc::DatasetSpec::Reader in) {
@@ -50,6 +52,8 @@ DatasetSpec FromRpc(rpc::DatasetSpec::Reader in) {
   spec.pipeline = ToStd(in.getPipeline());
   if (in.getOnError().size() > 0) spec.on_error = ToStd(in.getOnError());
   spec.shared = in.getShared();
+  if (in.getShuffle().size() > 0) spec.shuffle = ToStd(in.getShuffle());
+  spec.shuffle_window = in.getShuffleWindow();
   return spec;
 }
 

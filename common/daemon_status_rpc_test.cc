@@ -17,8 +17,8 @@ namespace ember {
 // them, so a field added to a struct stops this test from compiling until it is listed
 // here, filled below and so compared after the round trip.
 auto Fields(const DatasetSpec& s) {
-  const auto& [name, format, path, split, pipeline, on_error, shared] = s;
-  return std::tie(name, format, path, split, pipeline, on_error, shared);
+  const auto& [name, format, path, split, pipeline, on_error, shared, shuffle, shuffle_window] = s;
+  return std::tie(name, format, path, split, pipeline, on_error, shared, shuffle, shuffle_window);
 }
 auto Fields(const TensorInfo& t) {
   const auto& [name, dtype, shape] = t;
@@ -83,6 +83,8 @@ DatasetSpec FilledSpec() {
   s.pipeline = "spec: pipeline";
   s.on_error = "skip";
   s.shared = true;
+  s.shuffle = "shards";
+  s.shuffle_window = 3;
   return s;
 }
 

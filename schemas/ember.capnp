@@ -22,6 +22,8 @@ struct DatasetSpec {
                         # empty: the format's default
   onError @5 :Text;     # "fail" (default when empty) or "skip"
   shared @6 :Bool;      # every user of the daemon may stream and inspect it (see Daemon)
+  shuffle @7 :Text;     # "samples" (default when empty) or "shards" (formats with shards)
+  shuffleWindow @8 :UInt32 = 8;   # shards shuffled together with shuffle "shards"
 }
 
 struct TensorSpec {

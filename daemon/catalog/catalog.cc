@@ -45,6 +45,11 @@ std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
       out << YAML::Key << "pipeline" << YAML::Value << YAML::Literal << info.spec.pipeline;
     out << YAML::Key << "on_error" << YAML::Value << info.spec.on_error;
     if (info.spec.shared) out << YAML::Key << "shared" << YAML::Value << true;
+    if (info.spec.shuffle != "samples") {
+      out << YAML::Key << "shuffle" << YAML::Value << info.spec.shuffle;
+      out << YAML::Key << "shuffle_window" << YAML::Value << info.spec.shuffle_window;
+      out << YAML::Key << "shuffle_block" << YAML::Value << info.shuffle_block;
+    }
     const Principal& owner = info.owner.principal;
     if (owner.known()) {
       out << YAML::Key << "owner" << YAML::Value << YAML::Flow << YAML::BeginMap;
@@ -176,7 +181,8 @@ class Reader {
     EMBER_ASSIGN_OR_RETURN(info.spec.split, String(node, "split", where));
     // Optional keys (catalogs written before they existed lack them).
     for (auto [key, field] : {std::pair{"pipeline", &info.spec.pipeline},
-                              std::pair{"on_error", &info.spec.on_error}}) {
+                              std::pair{"on_error", &info.spec.on_error},
+                              std::pair{"shuffle", &info.spec.shuffle}}) {
       if (!node[key]) continue;
       if (!node[key].IsScalar()) {
         return Corrupt(node[key], where, std::string("'") + key + "' is not a string");
@@ -185,6 +191,17 @@ class Reader {
     }
     Status on_error_ok = ValidateOnError(info.spec.on_error);
     if (!on_error_ok.ok()) return Corrupt(node, where, on_error_ok.message());
+    if (const YAML::Node window = node["shuffle_window"]) {
+      EMBER_ASSIGN_OR_RETURN(uint64_t value, Unsigned(window, "'shuffle_window'", where));
+      if (value > kMaxShuffleWindow)
+        return Corrupt(window, where, "'shuffle_window' is over " + std::to_string(kMaxShuffleWindow));
+      info.spec.shuffle_window = static_cast<uint32_t>(value);
+    }
+    if (const YAML::Node block = node["shuffle_block"]) {
+      EMBER_ASSIGN_OR_RETURN(info.shuffle_block, Unsigned(block, "'shuffle_block'", where));
+    }
+    Status shuffle_ok = ValidateShuffle(info.spec);
+    if (!shuffle_ok.ok()) return Corrupt(node, where, shuffle_ok.message());
     // Optional: absent in catalogs written before owners were kept (the entry is then
     // open to all, read with the daemon's rights).
     EMBER_ASSIGN_OR_RETURN(info.spec.shared, Flag(node, "shared", where));
@@ -362,6 +379,8 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
   if (!sizes.ok()) return sizes.WithContext(context);
   Status on_error_ok = ValidateOnError(spec.on_error);
   if (!on_error_ok.ok()) return on_error_ok.WithContext(context);
+  Status shuffle_ok = ValidateShuffle(spec);
+  if (!shuffle_ok.ok()) return shuffle_ok.WithContext(context);
   {
     MutexLock lock(&mu_);
     if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
@@ -374,6 +393,8 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
   info.spec.pipeline = spec.pipeline;
   info.spec.on_error = spec.on_error;
   info.spec.shared = spec.shared;
+  info.spec.shuffle = spec.shuffle;
+  info.spec.shuffle_window = spec.shuffle_window;
   info.owner = owner;
 
   MutexLock lock(&mu_);

@@ -31,6 +31,7 @@ DatasetInfo InfoFor(const DatasetSpec& spec) {
   info.files = {spec.path + "/train-images-idx3-ubyte.gz",
                 spec.path + "/train-labels-idx1-ubyte.gz"};
   info.fingerprint = 0x0123456789abcdefULL;
+  if (spec.shuffle == "shards") info.shuffle_block = 250;
   return info;
 }
 
@@ -64,6 +65,9 @@ void CheckSameInfo(const DatasetInfo& a, const DatasetInfo& b) {
   CHECK(a.fingerprint == b.fingerprint);
   CHECK(a.spec.pipeline == b.spec.pipeline);
   CHECK(a.spec.on_error == b.spec.on_error);
+  CHECK(a.spec.shuffle == b.spec.shuffle);
+  CHECK(a.spec.shuffle_window == b.spec.shuffle_window);
+  CHECK(a.shuffle_block == b.shuffle_block);
   CHECK(a.count == b.count);
   CHECK(a.files == b.files);
   REQUIRE(a.tensors.size() == b.tensors.size());
@@ -159,6 +163,8 @@ TEST_CASE("a daemon restart keeps the catalog") {
   DatasetSpec odd{"odd.name-1", "idx", "/data/with: colon # and 'quotes' \"dq\" ", "test",
                   "# a pipeline\nsteps:\n  - resize: {size: 256}\n  - center_crop: {size: 224}\n",
                   "skip"};
+  odd.shuffle = "shards";
+  odd.shuffle_window = 3;
   {
     auto catalog = MustOpen(env.get(), dir, prober);
     REQUIRE(catalog->Add(Spec("fmnist")).ok());
@@ -517,6 +523,15 @@ TEST_CASE("an unknown on_error policy is refused without probing") {
   CHECK_THAT(added.status().message(), Catch::Contains("on_error") && Catch::Contains("'ignore'"));
   CHECK(*prober.calls == 0);
   CHECK(catalog->List().empty());
+
+  spec.on_error = "fail";
+  spec.shuffle = "windows";
+  CHECK_THAT(catalog->Add(spec).status().message(),
+             Catch::Contains("shuffle: 'windows' is not one of samples, shards"));
+  spec.shuffle = "shards";
+  spec.shuffle_window = 0;
+  CHECK_THAT(catalog->Add(spec).status().message(), Catch::Contains("shuffle_window: 0 is not in 1..4096"));
+  CHECK(*prober.calls == 0);
 }
 
 }  // namespace

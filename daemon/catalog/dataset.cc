@@ -31,6 +31,15 @@ Status ValidateOnError(const std::string& on_error) {
   return InvalidArgument("on_error: '" + Excerpt(on_error) + "' is not one of fail, skip");
 }
 
+Status ValidateShuffle(const DatasetSpec& spec) {
+  if (spec.shuffle != "samples" && spec.shuffle != "shards")
+    return InvalidArgument("shuffle: '" + Excerpt(spec.shuffle) + "' is not one of samples, shards");
+  if (spec.shuffle_window == 0 || spec.shuffle_window > kMaxShuffleWindow)
+    return InvalidArgument("shuffle_window: " + std::to_string(spec.shuffle_window) +
+                           " is not in 1.." + std::to_string(kMaxShuffleWindow));
+  return Status::Ok();
+}
+
 Status ValidateSpecSizes(const DatasetSpec& spec) {
   const std::pair<const char*, std::pair<const std::string*, size_t>> fields[] = {
       {"format", {&spec.format, kMaxFormatBytes}},

@@ -30,6 +30,11 @@ struct DatasetOwner {
 // kInvalidArgument naming the value unless it is "fail" or "skip".
 Status ValidateOnError(const std::string& on_error);
 
+// kInvalidArgument naming the value unless `shuffle` is "samples" or "shards" and
+// `shuffle_window` is in 1..kMaxShuffleWindow.
+inline constexpr uint32_t kMaxShuffleWindow = 4096;
+Status ValidateShuffle(const DatasetSpec& spec);
+
 // The most bytes each text field of a DatasetSpec may hold (what a client sends is
 // bounded, and so are the errors that quote it).
 inline constexpr size_t kMaxFormatBytes = 64;
@@ -57,6 +62,9 @@ struct DatasetInfo {
   std::vector<std::string> files;  // absolute paths the dataset reads
   uint64_t fingerprint = 0;        // fingerprint.h; 0: not known
   DatasetOwner owner;
+  // With spec.shuffle "shards": the samples per shard its format found (consecutive ids;
+  // the median shard's count), a job's ShuffleShape block. 0: shuffled over the set.
+  uint64_t shuffle_block = 0;
 };
 
 // What clients see of the dataset (ember/daemon_status.h): dtypes by name (DTypeName),

@@ -133,7 +133,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "drain_timeout", "metrics_listen",
                                                   "metrics_names", "peer_threads",
                                                   "max_world_size", "trust_root_from",
-                                                  "idle_exit", "cache_dir", "cache_limit"}));
+                                                  "idle_exit", "cache_dir", "cache_limit",
+                                                  "cache_prefetch_steps", "cache_eviction"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -157,6 +158,13 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.cache_dir, yaml.String(value, Key(key), "a directory"));
     } else if (key == "cache_limit") {
       EMBER_ASSIGN_OR_RETURN(config.cache_limit_bytes, PositiveBytes(yaml, value, Key(key)));
+    } else if (key == "cache_prefetch_steps") {
+      EMBER_ASSIGN_OR_RETURN(config.cache_prefetch_steps, yaml.Unsigned(value, Key(key), 0, 4096));
+    } else if (key == "cache_eviction") {
+      EMBER_ASSIGN_OR_RETURN(config.cache_eviction, yaml.String(value, Key(key), "belady or lru"));
+      if (config.cache_eviction != "belady" && config.cache_eviction != "lru")
+        return yaml.Error(value, Key(key) + ": '" + config.cache_eviction +
+                                     "' is not one of belady, lru");
     } else if (key == "peer_threads") {
       EMBER_ASSIGN_OR_RETURN(config.peer_threads, yaml.Unsigned(value, Key(key), 0, 64));
     } else if (key == "reconnect_timeout") {

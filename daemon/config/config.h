@@ -34,6 +34,11 @@ struct DaemonConfig {
   // shard-cache); key: cache_limit, the most bytes kept there (a byte count).
   std::string cache_dir;
   uint64_t cache_limit_bytes = 8ull << 30;
+  // key: cache_prefetch_steps; how many batches ahead of each stream its remote shards are
+  // fetched (0..4096). key: cache_eviction; "belady" (the entry whose next use is
+  // farthest; the default) or "lru" (least recently used: only to measure against).
+  uint32_t cache_prefetch_steps = 64;
+  std::string cache_eviction = "belady";
   uint32_t default_slots = 8;             // key: ring_slots; 2..1024
   std::string log_level = "info";         // key: log_level; trace|debug|info|warn|error|off
   // key: plugins; absolute paths of dataset-format plugin libraries (ember/plugin.h),

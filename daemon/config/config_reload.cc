@@ -87,6 +87,9 @@ ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded
   restart("cache_dir", OrNone(running.cache_dir), OrNone(loaded.cache_dir));
   restart("cache_limit", ByteSizeText(running.cache_limit_bytes),
           ByteSizeText(loaded.cache_limit_bytes));
+  restart("cache_prefetch_steps", std::to_string(running.cache_prefetch_steps),
+          std::to_string(loaded.cache_prefetch_steps));
+  restart("cache_eviction", running.cache_eviction, loaded.cache_eviction);
   restart("decode_threads", std::to_string(running.decode_threads),
           std::to_string(loaded.decode_threads));
   restart("plugins", Joined(running.plugin_paths), Joined(loaded.plugin_paths));

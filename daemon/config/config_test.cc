@@ -52,7 +52,7 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
   for (const char* key :
        {"socket", "state_dir", "decode_threads", "shm_budget", "ring_slots", "log_level",
         "plugins", "reconnect_timeout", "job_fill_timeout", "drain_timeout", "peer_threads",
-        "cache_limit"}) {
+        "cache_limit", "cache_prefetch_steps"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
@@ -86,6 +86,8 @@ TEST_CASE("every key is read") {
       "idle_exit: 300\n"
       "cache_dir: /cache/ember\n"
       "cache_limit: 100GiB\n"
+      "cache_prefetch_steps: 8\n"
+      "cache_eviction: lru\n"
       "peer_threads: 3\n",
       "all.yaml");
   INFO(config.status().ToString());
@@ -110,6 +112,12 @@ TEST_CASE("every key is read") {
   CHECK(config->cache_dir == "/cache/ember");
   CHECK(config->cache_limit_bytes == (uint64_t{100} << 30));
   CHECK_THAT(ErrorOf("cache_limit: 0\n"), Catch::Contains("key 'cache_limit' must be positive, got '0'"));
+  CHECK(config->cache_prefetch_steps == 8);
+  CHECK(config->cache_eviction == "lru");
+  CHECK(ParseConfig("", "test.yaml")->cache_eviction == "belady");
+  CHECK(ParseConfig("", "test.yaml")->cache_prefetch_steps == 64);
+  CHECK_THAT(ErrorOf("cache_prefetch_steps: 4097\n"), Catch::Contains("0..4096"));
+  CHECK_THAT(ErrorOf("cache_eviction: fifo\n"), Catch::Contains("'fifo' is not one of belady, lru"));
 }
 
 TEST_CASE("keys left out keep their defaults") {

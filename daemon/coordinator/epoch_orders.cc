@@ -23,7 +23,7 @@ std::vector<uint64_t> EpochOrders::Ids(const OrderKey& key, uint64_t epoch, Posi
     std::iota(ids.begin(), ids.end(), range.begin);
     return ids;
   }
-  const Stream stream{key.num_samples, key.seed};
+  const Stream stream{key.num_samples, key.seed, key.shape};
   std::shared_ptr<const Order> order;
   {
     MutexLock lock(&mu_);
@@ -60,11 +60,11 @@ std::vector<uint64_t> EpochOrders::Ids(const OrderKey& key, uint64_t epoch, Posi
 
 std::shared_ptr<const EpochOrders::Order> EpochOrders::Build(const Stream& stream, uint64_t epoch) {
   auto order = std::make_shared<Order>();
-  const auto [num_samples, seed] = stream;
+  const auto [num_samples, seed, shape] = stream;
   if (num_samples <= uint64_t{std::numeric_limits<uint32_t>::max()} + 1)
-    MakeEpochOrder(num_samples, seed, epoch, /*shuffle=*/true, &order->narrow);
+    MakeEpochOrder(num_samples, seed, epoch, /*shuffle=*/true, &order->narrow, shape);
   else
-    MakeEpochOrder(num_samples, seed, epoch, /*shuffle=*/true, &order->wide);
+    MakeEpochOrder(num_samples, seed, epoch, /*shuffle=*/true, &order->wide, shape);
   return order;
 }
 

@@ -1,5 +1,5 @@
 // EpochOrders: epochs' sample orders (MakeEpochOrder's permutation, a pure function of
-// (num_samples, seed, epoch, shuffle)), kept for the leases that need their sample ids,
+// (num_samples, seed, epoch, shuffle, shape)), kept for the leases that need their sample ids,
 // and built ahead of time: once a lease reaches the second half of epoch e, the order of
 // e + 1 is built on a background thread, so the next epoch's first lease finds it ready.
 //
@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct OrderKey {
   uint64_t num_samples = 0;
   uint64_t seed = 0;
   bool shuffle = true;
+  ShuffleShape shape;
 };
 
 class EpochOrders {
@@ -71,7 +73,7 @@ class EpochOrders {
     std::shared_ptr<const Order> order;  // null while it is being built
     std::chrono::steady_clock::time_point used;
   };
-  using Stream = std::pair<uint64_t, uint64_t>;  // (num_samples, seed)
+  using Stream = std::tuple<uint64_t, uint64_t, ShuffleShape>;  // (num_samples, seed, shape)
   using Epochs = std::map<uint64_t, Slot>;
 
   static std::shared_ptr<const Order> Build(const Stream& stream, uint64_t epoch);

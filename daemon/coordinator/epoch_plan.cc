@@ -20,14 +20,41 @@ std::string Numbers(uint64_t num_samples, uint64_t start, uint32_t batch_size,
          std::to_string(batch_size) + ", world_size " + std::to_string(world_size);
 }
 
+// Fisher-Yates over [first, last).
+template <typename T>
+void Shuffle(T* first, T* last, SplitMix64& rng) {
+  for (uint64_t i = static_cast<uint64_t>(last - first); i > 1; --i)
+    std::swap(first[i - 1], first[rng.Below(i)]);
+}
+
 template <typename T>
 void FillOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
-               std::vector<T>* order) {
+               ShuffleShape shape, std::vector<T>* order) {
   order->resize(num_samples);
   std::iota(order->begin(), order->end(), T{0});
   if (!shuffle || num_samples == 0) return;
   SplitMix64 rng(StreamSeed(seed, epoch, kOrderSalt));
-  for (uint64_t i = num_samples - 1; i > 0; --i) std::swap((*order)[i], (*order)[rng.Below(i + 1)]);
+  if (shape.block == 0 || shape.block >= num_samples) {
+    Shuffle(order->data(), order->data() + num_samples, rng);
+    return;
+  }
+  // By shards: the blocks permuted, their samples laid out in that order, then each
+  // window of `window` blocks shuffled within itself.
+  const uint64_t blocks = (num_samples + shape.block - 1) / shape.block;
+  std::vector<uint64_t> perm(blocks);
+  std::iota(perm.begin(), perm.end(), uint64_t{0});
+  Shuffle(perm.data(), perm.data() + blocks, rng);
+  uint64_t at = 0;
+  const uint64_t window = std::max<uint32_t>(shape.window, 1);
+  for (uint64_t b = 0; b < blocks; b += window) {
+    const uint64_t window_start = at;
+    for (uint64_t w = b; w < std::min(blocks, b + window); ++w) {
+      const uint64_t first = perm[w] * shape.block;
+      const uint64_t last = std::min(num_samples, first + shape.block);
+      for (uint64_t id = first; id < last; ++id) (*order)[at++] = static_cast<T>(id);
+    }
+    Shuffle(order->data() + window_start, order->data() + at, rng);
+  }
 }
 
 }  // namespace
@@ -75,21 +102,22 @@ Result<StepLayout> MakeStepLayout(uint64_t num_samples, uint32_t batch_size, uin
 }
 
 Result<EpochPlan> MakeEpochPlan(uint64_t num_samples, uint32_t batch_size, uint32_t world_size,
-                                uint64_t seed, uint64_t epoch, bool shuffle, uint64_t start) {
+                                uint64_t seed, uint64_t epoch, bool shuffle, uint64_t start,
+                                ShuffleShape shape) {
   EpochPlan plan;
   EMBER_ASSIGN_OR_RETURN(plan.layout, MakeStepLayout(num_samples, batch_size, world_size, start));
-  MakeEpochOrder(num_samples, seed, epoch, shuffle, &plan.order);
+  MakeEpochOrder(num_samples, seed, epoch, shuffle, &plan.order, shape);
   return plan;
 }
 
 void MakeEpochOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
-                    std::vector<uint64_t>* order) {
-  FillOrder(num_samples, seed, epoch, shuffle, order);
+                    std::vector<uint64_t>* order, ShuffleShape shape) {
+  FillOrder(num_samples, seed, epoch, shuffle, shape, order);
 }
 
 void MakeEpochOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
-                    std::vector<uint32_t>* order) {
-  FillOrder(num_samples, seed, epoch, shuffle, order);
+                    std::vector<uint32_t>* order, ShuffleShape shape) {
+  FillOrder(num_samples, seed, epoch, shuffle, shape, order);
 }
 
 }  // namespace ember::daemon

@@ -5,7 +5,8 @@
 //   - The order is a Fisher-Yates permutation of 0..num_samples-1 driven by a SplitMix64
 //     stream seeded from (seed, epoch) with unbiased bounded draws (common/random.h; not
 //     std::shuffle, whose output differs between standard libraries). Without shuffle:
-//     the identity. The order does not depend on batch_size, world_size or start.
+//     the identity. By shards (a ShuffleShape with a block): see ShuffleShape. The
+//     order does not depend on batch_size, world_size or start.
 //   - Positions [start, num_samples) of the order are served (start > 0: an epoch resumed
 //     from a checkpoint; the positions before it were consumed). They are cut into global
 //     steps of G = batch_size x world_size consecutive positions; rank r's batch of a step
@@ -52,6 +53,23 @@ struct StepLayout {
 Result<StepLayout> MakeStepLayout(uint64_t num_samples, uint32_t batch_size, uint32_t world_size,
                                   uint64_t start = 0);
 
+// How a shuffled order mixes the samples: over the whole set (block 0, the default), or
+// by shards, for data read from remote storage (a dataset registered with
+// `shuffle: shards`), as Mosaic Streaming's py1b: the set is cut into blocks of `block`
+// consecutive sample ids (a shard's samples), the blocks are permuted, and then the
+// samples of each window of `window` consecutive blocks of that permutation are shuffled
+// among themselves. So an epoch reads about `window` shards at a time, each once,
+// instead of every shard all the time, and a cache far smaller than the set serves it.
+struct ShuffleShape {
+  uint64_t block = 0;   // samples per block; 0: shuffle over the whole set
+  uint32_t window = 1;  // blocks shuffled together (>= 1)
+  bool operator==(const ShuffleShape& o) const { return block == o.block && window == o.window; }
+  bool operator!=(const ShuffleShape& o) const { return !(*this == o); }
+  bool operator<(const ShuffleShape& o) const {
+    return block != o.block ? block < o.block : window < o.window;
+  }
+};
+
 struct EpochPlan {
   std::vector<uint64_t> order;  // sample ids in epoch order (all num_samples of them)
   StepLayout layout;
@@ -62,14 +80,15 @@ struct EpochPlan {
 };
 
 Result<EpochPlan> MakeEpochPlan(uint64_t num_samples, uint32_t batch_size, uint32_t world_size,
-                                uint64_t seed, uint64_t epoch, bool shuffle, uint64_t start = 0);
+                                uint64_t seed, uint64_t epoch, bool shuffle, uint64_t start = 0,
+                                ShuffleShape shape = {});
 
 // The epoch's order alone (EpochPlan::order) into *order, resized to num_samples: the same
 // permutation in either width (the 32-bit one needs num_samples <= 2^32).
 void MakeEpochOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
-                    std::vector<uint64_t>* order);
+                    std::vector<uint64_t>* order, ShuffleShape shape = {});
 void MakeEpochOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle,
-                    std::vector<uint32_t>* order);
+                    std::vector<uint32_t>* order, ShuffleShape shape = {});
 
 }  // namespace ember::daemon
 

@@ -32,6 +32,7 @@ struct JobParams {
   // Who created the job (its first rank), or who joins it: a rank joins only a job its
   // principal may access (MayAccess). Not compared as a param.
   Principal owner{};
+  ShuffleShape shuffle_shape{};  // the dataset's (by shards when registered so)
 };
 
 struct BatchLease {

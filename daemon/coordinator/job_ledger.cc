@@ -35,6 +35,11 @@ Status CheckSameJob(const std::string& job, uint32_t rank, const JobParams& has,
     EMBER_RETURN_IF_ERROR(CheckField("dataset fingerprint", job, rank,
                                      FingerprintHex(has.fingerprint),
                                      FingerprintHex(asked.fingerprint)));
+  EMBER_RETURN_IF_ERROR(CheckField("shuffle block", job, rank, has.shuffle_shape.block,
+                                   asked.shuffle_shape.block));
+  EMBER_RETURN_IF_ERROR(CheckField<uint64_t>("shuffle window", job, rank,
+                                             has.shuffle_shape.window,
+                                             asked.shuffle_shape.window));
   return CheckField("shuffle", job, rank, has.shuffle, asked.shuffle);
 }
 
@@ -149,7 +154,7 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
     auto it = jobs_.find(job);
     if (it == jobs_.end()) return Missing(job);
     const JobParams& p = it->second.params;
-    key = {p.num_samples, p.seed, p.shuffle};
+    key = {p.num_samples, p.seed, p.shuffle, p.shuffle_shape};
     lease = NextLocked(job, it->second, rank, epoch);
   }
   if (lease.ok()) lease->sample_ids = orders_.Ids(key, lease->epoch, lease->positions);

@@ -502,7 +502,7 @@ TEST_CASE("batched Next and Commit for a node's ranks match the one-rank calls")
     CHECK(leases[i]->positions.end == expected.positions.end);
     CHECK(leases[i]->sample_ids.empty());  // the node computes them from the positions
     EpochOrders orders;
-    CHECK(orders.Ids({p.num_samples, p.seed, p.shuffle}, 0, leases[i]->positions) ==
+    CHECK(orders.Ids({p.num_samples, p.seed, p.shuffle, {}}, 0, leases[i]->positions) ==
           expected.sample_ids);
   }
   // A second want of rank 4 in one call gets its next step.

@@ -145,6 +145,9 @@ void EncodeJob(uint64_t id, const std::string& job, const JobParams& p, std::str
   // The owner, last: records written before owners were kept end before it.
   PutVarint(p.owner.uid, out);
   out->push_back(static_cast<char>((p.owner.team ? 1 : 0) | (p.owner.privileged ? 2 : 0)));
+  // The shuffle's shape, after the owner: records written before it end before it.
+  PutVarint(p.shuffle_shape.block, out);
+  PutVarint(p.shuffle_shape.window, out);
 }
 
 Status DecodeJob(Decoder& in, uint64_t* id, std::string* job, JobParams* p) {
@@ -169,6 +172,10 @@ Status DecodeJob(Decoder& in, uint64_t* id, std::string* job, JobParams* p) {
   if (flags > 3) return InvalidArgument("owner flags: " + std::to_string(flags) + " is over 3");
   p->owner.team = (flags & 1) != 0;
   p->owner.privileged = (flags & 2) != 0;
+  if (in.AtEnd()) return Status::Ok();  // shuffled over the whole set
+  EMBER_RETURN_IF_ERROR(in.Varint("shuffle block", &p->shuffle_shape.block));
+  EMBER_RETURN_IF_ERROR(in.Uint32("shuffle window", &p->shuffle_shape.window));
+  if (p->shuffle_shape.window == 0) return InvalidArgument("shuffle window: 0");
   return Status::Ok();
 }
 

@@ -132,6 +132,7 @@ TEST_CASE("every kind of change round-trips through the journal") {
     JobParams b = Params(1000, 16, 3, 99);
     b.start_epoch = 3;
     b.start_position = 250;
+    b.shuffle_shape = {100, 3};  // shuffled by shards
     const std::string b_name = "b\xff\xfe name \xc3\xbc";  // not UTF-8 throughout
     MustJoin(ledger, b_name, 2, b);
     ConsumeRest(ledger, b_name, 2, 3);
@@ -163,6 +164,15 @@ TEST_CASE("every kind of change round-trips through the journal") {
   // Nobody is joined to a replayed job.
   for (const JobSummary& s : ledger.Summaries())
     for (const RankProgress& r : s.ranks) CHECK_FALSE(r.joined);
+  // Job "b"'s shuffle by shards came back: a rank asking for a shuffle over the set is refused.
+  JobParams b = Params(1000, 16, 3, 99);
+  b.start_epoch = 3;
+  b.start_position = 250;
+  const Status over_set = ledger.Join("b\xff\xfe name \xc3\xbc", 0, b);
+  CHECK(over_set.code() == StatusCode::kInvalidArgument);
+  CHECK(over_set.message().find("shuffle block") != std::string::npos);
+  b.shuffle_shape = {100, 3};
+  CHECK(ledger.Join("b\xff\xfe name \xc3\xbc", 0, b).ok());
 }
 
 // One rank's side of a random run: which of its leases it holds.
@@ -397,7 +407,7 @@ StepLog RunNodes(uint32_t seed, const JobParams& p, const Topology& topo, uint64
       auto& ids = log[{lease.epoch, lease.batch}];
       REQUIRE(lease.sample_ids.empty());
       const std::vector<uint64_t> read =
-          orders.Ids({p.num_samples, p.seed, p.shuffle}, lease.epoch, lease.positions);
+          orders.Ids({p.num_samples, p.seed, p.shuffle, {}}, lease.epoch, lease.positions);
       ids.insert(ids.end(), read.begin(), read.end());
       rank.held[lease.epoch][lease.batch] = true;
       node.outbox.push_back({n * topo.ranks_per_node + i, lease.epoch, lease.batch});

@@ -137,7 +137,7 @@ Status RemoteCoordinator::Join(const std::string& job, uint32_t rank, const JobP
   if (!sent) return Unavailable("coordinator " + address_ + ": this daemon is shutting down");
   MutexLock lock(&mu_);
   batches_per_rank_[job] = layout->steps();
-  order_keys_[job] = {params.num_samples, params.seed, params.shuffle};
+  order_keys_[job] = {params.num_samples, params.seed, params.shuffle, params.shuffle_shape};
   return Status::Ok();
 }
 

@@ -122,6 +122,9 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec, const Format
 
 Result<DatasetInfo> ProbeDatasetAs(Env* base, const DatasetSpec& spec,
                                    const std::optional<Credentials>& reads_as,
+  if (spec.shuffle == "shards" && info->shuffle_block == 0)
+    return InvalidArgument("shuffle: shards needs a format that reads shards (webdataset); "
+                           "format '" + spec.format + "' has none");
                                    const FormatDeps& deps, DatasetMemory::Charge* memory) {
   std::shared_ptr<Env> env = EnvReadingAs(base, reads_as);
   if (reads_as && FindBuiltin(spec.format) == nullptr && FindPlugin(deps.plugins, spec.format)) {

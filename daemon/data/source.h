@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "daemon/catalog/dataset.h"
+#include "daemon/data/read_forecast.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -42,6 +43,11 @@ class Source {
     (void)ids;
     (void)count;
   }
+
+  // A reader (a stream) of this source tells what it will read: a source that reads
+  // remote storage uses it to prefetch and evict (ReadForecast). The source holds it
+  // weakly; it ends with the reader. Thread-safe; the default ignores it.
+  virtual void Follow(std::weak_ptr<const ReadForecast> reader) const { (void)reader; }
 };
 
 }  // namespace ember::daemon

@@ -15,6 +15,8 @@ void ToRpc(const JobParams& p, rpc::JobParams::Builder b) {
   b.setOwnerUid(p.owner.uid);
   b.setOwnerTeam(p.owner.team);
   b.setOwnerPrivileged(p.owner.privileged);
+  b.setShuffleBlock(p.shuffle_shape.block);
+  b.setShuffleWindow(p.shuffle_shape.window);
 }
 
 JobParams FromRpc(rpc::JobParams::Reader r) {
@@ -31,6 +33,8 @@ JobParams FromRpc(rpc::JobParams::Reader r) {
   p.owner.uid = r.getOwnerUid();
   p.owner.team = r.getOwnerTeam();
   p.owner.privileged = r.getOwnerPrivileged();
+  p.shuffle_shape.block = r.getShuffleBlock();
+  p.shuffle_shape.window = r.getShuffleWindow();
   return p;
 }
 

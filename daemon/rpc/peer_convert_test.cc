@@ -19,9 +19,10 @@ auto Fields(const Principal& p) {
 }
 auto Fields(const JobParams& p) {
   const auto& [dataset, num_samples, batch_size, world_size, seed, shuffle, start_epoch,
-               start_position, fingerprint, owner] = p;
+               start_position, fingerprint, owner, shuffle_shape] = p;
   return std::tie(dataset, num_samples, batch_size, world_size, seed, shuffle, start_epoch,
-                  start_position, fingerprint, owner.uid, owner.team, owner.privileged);
+                  start_position, fingerprint, owner.uid, owner.team, owner.privileged,
+                  shuffle_shape.block, shuffle_shape.window);
 }
 auto Fields(const PositionRange& r) {
   const auto& [begin, end] = r;
@@ -84,6 +85,7 @@ JobParams FilledParams() {
   p.owner.uid = 108;
   p.owner.team = true;
   p.owner.privileged = true;
+  p.shuffle_shape = {250, 3};
   return p;
 }
 

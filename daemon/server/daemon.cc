@@ -217,6 +217,9 @@ Status Daemon::Parts::OpenState() {
   auto shards = ShardCache::Open(*env_, cache_dir, config_.cache_limit_bytes, HttpFetcher());
   if (!shards.ok()) return shards.status().WithContext(source_ + ": cache_dir");
   shards_ = std::move(shards).value();
+  shards_->SetPrefetchSteps(config_.cache_prefetch_steps);
+  shards_->SetEviction(config_.cache_eviction == "lru" ? ShardCache::Eviction::kLru
+                                                       : ShardCache::Eviction::kBelady);
   const FormatDeps deps(plugins_.get(), shards_.get());
   EMBER_ASSIGN_OR_RETURN(
       catalog_, Catalog::Open(env_, config_.state_dir,

@@ -22,6 +22,12 @@ uint64_t RowBytes(const std::vector<TensorSpec>& tensors) {
   return bytes;
 }
 
+// How the dataset's jobs shuffle: by shards when it was registered so.
+ShuffleShape ShuffleShapeOf(const DatasetInfo& info) {
+  if (info.spec.shuffle != "shards") return {};
+  return {info.shuffle_block, info.spec.shuffle_window};
+}
+
 }  // namespace
 
 // A batch being decoded into its slot. Its decode tasks point into it: destroying it
@@ -97,6 +103,7 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
   job_params.world_size = params.world_size;
   job_params.seed = params.seed;
   job_params.shuffle = params.shuffle;
+  job_params.shuffle_shape = ShuffleShapeOf(info);
   job_params.start_epoch = params.start_epoch;
   job_params.start_position = params.start_position;
   job_params.fingerprint = info.fingerprint;
@@ -121,6 +128,7 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
   std::unique_ptr<Stream> stream(new Stream(id, env, coordinator, info, std::move(source),
                                             decode_pool, params, *batches,
                                             std::move(ring).value()));
+  stream->forecast_ = std::make_shared<StreamForecast>(job_params, params.rank, params.epochs);
   stream->producer_ = std::thread([s = stream.get()] { s->Run(); });
   return stream;
 }
@@ -194,6 +202,7 @@ Status Stream::Produce() {
   if (!loaded.ok()) return loaded.status();
   std::shared_ptr<const Source> source = *loaded;
   source_future_ = DatasetCache::SourceFuture();  // keep only the shared_ptr
+  source->Follow(forecast_);  // what this rank reads next (sources of remote data use it)
 
   // Batches being decoded, oldest first: at most two. When a decode thread runs out of
   // the current batch's rows and nothing else waits for the pool (no other stream's
@@ -266,6 +275,8 @@ Status Stream::StartNext(ring::SlotHeader* slot, uint64_t epoch, const Source& s
     return lease.status();
   }
   epoch_done = lease->last_in_epoch;
+  forecast_->Advance(lease->epoch, lease->batch);
+  if (!source.ParallelDecode()) source.Prefetch(lease->sample_ids.data(), lease->sample_ids.size());
   if (source.ParallelDecode() && !epoch_done) {
     // Lease the next batch now so the source can start reading its files while this one
     // decodes.

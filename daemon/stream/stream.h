@@ -31,6 +31,7 @@
 #include "common/log_budget.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/ring/ring_writer.h"
+#include "daemon/stream/stream_forecast.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -189,6 +190,7 @@ class Stream {
   DatasetCache::SourceFuture source_future_;
   DecodePool* const decode_pool_;
   const StreamParams params_;
+  std::shared_ptr<StreamForecast> forecast_;  // sources hold it weakly
   const uint64_t batches_per_epoch_;
   std::unique_ptr<RingWriter> ring_;
   std::atomic<bool> stop_{false};

@@ -45,6 +45,8 @@ void PrintDataset(const ember::DatasetInfo& d, bool verbose) {
   for (const auto& t : d.tensors)
     std::printf("  tensor %-8s %-8s %s per sample\n", t.name.c_str(), t.dtype.c_str(),
                 Shape(t.shape).c_str());
+  if (d.spec.shuffle == "shards")
+    std::printf("  shuffle by shards, %u at a time\n", d.spec.shuffle_window);
   if (!d.spec.pipeline.empty()) std::printf("  pipeline (on error: %s)\n%s", d.spec.on_error.c_str(), d.spec.pipeline.c_str());
   for (const auto& f : d.files) std::printf("  file   %s\n", f.c_str());
 }
@@ -163,6 +165,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_cmd->add_flag("--shared", spec.shared,
                     "every user of the daemon may stream it (default: only you and root)");
+  add_cmd->add_option("--shuffle", spec.shuffle,
+                      "how jobs shuffle it: over all samples, or by shards (shards permuted, "
+                      "samples mixed within windows of --shuffle-window shards: for remote data)")
+      ->check(CLI::IsMember({"samples", "shards"}))
+      ->capture_default_str();
+  add_cmd->add_option("--shuffle-window", spec.shuffle_window,
+                      "shards whose samples are mixed together with --shuffle shards")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
   auto* ls_cmd = dataset_cmd->add_subcommand("ls", "list registered datasets");
   std::string name;
   auto* inspect_cmd = dataset_cmd->add_subcommand("inspect", "count, shapes and dtypes");

@@ -27,6 +27,11 @@ struct DatasetSpec {
   // What a corrupt sample does to a stream: "fail" ends it with the error; "skip" drops
   // the sample from its batch, logs it (file, reason) and counts it.
   std::string on_error = "fail";
+  // How jobs on it shuffle: "samples" (over the whole set) or "shards" (for shards read
+  // through the node's cache: the shards permuted each epoch, then the samples of each
+  // window of `shuffle_window` shards shuffled among themselves; formats with shards).
+  std::string shuffle = "samples";
+  uint32_t shuffle_window = 8;
   // Every user of the daemon may stream and inspect it; otherwise only its owner (the
   // registering uid; the daemon reads its files with that user's rights) and root. Only
   // its owner may remove it.

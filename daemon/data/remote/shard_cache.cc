@@ -93,7 +93,7 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(Env& env, const std::string
     cache->note_bytes_ += note.bytes;
   }
   cache->TrimNotes(0);
-  EMBER_RETURN_IF_ERROR(cache->MakeRoom(0, dir));
+  EMBER_RETURN_IF_ERROR(cache->MakeRoom(0, dir, Fetch::kEvicting));
   return cache;
 }
 
@@ -107,11 +107,29 @@ void ShardCache::Remove(const std::string& key) {
   (void)env_.RemoveAll(PathOf(key, ".shard"));
 }
 
-Status ShardCache::MakeRoom(uint64_t need, const std::string& for_url) {
+std::optional<uint64_t> ShardCache::NextUseOf(const std::string& url) const {
+  std::optional<uint64_t> soonest;
+  if (eviction_ == Eviction::kLru) return soonest;
+  for (const auto& [id, next_use] : next_uses_) {
+    const std::optional<uint64_t> next = next_use(url);
+    if (next && (!soonest || *next < *soonest)) soonest = next;
+  }
+  return soonest;
+}
+
+Status ShardCache::MakeRoom(uint64_t need, const std::string& for_url, Fetch fetch) {
   if (need > limit_) {
     return ResourceExhausted(RedactUrl(for_url) + ": a shard of " + std::to_string(need) +
                              " bytes does not fit the shard cache's " + std::to_string(limit_) +
                              " bytes (cache_limit)");
+  }
+  // A prefetch evicts only entries used after the shard it fetches (Belady), or with
+  // nothing known of the order, none.
+  std::optional<uint64_t> bound;
+  if (fetch == Fetch::kIfRoom && eviction_ == Eviction::kBelady) {
+    bound = NextUseOf(for_url);
+    if (!bound && bytes_ + reserved_ + need > limit_)
+      return ResourceExhausted(RedactUrl(for_url) + ": no free room in the shard cache");
   }
   while (bytes_ + reserved_ + need > limit_) {
     const std::string* victim = nullptr;
@@ -119,8 +137,8 @@ Status ShardCache::MakeRoom(uint64_t need, const std::string& for_url) {
     uint64_t victim_use = 0;
     for (const auto& [key, entry] : entries_) {
       if (entry.mapped.use_count() > 1) continue;  // a reader holds it
-      const std::optional<uint64_t> next =
-          next_use_ ? next_use_(entry.url) : std::optional<uint64_t>();
+      const std::optional<uint64_t> next = NextUseOf(entry.url);
+      if (bound && next && *next <= *bound) continue;  // needed no later than the prefetch
       // Farthest next use first (never again is farthest), then least recently used.
       const bool farther =
           victim == nullptr ||
@@ -132,6 +150,8 @@ Status ShardCache::MakeRoom(uint64_t need, const std::string& for_url) {
         victim_use = entry.last_use;
       }
     }
+    if (victim == nullptr && fetch == Fetch::kIfRoom)
+      return ResourceExhausted(RedactUrl(for_url) + ": no room in the shard cache before its use");
     if (victim == nullptr) {
       return ResourceExhausted(RedactUrl(for_url) + ": the shard cache's " +
                                std::to_string(limit_) + " bytes (cache_limit) are taken by " +
@@ -239,10 +259,7 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::Find(const std::string& ur
       {
         MutexLock lock(&mu_);
         if (downloading_.count(key) != 0 || entries_.count(key) != 0) continue;  // raced
-        if (fetch == Fetch::kIfRoom && bytes_ + reserved_ + *size > limit_) {
-          return ResourceExhausted(RedactUrl(url) + ": no free room in the shard cache");
-        }
-        EMBER_RETURN_IF_ERROR(MakeRoom(*size, url));
+        EMBER_RETURN_IF_ERROR(MakeRoom(*size, url, fetch));
         reserved_ += *size;
         downloading_[key] = std::make_shared<std::shared_future<Status>>(promise.get_future().share());
       }
@@ -403,9 +420,29 @@ bool ShardCache::Contains(const std::string& url) const {
   return it != entries_.end() && it->second.url == url;
 }
 
-void ShardCache::SetNextUse(NextUse next_use) {
+std::shared_ptr<void> ShardCache::AddNextUse(NextUse next_use) {
   MutexLock lock(&mu_);
-  next_use_ = std::move(next_use);
+  const uint64_t id = next_registration_++;
+  next_uses_[id] = std::move(next_use);
+  return std::shared_ptr<void>(nullptr, [this, id](void*) {
+    MutexLock lock(&mu_);
+    next_uses_.erase(id);
+  });
+}
+
+void ShardCache::SetEviction(Eviction eviction) {
+  MutexLock lock(&mu_);
+  eviction_ = eviction;
+}
+
+void ShardCache::SetPrefetchSteps(uint32_t steps) {
+  MutexLock lock(&mu_);
+  prefetch_steps_ = steps;
+}
+
+uint32_t ShardCache::prefetch_steps() const {
+  MutexLock lock(&mu_);
+  return prefetch_steps_;
 }
 
 ShardCacheStats ShardCache::stats() const {

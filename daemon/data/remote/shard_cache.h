@@ -10,10 +10,13 @@
 //
 // The limit holds for what the cache keeps: before a download, entries are evicted until
 // the new shard fits. The victim is the entry whose next use is farthest away, as the
-// NextUse callback says (Belady's rule, exact when the callback knows the future order,
-// as emberd's sources do); entries with no next use go first; ties (and no callback) fall
-// back to least recently used. An entry stays mapped while cached; entries a reader holds
-// (a Get's result still held) are not evicted; if those alone leave no room, Get is
+// registered NextUse callbacks say (Belady's rule, exact when they know the future order,
+// as emberd's sources do from their streams' plans); entries with no next use go first;
+// ties (and no callback) fall back to least recently used. A prefetch evicts only entries
+// used later than the shard it fetches (so it never pushes out what is needed sooner).
+// With Eviction::kLru (for comparison) the callbacks are ignored: the least recently used
+// entry goes, also for a prefetch. An entry stays mapped while cached; entries a reader
+// holds (a Get's result still held) are not evicted; if those alone leave no room, Get is
 // kResourceExhausted naming the limit.
 //
 // Thread-safe. Concurrent Gets of one URL download it once.
@@ -55,8 +58,10 @@ struct ShardCacheStats {
 class ShardCache {
  public:
   // Steps until `url` is read next (smaller: sooner), or nullopt if not known to be
-  // read again.
+  // read again (or not a URL the callback knows). Called with the cache's lock held: it
+  // must not call into the cache.
   using NextUse = std::function<std::optional<uint64_t>(const std::string& url)>;
+  enum class Eviction { kBelady, kLru };
 
   // Opens (creating) the cache directory `dir` with `limit` bytes, keeping the complete
   // entries and the notes found there (over the limit, entries are removed, in no
@@ -75,9 +80,9 @@ class ShardCache {
   std::shared_ptr<const MappedFile> Cached(const std::string& url);
 
   // Starts fetching `url` (`size` bytes) on one of the cache's fetch threads unless it is
-  // cached or coming, if it fits in the room left (a prefetch evicts nothing); at most
-  // kMaxQueued requests wait (more are dropped). Never blocks on I/O; failures are left
-  // to the readers.
+  // cached or coming, if it fits in the room left or in the room of entries used later
+  // than it (see above); requests are fetched in the order they came; at most kMaxQueued
+  // wait (more are dropped). Never blocks on I/O; failures are left to the readers.
   void Prefetch(const std::string& url, uint64_t size);
   static constexpr size_t kMaxQueued = 256;
   static constexpr int kFetchThreads = 2;
@@ -105,7 +110,15 @@ class ShardCache {
   // Whether `url` is cached (complete), without fetching or checking it.
   bool Contains(const std::string& url) const;
 
-  void SetNextUse(NextUse next_use);
+  // Registers a NextUse callback (a dataset's source, answering for its shards' URLs);
+  // an entry's next use is the soonest any callback answers. The registration ends when
+  // the returned handle is destroyed (before the cache).
+  [[nodiscard]] std::shared_ptr<void> AddNextUse(NextUse next_use);
+  void SetEviction(Eviction eviction);
+  // How many steps ahead sources prefetch shards for their streams (the cache_prefetch_steps
+  // setting; 0: only the next batch's).
+  void SetPrefetchSteps(uint32_t steps);
+  uint32_t prefetch_steps() const;
   ShardCacheStats stats() const;
   uint64_t limit() const { return limit_; }
   const std::string& dir() const { return dir_; }
@@ -125,13 +138,16 @@ class ShardCache {
       : env_(env), dir_(std::move(dir)), limit_(limit), fetcher_(std::move(fetcher)) {}
 
   std::string PathOf(const std::string& key, const char* suffix) const;
-  // Removes entries until `need` more bytes fit. Needs mu_.
-  Status MakeRoom(uint64_t need, const std::string& for_url) REQUIRES(mu_);
+  enum class Fetch { kEvicting, kIfRoom, kNever };
+  // Removes entries until `need` more bytes fit: any entry no reader holds (kEvicting),
+  // or (kIfRoom, a prefetch) only entries used later than `for_url`. Needs mu_.
+  Status MakeRoom(uint64_t need, const std::string& for_url, Fetch fetch) REQUIRES(mu_);
+  // The soonest next use of `url` the callbacks know (nullopt: none).
+  std::optional<uint64_t> NextUseOf(const std::string& url) const REQUIRES(mu_);
   void Remove(const std::string& key) REQUIRES(mu_);
   // Removes the least recently used notes until `need` more bytes fit their budget.
   void TrimNotes(uint64_t need) REQUIRES(mu_);
   void FetchLoop();
-  enum class Fetch { kEvicting, kIfRoom, kNever };
   // Get, fetching a missing shard as `fetch` says.
   Result<std::shared_ptr<const MappedFile>> Find(const std::string& url,
                                                  std::optional<uint64_t> size, Fetch fetch);
@@ -148,7 +164,10 @@ class ShardCache {
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
   uint64_t reserved_ GUARDED_BY(mu_) = 0;  // for downloads under way
   uint64_t clock_ GUARDED_BY(mu_) = 0;
-  NextUse next_use_ GUARDED_BY(mu_);
+  std::map<uint64_t, NextUse> next_uses_ GUARDED_BY(mu_);  // by registration
+  uint64_t next_registration_ GUARDED_BY(mu_) = 0;
+  Eviction eviction_ GUARDED_BY(mu_) = Eviction::kBelady;
+  uint32_t prefetch_steps_ GUARDED_BY(mu_) = 64;
   std::deque<std::pair<std::string, uint64_t>> queue_ GUARDED_BY(mu_);  // to prefetch
   bool stopping_ GUARDED_BY(mu_) = false;
   CondVar queued_;

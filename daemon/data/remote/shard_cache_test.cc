@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/temp_dir_testing.h"
 #include "daemon/data/remote/nginx_testing.h"
 
@@ -22,10 +23,10 @@ std::string ShardBytes(char seed) {
   return bytes;
 }
 
-// Shards a, b, c, d (100,000 bytes each) under www/d/.
+// Shards a, b, c, d, e (100,000 bytes each) under www/d/.
 std::string WriteShards(const std::string& name) {
   const std::string root = FreshTestDir(name);
-  for (char c : std::string("abcd")) WriteTestFile(root + "/d/" + c + ".tar", ShardBytes(c));
+  for (char c : std::string("abcde")) WriteTestFile(root + "/d/" + c + ".tar", ShardBytes(c));
   return root;
 }
 
@@ -101,15 +102,68 @@ TEST_CASE("over the limit, the entry used farthest in the future goes; LRU witho
   CHECK(cache->stats().evictions == 1);
   CHECK(cache->stats().bytes <= cache->limit());
 
-  // Belady: a is needed again in 1 step, c in 50: c goes although a is older.
-  std::map<std::string, uint64_t> next = {{nginx.Url("/d/a.tar"), 1}, {nginx.Url("/d/c.tar"), 50}};
-  cache->SetNextUse([&](const std::string& url) -> std::optional<uint64_t> {
-    auto it = next.find(url);
-    return it == next.end() ? std::nullopt : std::optional<uint64_t>(it->second);
-  });
+  // Belady: a is needed again in 1 step, c in 50 (by one registration; another knows a
+  // as needed in 70 and d in 2): c goes although a is older.
+  std::map<std::string, uint64_t> next = {{nginx.Url("/d/a.tar"), 70}, {nginx.Url("/d/d.tar"), 2}};
+  auto answer = [](const std::map<std::string, uint64_t>& m) {
+    return [&m](const std::string& url) -> std::optional<uint64_t> {
+      auto it = m.find(url);
+      return it == m.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+    };
+  };
+  std::map<std::string, uint64_t> next2 = {{nginx.Url("/d/a.tar"), 1}, {nginx.Url("/d/c.tar"), 50}};
+  auto first = cache->AddNextUse(answer(next));
+  auto second = cache->AddNextUse(answer(next2));
   REQUIRE(cache->Get(nginx.Url("/d/d.tar")).ok());
   CHECK(cache->Contains(nginx.Url("/d/a.tar")));
   CHECK_FALSE(cache->Contains(nginx.Url("/d/c.tar")));
+  CHECK(cache->stats().bytes <= cache->limit());
+
+  // The second registration ends: a's next use is 70, d's 2; e comes and a goes.
+  second.reset();
+  REQUIRE(cache->Get(nginx.Url("/d/e.tar")).ok());
+  CHECK_FALSE(cache->Contains(nginx.Url("/d/a.tar")));
+  CHECK(cache->Contains(nginx.Url("/d/d.tar")));
+
+  // LRU (the comparison setting) ignores what is known: d, the older, goes.
+  cache->SetEviction(ShardCache::Eviction::kLru);
+  REQUIRE(cache->Get(nginx.Url("/d/a.tar")).ok());
+  CHECK_FALSE(cache->Contains(nginx.Url("/d/d.tar")));
+  CHECK(cache->Contains(nginx.Url("/d/e.tar")));
+}
+
+TEST_CASE("a prefetch evicts only entries needed later than the shard it fetches") {
+  auto env = NewPosixEnv();
+  NginxServer nginx(WriteShards("prefetch-evict-www"));
+  auto cache = MustOpen(*env, FreshTestDir("prefetch-evict-cache"), 2 * kShardBytes);
+  std::map<std::string, uint64_t> next = {
+      {nginx.Url("/d/a.tar"), 5}, {nginx.Url("/d/b.tar"), 30}, {nginx.Url("/d/c.tar"), 10},
+      {nginx.Url("/d/d.tar"), 40}};
+  Mutex mu;
+  auto registration = cache->AddNextUse([&](const std::string& url) -> std::optional<uint64_t> {
+    MutexLock lock(&mu);
+    auto it = next.find(url);
+    return it == next.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+  });
+  REQUIRE(cache->Get(nginx.Url("/d/a.tar")).ok());
+  REQUIRE(cache->Get(nginx.Url("/d/b.tar")).ok());
+  auto wait_for = [&](const std::string& path, bool present) {
+    for (int i = 0; i < 500 && cache->Contains(nginx.Url(path)) != present; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return cache->Contains(nginx.Url(path)) == present;
+  };
+  // c (needed at 10) comes in place of b (at 30), not of a (at 5).
+  cache->Prefetch(nginx.Url("/d/c.tar"), kShardBytes);
+  CHECK(wait_for("/d/c.tar", true));
+  CHECK(cache->Contains(nginx.Url("/d/a.tar")));
+  CHECK_FALSE(cache->Contains(nginx.Url("/d/b.tar")));
+  // d (at 40) is needed after everything cached: it does not come.
+  cache->Prefetch(nginx.Url("/d/d.tar"), kShardBytes);
+  cache->Prefetch(nginx.Url("/d/e.tar"), kShardBytes);  // unknown: only into free room
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(cache->Contains(nginx.Url("/d/d.tar")));
+  CHECK_FALSE(cache->Contains(nginx.Url("/d/e.tar")));
+  CHECK(cache->stats().misses == 3);
   CHECK(cache->stats().bytes <= cache->limit());
 }
 

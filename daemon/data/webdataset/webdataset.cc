@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/data/image/pipeline.h"
+#include "daemon/data/remote/shard_reads.h"
 #include "daemon/data/webdataset/npy_header.h"
 #include "daemon/data/webdataset/shard_list.h"
 #include "daemon/data/webdataset/tar_index.h"
@@ -75,6 +76,7 @@ struct Index {
   DatasetInfo info;
   std::vector<std::string> shards;
   std::vector<uint64_t> shard_sizes;
+  std::vector<uint64_t> shard_first;  // the shard's first sample id; then the count
   // By shard: the local shards' mappings, kept for a load so that reads see the bytes
   // that were indexed; null for remote shards (the cache holds those) and in a probe.
   std::vector<std::shared_ptr<const MappedFile>> local;
@@ -207,6 +209,7 @@ Status IndexShard(Env& env, ShardCache* cache, uint32_t shard, Index& index,
     if (keep_local) index.local[shard] = mapped;
   }
   index.shard_sizes.push_back(shard_size);
+  index.shard_first.push_back(index.info.count);
   const MemberBytes member_bytes = [&](const TarMember& member) -> Result<std::string> {
     if (mapped != nullptr) return std::string(mapped->data() + member.offset, member.size);
     std::string out;
@@ -284,8 +287,10 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
                            " shard(s) (a sample is the members sharing a key: KEY.jpg, KEY.cls, ...)");
   }
   EMBER_RETURN_IF_ERROR(CheckTensors(index));
+  index.shard_first.push_back(index.info.count);
   DatasetInfo& info = index.info;
   info.spec = spec;
+  if (spec.shuffle == "shards") info.shuffle_block = MedianShardSamples(index.shard_first);
   for (const std::string& shard : index.shards) info.files.push_back(ShardName(shard));
   for (const Field& field : index.fields) {
     switch (field.kind) {
@@ -331,7 +336,8 @@ class WebDatasetSource : public Source {
  public:
   // Local shards are index.local's mappings; remote ones come from `cache` (not null
   // when the index has any: BuildIndex refuses them otherwise).
-  WebDatasetSource(Index index, ShardCache* cache) : index_(std::move(index)), cache_(cache) {}
+  WebDatasetSource(Index index, ShardCache* cache)
+      : index_(std::move(index)), cache_(cache), reads_(ShardsOf(index_), cache) {}
 
   const DatasetInfo& info() const override { return index_.info; }
 
@@ -421,17 +427,24 @@ class WebDatasetSource : public Source {
       if (ids[i] >= index_.info.count) continue;
       for (size_t f = 0; f < fields; ++f) {
         const Part& part = index_.parts[ids[i] * fields + f];
-        if (part.size >= kTooBig) continue;
-        if (index_.local[part.shard] != nullptr) {
+        if (part.size < kTooBig && index_.local[part.shard] != nullptr)
           index_.local[part.shard]->WillNeed(part.offset, part.size);
-        } else {
-          cache_->Prefetch(index_.shards[part.shard], index_.shard_sizes[part.shard]);
-        }
       }
     }
+    reads_.Prefetch(ids, count);  // remote shards: these and the readers' next ones
+  }
+
+  void Follow(std::weak_ptr<const ReadForecast> reader) const override {
+    reads_.Follow(std::move(reader));
   }
 
  private:
+  static ShardSet ShardsOf(const Index& index) {
+    ShardSet set{index.shards, index.shard_sizes, index.shard_first, {}};
+    for (const auto& local : index.local) set.remote.push_back(local == nullptr);
+    return set;
+  }
+
   // Shard `i` mapped: local ones stay mapped, remote ones if the cache holds them (else
   // null: their members are read by range).
   std::shared_ptr<const MappedFile> Shard(uint32_t i) const {
@@ -461,6 +474,7 @@ class WebDatasetSource : public Source {
 
   const Index index_;
   ShardCache* const cache_;
+  mutable ShardReads reads_;
 };
 
 }  // namespace

@@ -7,7 +7,7 @@ import hashlib
 import os
 import re
 import sys
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional, Union
 
 from . import _ember
 from ._errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
@@ -50,11 +50,13 @@ class _PathDataset:
     of the path and options (the same for every rank and run) on first use."""
 
     def __init__(self, path: str, format: Optional[str], split: str, pipeline: str,
-                 on_error: str) -> None:
+                 on_error: str, shuffle: str = "samples") -> None:
         self.path = path if "://" in path else os.path.realpath(path)
         self.format = format or detect_format(self.path)
         self.split, self.pipeline, self.on_error = split, pipeline, on_error
-        key = "\n".join((self.path, self.format, split, pipeline, on_error)).encode()
+        self.shuffle = shuffle
+        key = "\n".join((self.path, self.format, split, pipeline, on_error)
+                        + ((shuffle,) if shuffle != "samples" else ())).encode()
         base = re.sub(r"[^A-Za-z0-9_.-]", "-", os.path.basename(self.path) or "data")[:40]
         self.name = f"{base.lstrip('.') or 'data'}.{split}-{hashlib.sha256(key).hexdigest()[:12]}"
 
@@ -66,7 +68,8 @@ class _PathDataset:
             pass
         try:
             client.add_dataset(self.name, self.path, format=self.format, split=self.split,
-                               pipeline=self.pipeline, on_error=self.on_error)
+                               pipeline=self.pipeline, on_error=self.on_error,
+                               shuffle=self.shuffle)
         except AlreadyExists:
             pass  # another rank registered it meanwhile
 # Whether an output's converter takes DLPack capsules (else SlotTensors, __dlpack__).
@@ -189,7 +192,10 @@ class Loader:
     dataset: a registered dataset's name, or a path (with a "/") to data in any format
     emberd reads, registered for the user on first use under a name made of the path and
     the options (format: detected, see ``detect_format``; split, pipeline, on_error as
-    ``Client.add_dataset`` takes them).
+    ``Client.add_dataset`` takes them). shuffle: True, False, or "shards" for a dataset
+    given by path whose shards are read from remote storage (registered with
+    ``shuffle="shards"``: shards permuted each epoch, samples mixed within a window of
+    shards, so the node's cache reads each shard once per epoch).
 
     Iterating the loader yields one epoch of this rank's batches as ``Batch`` dicts of
     tensors (views into the ring, no copy); the next iteration yields the next epoch. The
@@ -215,7 +221,7 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
     """
 
     def __init__(self, dataset: str, batch_size: int, *, seed: int = 0,
-                 epochs: Optional[int] = None, shuffle: bool = True,
+                 epochs: Optional[int] = None, shuffle: Union[bool, str] = True,
                  job: Optional[str] = None, rank: Optional[int] = None,
                  world_size: Optional[int] = None, client: Optional[_ember.Client] = None,
                  sample_ids: bool = False, slots: int = 0,
@@ -234,9 +240,16 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
         self.output = output
         self._convert = _converter(output)
         self._path: Optional[_PathDataset] = None
+        if shuffle not in (True, False, "shards"):
+            raise InvalidArgument(f"shuffle must be True, False or 'shards', not {shuffle!r}")
+        if shuffle == "shards" and "/" not in dataset:
+            raise InvalidArgument(f"shuffle='shards' is for a dataset given by path; register "
+                                  f"'{dataset}' with shuffle='shards' instead")
         if "/" in dataset:
-            self._path = _PathDataset(dataset, format, split, pipeline, on_error)
+            self._path = _PathDataset(dataset, format, split, pipeline, on_error,
+                                      "shards" if shuffle == "shards" else "samples")
             dataset = self._path.name
+            shuffle = bool(shuffle)
         elif (split, format, pipeline, on_error) != ("train", None, "", "fail"):
             raise InvalidArgument(f"split, format, pipeline and on_error are for a dataset "
                                   f"given by path; '{dataset}' is registered with its own")

@@ -155,7 +155,8 @@ Thread-safe; every call releases the GIL while it waits.)doc")
           "add_dataset",
           [](Client& c, const std::string& name, const std::string& path,
              const std::string& format, const std::string& split, const std::string& pipeline,
-             const std::string& on_error, bool shared) {
+             const std::string& on_error, bool shared, const std::string& shuffle,
+             uint32_t shuffle_window) {
             DatasetSpec spec;
             spec.name = name;
             spec.path = path;
@@ -164,16 +165,20 @@ Thread-safe; every call releases the GIL while it waits.)doc")
             spec.pipeline = pipeline;
             spec.on_error = on_error;
             spec.shared = shared;
+            spec.shuffle = shuffle;
+            spec.shuffle_window = shuffle_window;
             return ValueOrRaise(WithoutGil([&] { return c.AddDataset(spec); }));
           },
           py::arg("name"), py::arg("path"), py::kw_only(), py::arg("format") = "idx",
           py::arg("split") = "train", py::arg("pipeline") = "", py::arg("on_error") = "fail",
-          py::arg("shared") = false,
+          py::arg("shared") = false, py::arg("shuffle") = "samples", py::arg("shuffle_window") = 8,
           R"doc(Registers a dataset (emberctl dataset add) and returns its DatasetInfo.
 
 format: idx, images, packed, tokens (or a plugin's); split: train or test (idx);
 pipeline: the YAML text of a decode/transform pipeline ('' : the format's default);
-on_error: 'fail' or 'skip' a corrupt sample; shared: every user of the daemon may stream it.
+on_error: 'fail' or 'skip' a corrupt sample; shared: every user of the daemon may stream it;
+shuffle: 'samples' (over the set) or 'shards' (shards permuted, samples mixed within windows
+of shuffle_window shards: for shards read from remote storage through the node's cache).
 The daemon reads the files with the caller's rights. Raises ember.AlreadyExists,
 ember.InvalidArgument (naming the file or field), ember.PermissionDenied.)doc")
       .def(

@@ -162,6 +162,44 @@ class WebDatasetTest(unittest.TestCase):
             ids = [i for r in range(2) for e, batch in results[r] if e == epoch for i in batch]
             self.assertEqual(sorted(ids), list(range(COUNT)), f"epoch {epoch}")
 
+    def test_shuffled_by_shards_over_http_every_sample_once_a_shard_at_a_time(self):
+        with Nginx(self.data) as nginx:
+            url = f"http://127.0.0.1:{nginx.port}/shards/part-{{000000..000002}}.tar"
+            name = "wds-by-shards"
+            info = self.client.add_dataset(name, url, format="webdataset", pipeline=PIPELINE,
+                                           shuffle="shards", shuffle_window=1)
+            self.assertEqual(info.count, COUNT)
+
+            def rank_main(rank):
+                loader = ember.Loader(name, 4, epochs=2, rank=rank, world_size=2,
+                                      job="wds-by-shards", client=self.daemon.client(),
+                                      sample_ids=True, seed=5)
+                return [(b.epoch, b.step, b["sample_id"].reshape(-1).tolist())
+                        for _ in range(2) for b in loader]
+
+            results = et.run_ranks(rank_main, 2)
+        orders = []
+        for epoch in range(2):
+            steps = {}
+            for r in range(2):
+                for e, index, batch in results[r]:
+                    if e == epoch:
+                        steps.setdefault(index, []).extend(batch)
+            ids = [i for index in sorted(steps) for i in steps[index]]
+            self.assertEqual(sorted(ids), list(range(COUNT)), f"epoch {epoch}")
+            # Shards of 10, 10 and 4 samples, one at a time: a step's 8 samples come from
+            # one shard, or from the two the step straddles.
+            for index, step in steps.items():
+                self.assertLessEqual(len({i // 10 for i in step}), 2, f"step {index}: {step}")
+            orders.append([steps[i] for i in sorted(steps)])
+        self.assertNotEqual(orders[0], orders[1])  # another permutation each epoch
+        with self.assertRaisesRegex(ember.InvalidArgument, "shuffle: shards needs a format"):
+            self.client.add_dataset("folder-by-shards", os.path.join(self.data, "folder"),
+                                    format="imagefolder", shuffle="shards")
+        with self.assertRaisesRegex(ember.InvalidArgument, "shuffle_window: 0"):
+            self.client.add_dataset("bad-window", url, format="webdataset", shuffle="shards",
+                                    shuffle_window=0)
+
 
 if __name__ == "__main__":
     unittest.main()
