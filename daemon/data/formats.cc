@@ -114,6 +114,9 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec, const Format
     return UnknownFormat(deps.plugins, spec.format);
   }();
   if (!info.ok()) return info;
+  if (spec.shuffle == "shards" && info->shuffle_block == 0)
+    return InvalidArgument("shuffle: shards needs a format that reads shards (webdataset); "
+                           "format '" + spec.format + "' has none");
   Result<uint64_t> fingerprint = DatasetFingerprint(env, *info);
   if (!fingerprint.ok()) return fingerprint.status().WithContext("fingerprint");
   info->fingerprint = *fingerprint;
@@ -122,9 +125,6 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec, const Format
 
 Result<DatasetInfo> ProbeDatasetAs(Env* base, const DatasetSpec& spec,
                                    const std::optional<Credentials>& reads_as,
-  if (spec.shuffle == "shards" && info->shuffle_block == 0)
-    return InvalidArgument("shuffle: shards needs a format that reads shards (webdataset); "
-                           "format '" + spec.format + "' has none");
                                    const FormatDeps& deps, DatasetMemory::Charge* memory) {
   std::shared_ptr<Env> env = EnvReadingAs(base, reads_as);
   if (reads_as && FindBuiltin(spec.format) == nullptr && FindPlugin(deps.plugins, spec.format)) {
