@@ -70,6 +70,15 @@ TEST_CASE("emberctl dataset add rejects truncated and corrupt IDX files") {
   CHECK(missing.exit_code != 0);
   CHECK(missing.err.find(dir + "/nowhere") != std::string::npos);
 
+  // An s3:// URL reaches emberd as written, not made a path under the working directory
+  // (this emberd has no S3 credentials, so it is refused).
+  Run s3 = Emberctl(dir, {sock, "dataset", "add", "s3", "--format", "webdataset", "--path",
+                          "s3://bucket/train/"});
+  INFO(s3.err);
+  CHECK(s3.exit_code != 0);
+  CHECK(s3.err.find("s3://bucket/train/: ") != std::string::npos);
+  CHECK(s3.err.find("/s3:") == std::string::npos);
+
   // The daemon is up and its catalog unchanged.
   Run after = Emberctl(dir, {sock, "dataset", "ls"});
   CHECK(after.exit_code == 0);

@@ -172,6 +172,31 @@ TEST_CASE("a user cannot register a file it could not read, through a symlink ne
         }) == "mine,");
 }
 
+TEST_CASE("only root and emberd's own uid may register a dataset read with emberd's S3 credentials") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  auto s3_spec = [](const std::string& path) {
+    DatasetSpec spec;
+    spec.name = "s3-shards";
+    spec.format = "webdataset";
+    spec.path = path;
+    return spec;
+  };
+  for (const std::string path : {"s3://data/train/", "s3+http://127.0.0.1:1/data/a.tar"}) {
+    const std::string bob = RunAs(kBob, [&] { return Code(ConnectTo(socket)->AddDataset(s3_spec(path))); });
+    INFO(bob);
+    CHECK(bob.rfind("permission_denied: ", 0) == 0);
+    CHECK(bob.find(path + ": an S3 dataset is read with emberd's own S3 credentials, so only root "
+                   "and emberd's user (uid " + std::to_string(geteuid()) + ") may register one "
+                   "on this shared emberd, not uid 2002") != std::string::npos);
+  }
+  // Root gets past the check (to this emberd's lack of credentials: its environment has none).
+  const std::string root = RunAs(kRoot, [&] { return Code(ConnectTo(socket)->AddDataset(s3_spec("s3://data/train/"))); });
+  INFO(root);
+  CHECK(root.find("emberd has no S3 credentials") != std::string::npos);
+}
+
 TEST_CASE("another user's dataset is not listed, inspected, removed or streamed") {
   SKIP_UNLESS_ROOT();
   SharedDaemon daemon;

@@ -5,6 +5,7 @@
 #include "daemon/data/idx.h"
 #include "daemon/data/image/imagefolder.h"
 #include "daemon/data/image/packed_images.h"
+#include "daemon/data/mds/mds.h"
 #include "daemon/data/packed/packed_source.h"
 #include "daemon/data/plugin/plugin_source.h"
 #include "daemon/data/tokens/tokens.h"
@@ -16,7 +17,7 @@ namespace {
 
 // A built-in format. `deps.plugins` gives the image formats their transform plugins,
 // `deps.shards` the remote shards; `memory` is charged by the formats that hold a set (or
-// its index) in memory (idx, webdataset).
+// its index) in memory (idx, mds, webdataset).
 struct Format {
   const char* name;
   Result<DatasetInfo> (*probe)(Env&, const DatasetSpec&, const FormatDeps& deps,
@@ -47,6 +48,13 @@ constexpr Format kFormats[] = {
      },
      [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory) {
        return LoadImageFolder(env, spec, deps.plugins);
+     }},
+    {"mds",
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory memory) {
+       return ProbeMds(env, spec, deps.plugins, memory, deps.shards);
+     },
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory memory) {
+       return LoadMds(env, spec, deps.plugins, memory, deps.shards);
      }},
     {"packed",
      [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory) {
@@ -115,7 +123,7 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec, const Format
   }();
   if (!info.ok()) return info;
   if (spec.shuffle == "shards" && info->shuffle_block == 0)
-    return InvalidArgument("shuffle: shards needs a format that reads shards (webdataset); "
+    return InvalidArgument("shuffle: shards needs a format that reads shards (webdataset, mds); "
                            "format '" + spec.format + "' has none");
   Result<uint64_t> fingerprint = DatasetFingerprint(env, *info);
   if (!fingerprint.ok()) return fingerprint.status().WithContext("fingerprint");

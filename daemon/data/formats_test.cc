@@ -26,13 +26,13 @@ TEST_CASE("an unknown format is kInvalidArgument naming it and the known ones") 
   Result<DatasetInfo> probe = ProbeDataset(*env, spec);
   REQUIRE_FALSE(probe.ok());
   CHECK(probe.status().code() == StatusCode::kInvalidArgument);
-  CHECK(probe.status().message() == "unknown format 'csv' (known: idx, imagefolder, packed, tokens, webdataset)");
+  CHECK(probe.status().message() == "unknown format 'csv' (known: idx, imagefolder, mds, packed, tokens, webdataset)");
   Result<std::unique_ptr<Source>> load = LoadDataset(*env, spec);
   REQUIRE_FALSE(load.ok());
   CHECK(load.status().ToString() == probe.status().ToString());
 
   spec.format = "IDX";
-  CHECK(ProbeDataset(*env, spec).status().message() == "unknown format 'IDX' (known: idx, imagefolder, packed, tokens, webdataset)");
+  CHECK(ProbeDataset(*env, spec).status().message() == "unknown format 'IDX' (known: idx, imagefolder, mds, packed, tokens, webdataset)");
 }
 
 TEST_CASE("format idx probes and loads through the registry") {

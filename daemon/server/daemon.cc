@@ -25,6 +25,7 @@
 #include "daemon/data/dataset_cache.h"
 #include "daemon/data/formats.h"
 #include "daemon/data/plugin/plugin_registry.h"
+#include "daemon/data/remote/s3_config.h"
 #include "daemon/data/remote/shard_cache.h"
 #include "daemon/lifecycle/drain.h"
 #include "daemon/lifecycle/watchdog.h"
@@ -80,6 +81,39 @@ kj::Promise<void> Every(kj::Timer& timer, kj::Duration interval, std::function<v
   });
 }
 
+// s3:// datasets are read with emberd's own S3 credentials (its environment and AWS
+// files): only a principal who could use those anyway may register one, root or emberd's
+// own uid (a private per-user emberd reads with its user's credentials).
+Status MayUseS3Credentials(const DatasetSpec& spec, const Principal& owner) {
+  if (!UsesS3Credentials(spec.path) || owner.privileged) return Status::Ok();
+  return PermissionDenied(
+      spec.path + ": an S3 dataset is read with emberd's own S3 credentials, so only root "
+      "and emberd's user (uid " + std::to_string(geteuid()) + ") may register one on this "
+      "shared emberd, not " + Describe(owner) + "; a private emberd of your own reads S3 "
+      "with your credentials");
+}
+
+// emberd's S3 configuration (s3_config.h), read once; what is wrong with it is kept for
+// the s3:// datasets it refuses, and logged.
+std::shared_ptr<const S3Config> LoadS3ConfigOnce(Env& env) {
+  auto config = std::make_shared<S3Config>();
+  Result<S3Config> loaded = LoadS3Config(env);
+  if (!loaded.ok()) {
+    config->unusable = loaded.status().WithContext("S3 configuration");
+    spdlog::warn("s3:// datasets will be refused: {}", config->unusable.message());
+  } else {
+    *config = std::move(loaded).value();
+    if (config->unusable.ok()) {
+      spdlog::info("S3: endpoint {} (from {}), region {} (from {}), credentials from {}",
+                   config->endpoint, config->endpoint_from, config->region, config->region_from,
+                   config->credentials_from);
+    } else {
+      spdlog::info("s3:// datasets will be refused: {}", config->unusable.message());
+    }
+  }
+  return config;
+}
+
 }  // namespace
 
 // The subsystems, declared in the order they are built; each uses only those above it.
@@ -125,8 +159,8 @@ class Daemon::Parts {
   // The event loop first: everything below may use it.
   std::unique_ptr<kj::AsyncIoContext> io_;
   std::unique_ptr<PluginRegistry> plugins_;
-  // Shards read from http(s):// URLs (cache_dir, cache_limit), before the catalog whose
-  // probes fill it.
+  // Shards read from http(s):// and s3:// URLs (cache_dir, cache_limit; S3 as
+  // LoadS3ConfigOnce found it), before the catalog whose probes fill it.
   std::unique_ptr<ShardCache> shards_;
   // What each uid's datasets hold in memory (user_limits.dataset_memory): registration
   // checks a set would fit, the cache charges it while loaded.
@@ -214,7 +248,9 @@ Status Daemon::Parts::OpenState() {
       PrivateStateDir(*env_, config_.state_dir).WithContext(source_ + ": state_dir"));
   const std::string cache_dir =
       config_.cache_dir.empty() ? config_.state_dir + "/shard-cache" : config_.cache_dir;
-  auto shards = ShardCache::Open(*env_, cache_dir, config_.cache_limit_bytes, HttpFetcher());
+  FetchOptions fetch;
+  fetch.s3 = LoadS3ConfigOnce(*env_);
+  auto shards = ShardCache::Open(*env_, cache_dir, config_.cache_limit_bytes, HttpFetcher(fetch));
   if (!shards.ok()) return shards.status().WithContext(source_ + ": cache_dir");
   shards_ = std::move(shards).value();
   shards_->SetPrefetchSteps(config_.cache_prefetch_steps);
@@ -224,7 +260,9 @@ Status Daemon::Parts::OpenState() {
   EMBER_ASSIGN_OR_RETURN(
       catalog_, Catalog::Open(env_, config_.state_dir,
                               [env = env_, deps, memory = &dataset_memory_](
-                                  const DatasetSpec& spec, const DatasetOwner& owner) {
+                                  const DatasetSpec& spec,
+                                  const DatasetOwner& owner) -> Result<DatasetInfo> {
+                                EMBER_RETURN_IF_ERROR(MayUseS3Credentials(spec, owner.principal));
                                 auto charge = memory->For(owner.principal);
                                 return ProbeDatasetAs(env, spec, owner.reads_as, deps,
                                                       charge.get());

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "daemon/data/remote/s3_xml.h"
+
 namespace ember::daemon {
 namespace {
 
@@ -49,7 +51,10 @@ struct Attempt {
   uint64_t received = 0;  // body bytes
   std::string etag;
   std::string refused;    // an address OnConnected refused
+  std::string error_body;  // the start of a body that was not 2xx (S3's error document)
 };
+
+constexpr size_t kMaxErrorBody = 64 * 1024;
 
 struct Transfer {
   const BodySink* sink = nullptr;
@@ -76,9 +81,13 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
   const size_t n = size * count;
   Attempt& attempt = *transfer->attempt;
-  if (attempt.http >= 200 && attempt.http < 300 && transfer->sink != nullptr) {
-    attempt.sink_status = (*transfer->sink)(attempt.received, data, n);
-    if (!attempt.sink_status.ok()) return 0;  // aborts the transfer
+  if (attempt.http >= 200 && attempt.http < 300) {
+    if (transfer->sink != nullptr) {
+      attempt.sink_status = (*transfer->sink)(attempt.received, data, n);
+      if (!attempt.sink_status.ok()) return 0;  // aborts the transfer
+    }
+  } else if (attempt.error_body.size() < kMaxErrorBody) {
+    attempt.error_body.append(data, std::min(n, kMaxErrorBody - attempt.error_body.size()));
   }
   attempt.received += n;
   return n;
@@ -124,6 +133,57 @@ bool Retryable(const Attempt& attempt) {
   }
 }
 
+std::string S3ErrorText(const std::optional<S3Error>& error) {
+  if (!error) return "";
+  return " (" + error->code + (error->message.empty() ? "" : ": " + error->message) + ")";
+}
+
+// A failed S3 request's status: "WHAT: HTTP 403 (Code: Message): what it means". Names
+// where the credentials came from, never the credentials.
+Status S3Failure(const std::string& what, const Attempt& attempt,
+                 const std::optional<S3Error>& error, const S3Config& s3, const std::string& url) {
+  const std::string message =
+      what + ": HTTP " + std::to_string(attempt.http) +
+      (error ? S3ErrorText(error) : attempt.reason.empty() ? "" : " " + attempt.reason);
+  const std::optional<S3Location> where = S3LocationOf(url);
+  const std::string bucket = "bucket '" + (where ? where->bucket : "") + "'";
+  const std::string key = where && !where->key.empty() ? "key '" + where->key + "'" : "";
+  const std::string code = error ? error->code : "";
+  const std::string from = s3.credentials_from;
+  if (code == "NoSuchKey" || (code.empty() && attempt.http == 404 && !key.empty()))
+    return NotFound(message + ": " + bucket + " has no " + key);
+  if (code == "NoSuchBucket") return NotFound(message + ": no " + bucket + " at " + s3.endpoint);
+  if (attempt.http == 404) return NotFound(message + ": " + bucket);
+  if (code == "ExpiredToken" || code == "ExpiredTokenException" || code == "TokenRefreshRequired") {
+    return PermissionDenied(message + ": the credentials from " + from +
+                            " have expired; emberd reads them once, at start: renew them "
+                            "there and restart emberd");
+  }
+  if (code == "InvalidToken")
+    return PermissionDenied(message + ": S3 does not accept the session token from " + from);
+  if (code == "SignatureDoesNotMatch") {
+    return PermissionDenied(message + ": the secret key from " + from +
+                            " does not match its access key");
+  }
+  if (code == "InvalidAccessKeyId")
+    return PermissionDenied(message + ": S3 at " + s3.endpoint + " knows no access key from " + from);
+  if (code == "RequestTimeTooSkewed" || code == "RequestExpired")
+    return PermissionDenied(message + ": this node's clock is too far from S3's");
+  if (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" ||
+      (attempt.http >= 300 && attempt.http < 400)) {
+    return FailedPrecondition(message + ": " + bucket + " is not served at " + s3.endpoint +
+                              " (from " + s3.endpoint_from + ") for region " + s3.region +
+                              " (from " + s3.region_from + ")");
+  }
+  if (attempt.http == 401 || attempt.http == 403) {
+    return PermissionDenied(message + ": the credentials from " + from + " may not read " + bucket +
+                            (key.empty() ? "" : " " + key));
+  }
+  if (attempt.http == 416) return InvalidArgument(message + " (past the object's end)");
+  if (attempt.http == 400) return InvalidArgument(message);
+  return Unavailable(message);
+}
+
 }  // namespace
 
 std::string RedactUrl(const std::string& url) {
@@ -167,18 +227,37 @@ Status HttpFetcher::Perform(const char* method, const std::string& url,
             : "";
   const std::string what =
       std::string(method) + " " + RedactUrl(url) + (range ? " (bytes " + range_text + ")" : "");
+  // An S3 object: fetched at the URL without "s3+", signed.
+  const S3Config* s3 = nullptr;
+  if (IsS3ObjectUrl(url)) {
+    s3 = options_.s3.get();
+    if (s3 == nullptr) return FailedPrecondition(what + ": this emberd has no S3 configuration");
+    if (!s3->unusable.ok()) return Status(s3->unusable.code(), what + ": " + s3->unusable.message());
+  }
+  const std::string request_url = s3 != nullptr ? url.substr(3) : url;
+  const std::string sigv4 = s3 != nullptr ? "aws:amz:" + s3->region + ":s3" : "";
   HeaderList headers;
   for (const std::string& h : options_.headers) headers.list = curl_slist_append(headers.list, h.c_str());
+  if (s3 != nullptr) {
+    // curl 7.88 signs no payload hash of its own: without this radosgw (and S3) answer
+    // SignatureDoesNotMatch.
+    headers.list = curl_slist_append(headers.list, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (!s3->session_token.empty()) {
+      headers.list =
+          curl_slist_append(headers.list, ("x-amz-security-token: " + s3->session_token).c_str());
+    }
+  }
   const long stall_seconds =
       std::max<long>(1, static_cast<long>((options_.stall_timeout.count() + 999) / 1000));
-  std::string failure;
-  for (int attempt_no = 1; attempt_no <= options_.attempts; ++attempt_no) {
-    Attempt attempt;
-    Transfer transfer{sink, &attempt, &options_.refused_addresses};
+  // One try: a HEAD if `head`, else a GET of `get_range` with its body to `body_sink`.
+  auto run = [&](bool head, const std::string& get_range, const BodySink* body_sink,
+                 Attempt& attempt) {
+    Transfer transfer{body_sink, &attempt, &options_.refused_addresses};
     curl_easy_reset(curl);
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_URL, request_url.c_str());
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+    // S3 is never followed elsewhere: the redirect's host would get the signed headers.
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, s3 != nullptr ? 0L : 1L);
     curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
@@ -193,12 +272,27 @@ Status HttpFetcher::Perform(const char* method, const std::string& url,
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
     curl_easy_setopt(curl, CURLOPT_PREREQFUNCTION, OnConnected);
     curl_easy_setopt(curl, CURLOPT_PREREQDATA, &transfer);
-    if (sink == nullptr) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-    if (range) curl_easy_setopt(curl, CURLOPT_RANGE, range_text.c_str());
+    if (s3 != nullptr) {
+      curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4.c_str());
+      curl_easy_setopt(curl, CURLOPT_USERNAME, s3->access_key.c_str());
+      curl_easy_setopt(curl, CURLOPT_PASSWORD, s3->secret_key.c_str());
+    }
+    if (head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    if (!get_range.empty()) curl_easy_setopt(curl, CURLOPT_RANGE, get_range.c_str());
     attempt.code = curl_easy_perform(curl);
     long connects = 0;
     curl_easy_getinfo(curl, CURLINFO_NUM_CONNECTS, &connects);
     g_connections += static_cast<uint64_t>(connects);
+    if (s3 != nullptr) {  // nothing of the credentials stays in the handle
+      curl_easy_setopt(curl, CURLOPT_USERNAME, nullptr);
+      curl_easy_setopt(curl, CURLOPT_PASSWORD, nullptr);
+      curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+    }
+  };
+  std::string failure;
+  for (int attempt_no = 1; attempt_no <= options_.attempts; ++attempt_no) {
+    Attempt attempt;
+    run(sink == nullptr, range_text, sink, attempt);
     if (!attempt.sink_status.ok()) return attempt.sink_status;
     if (!attempt.refused.empty()) {
       return PermissionDenied(what + ": refused to connect to " + attempt.refused +
@@ -225,16 +319,29 @@ Status HttpFetcher::Perform(const char* method, const std::string& url,
       }
       return Status::Ok();
     }
+    std::optional<S3Error> s3_error;
+    if (s3 != nullptr && attempt.code == CURLE_OK) s3_error = ParseS3Error(attempt.error_body);
     if (attempt.code == CURLE_OPERATION_TIMEDOUT) {
       failure = "no data for " + std::to_string(stall_seconds) + " s (stalled)";
     } else if (attempt.code != CURLE_OK) {
       failure = curl_easy_strerror(attempt.code);
     } else {
       failure = "HTTP " + std::to_string(attempt.http) +
-                (attempt.reason.empty() ? "" : " " + attempt.reason);
+                (s3_error ? S3ErrorText(s3_error)
+                          : attempt.reason.empty() ? "" : " " + attempt.reason);
     }
     if (!Retryable(attempt)) {
       const std::string message = what + ": " + failure;
+      if (s3 != nullptr && attempt.code == CURLE_OK) {
+        if (!s3_error && sink == nullptr && attempt.http >= 400 && attempt.http < 500) {
+          // A HEAD's answer has no body: a one-byte GET tells S3's code.
+          Attempt detail;
+          run(false, "0-0", nullptr, detail);
+          if (detail.code == CURLE_OK && detail.http == attempt.http)
+            s3_error = ParseS3Error(detail.error_body);
+        }
+        return S3Failure(what, attempt, s3_error, *s3, url);
+      }
       if (attempt.http == 404) return NotFound(message);
       if (attempt.http == 401 || attempt.http == 403) return PermissionDenied(message);
       if (attempt.http == 416) return InvalidArgument(message + " (past the object's end)");

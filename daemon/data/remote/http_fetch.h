@@ -1,16 +1,20 @@
 // Reading objects over HTTP(S) with libcurl: whole or by byte range, with connection
 // reuse, deadlines, and retries with backoff where a retry can help. The transport of the
-// remote dataset sources (webdataset shards at http(s):// URLs; S3 builds on it).
+// remote dataset sources (webdataset shards at http(s):// URLs, and S3 objects: URLs of
+// the form s3+http(s)://HOST[:PORT]/BUCKET/KEY (s3_config.h) are fetched at
+// http(s)://HOST[:PORT]/BUCKET/KEY, signed by libcurl's SigV4 with FetchOptions::s3).
 #ifndef EMBER_DAEMON_DATA_REMOTE_HTTP_FETCH_H_
 #define EMBER_DAEMON_DATA_REMOTE_HTTP_FETCH_H_
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "daemon/data/remote/s3_config.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -26,6 +30,9 @@ struct FetchOptions {
   // included): link-local ones by default, where cloud instance metadata (and its
   // credentials) answers, so that a dataset's URL cannot make emberd fetch it for a user.
   std::vector<std::string> refused_addresses = {"169.254.", "fe80:", "::ffff:169.254."};
+  // What s3+http(s):// URLs are signed with (endpoint, region, credentials), shared by the
+  // copies of these options; null, or `unusable`: such URLs are refused (saying why).
+  std::shared_ptr<const S3Config> s3;
 };
 
 // Bytes [offset, offset + length) of an object.
@@ -54,6 +61,18 @@ std::string RedactUrl(const std::string& url);
 //   "GET http://host/d/s-000.tar: no data for 30 s (stalled) after 4 attempts"
 // kPermissionDenied for 401/403 and a refused address, kDataLoss for a body shorter or longer than the server
 // announced, kInvalidArgument for a URL libcurl cannot use.
+// S3 objects (s3+http(s):// URLs): the request is signed (SigV4 by libcurl, the session
+// token as x-amz-security-token, an unsigned payload) and never follows a redirect; an
+// error names S3's Code and Message (its XML error document; a failed HEAD, which has
+// none, asks again with a one-byte GET) and what it means, e.g.
+//   "GET s3+http://host:port/data/s-0.tar: HTTP 403 (AccessDenied: Access Denied): the
+//    credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY may not read ..."
+// kNotFound for NoSuchKey and NoSuchBucket (naming the bucket and key), kPermissionDenied
+// for 401/403 and for rejected credentials (a wrong secret, an unknown key, an expired
+// or invalid token (400 or 403), each naming where the credentials came from),
+// kFailedPrecondition for a bucket of another region or endpoint (a redirect) and when
+// emberd has no S3 credentials (naming what it looked at). 5xx (503 SlowDown) retry.
+// Neither the secret nor the token ever appears in a message.
 class HttpFetcher {
  public:
   explicit HttpFetcher(FetchOptions options = {});
@@ -68,6 +87,8 @@ class HttpFetcher {
 
   // The connections opened so far by this process's fetchers (reuse keeps it low).
   static uint64_t connections_opened();
+
+  const FetchOptions& options() const { return options_; }
 
  private:
   // One request with the retries: a HEAD when `sink` is null (filling `info`).

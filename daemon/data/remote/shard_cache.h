@@ -99,6 +99,10 @@ class ShardCache {
   // notes are kept for.
   Result<ObjectInfo> Stat(const std::string& url) const { return fetcher_.Stat(url); }
 
+  // The fetcher the cache downloads with (its options name the S3 endpoint; a source
+  // lists S3 prefixes with it).
+  const HttpFetcher& fetcher() const { return fetcher_; }
+
   // Notes: small records about one version of an object (a shard's tar index, so that
   // registering or loading a set again needs no download), kept beside the cache in
   // DIR/notes, across restarts and after the shard's entry is evicted. All notes

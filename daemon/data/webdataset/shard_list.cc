@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include "daemon/data/remote/http_fetch.h"
+#include "daemon/data/remote/s3_config.h"
+#include "daemon/data/remote/s3_list.h"
 
 namespace ember::daemon {
 namespace {
@@ -74,6 +76,46 @@ Result<std::vector<std::string>> Alternatives(const std::string& pattern, const 
   return out;
 }
 
+// The S3 objects `path` (s3://...) names, as internal URLs (see ListShards).
+Result<std::vector<std::string>> ListS3Shards(const std::string& path, const HttpFetcher* remote) {
+  if (remote == nullptr) {
+    return FailedPrecondition(path + ": this emberd has no shard cache to read S3 objects through");
+  }
+  const S3Config* s3 = remote->options().s3.get();
+  if (s3 == nullptr) return FailedPrecondition(path + ": this emberd has no S3 configuration");
+  if (!s3->unusable.ok()) return Status(s3->unusable.code(), path + ": " + s3->unusable.message());
+  EMBER_ASSIGN_OR_RETURN(std::vector<std::string> names, ExpandBraces(path));
+  std::vector<std::string> urls;
+  for (const std::string& name : names) {
+    EMBER_ASSIGN_OR_RETURN(S3Location location, ParseS3Path(name));
+    if (names.size() > 1 || !(location.key.empty() || EndsWith(location.key, "/"))) {
+      urls.push_back(S3ObjectUrl(*s3, location));
+      continue;
+    }
+    S3ListOptions options;
+    options.max_objects = kMaxShards * 4;
+    EMBER_ASSIGN_OR_RETURN(S3Listing listing, ListS3(*remote, location, options));
+    std::vector<std::string> keys;  // by key, bytewise (as S3 lists them)
+    for (const S3Object& object : listing.objects)
+      if (EndsWith(object.key, ".tar")) keys.push_back(object.key);
+    std::sort(keys.begin(), keys.end());
+    for (const std::string& key : keys) urls.push_back(S3ObjectUrl(*s3, S3Location{location.bucket, key}));
+    if (urls.size() > kMaxShards) {
+      return InvalidArgument(path + ": more than " + std::to_string(kMaxShards) + " shards");
+    }
+    if (urls.empty()) {
+      std::string under;
+      for (size_t i = 0; i < listing.prefixes.size() && i < 5; ++i)
+        under += (i == 0 ? "" : ", ") + listing.prefixes[i];
+      if (listing.prefixes.size() > 5) under += ", ...";
+      return NotFound(path + ": no .tar objects directly under this prefix (" +
+                      std::to_string(listing.objects.size()) + " others" +
+                      (under.empty() ? "" : "; sub-prefixes " + under) + ")");
+    }
+  }
+  return urls;
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ExpandBraces(const std::string& pattern) {
@@ -115,10 +157,16 @@ Result<std::vector<std::string>> ExpandBraces(const std::string& pattern) {
 }
 
 bool IsRemoteShard(const std::string& path) {
-  return path.rfind("http://", 0) == 0 || path.rfind("https://", 0) == 0;
+  return path.rfind("http://", 0) == 0 || path.rfind("https://", 0) == 0 || IsS3ObjectUrl(path);
 }
 
-Result<std::vector<std::string>> ListShards(Env& env, const std::string& path) {
+Result<std::vector<std::string>> ListShards(Env& env, const std::string& path,
+                                            const HttpFetcher* remote) {
+  if (IsS3Path(path)) return ListS3Shards(path, remote);
+  if (UsesS3Credentials(path) && path[2] == '+') {
+    return InvalidArgument(RedactUrl(path) + ": s3+http(s):// is emberd's own form of S3 "
+                           "objects; name them s3://BUCKET/KEY");
+  }
   if (IsRemoteShard(path)) {
     if (path.back() == '/') {
       return InvalidArgument(RedactUrl(path) + ": an HTTP(S) path names its shards (a .tar "
@@ -127,8 +175,8 @@ Result<std::vector<std::string>> ListShards(Env& env, const std::string& path) {
     return ExpandBraces(path);  // each is checked when it is fetched
   }
   if (const size_t scheme = path.find("://"); scheme != std::string::npos) {
-    return InvalidArgument(path.substr(0, scheme + 3) + " paths are not read yet (local paths and "
-                           "http(s):// URLs are)");
+    return InvalidArgument(path.substr(0, scheme + 3) + " paths are not read (local paths, "
+                           "http(s):// and s3:// URLs are)");
   }
   if (path.find('{') == std::string::npos && env.IsDirectory(path)) {
     EMBER_ASSIGN_OR_RETURN(std::vector<std::string> entries, env.ListDir(path));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "daemon/data/remote/http_fetch.h"
 #include "ember/status.h"
 
 namespace ember::daemon {
@@ -27,11 +28,22 @@ Result<std::vector<std::string>> ExpandBraces(const std::string& pattern);
 // The shards of a dataset path: a directory's *.tar files (sorted by name; an empty
 // directory is kNotFound), a single file, or a brace pattern (ExpandBraces; each file must
 // exist: kNotFound naming the first missing one); or http(s):// URLs, one or a brace
-// pattern (not checked here: a missing one fails its fetch). Other schemes (s3://) are
-// kInvalidArgument. Reads through `env` (the caller's rights).
-Result<std::vector<std::string>> ListShards(Env& env, const std::string& path);
+// pattern (not checked here: a missing one fails its fetch); or S3 objects:
+//   s3://BUCKET/KEY.tar, s3://BUCKET/shard-{000000..000009}.tar   objects (not checked
+//                                                                 here either)
+//   s3://BUCKET/PREFIX/, s3://BUCKET                              the .tar objects
+//       directly under the prefix, as a directory's (ListObjectsV2 through `remote`; none
+//       is kNotFound naming the prefix and its sub-prefixes)
+// each as its internal URL, s3+http(s)://ENDPOINT/BUCKET/KEY (s3_config.h), at the
+// endpoint of `remote`'s S3Config. S3 needs `remote` with a usable S3Config
+// (kFailedPrecondition saying what emberd looked at otherwise). Other schemes, and the
+// internal form itself, are kInvalidArgument. Reads files through `env` (the caller's
+// rights).
+Result<std::vector<std::string>> ListShards(Env& env, const std::string& path,
+                                            const HttpFetcher* remote = nullptr);
 
-// Whether a shard path is an http(s):// URL.
+// Whether a shard path is a URL the shard cache fetches: http(s)://, or an S3 object's
+// internal s3+http(s)://.
 bool IsRemoteShard(const std::string& path);
 
 }  // namespace ember::daemon

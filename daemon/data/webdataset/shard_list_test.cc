@@ -2,10 +2,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/temp_dir_testing.h"
+#include "daemon/data/remote/http_fetch.h"
+#include "daemon/data/remote/s3_config.h"
 
 namespace ember::daemon {
 namespace {
@@ -73,6 +76,42 @@ TEST_CASE("a directory's .tar files, a single file, or a pattern whose shards al
   auto none = ListShards(*env, empty);
   REQUIRE(none.status().code() == StatusCode::kNotFound);
   CHECK(none.status().message() == empty + ": no .tar shards in this directory");
+}
+
+TEST_CASE("s3:// objects and patterns become internal URLs at the configured endpoint") {
+  auto env = NewPosixEnv();
+  auto config = std::make_shared<S3Config>();
+  config->endpoint = "https://s3.eu-west-1.amazonaws.com";
+  config->region = "eu-west-1";
+  config->access_key = "AKID";
+  config->secret_key = "secret";
+  FetchOptions options;
+  options.s3 = config;
+  const HttpFetcher fetcher(options);
+  auto listed = ListShards(*env, "s3://data/train/s {0..1}.tar", &fetcher);
+  REQUIRE(listed.ok());
+  CHECK(*listed == Names{"s3+https://s3.eu-west-1.amazonaws.com/data/train/s%200.tar",
+                         "s3+https://s3.eu-west-1.amazonaws.com/data/train/s%201.tar"});
+  CHECK(IsRemoteShard(listed->front()));
+  auto one = ListShards(*env, "s3://data/a.tar", &fetcher);
+  REQUIRE(one.ok());
+  CHECK(*one == Names{"s3+https://s3.eu-west-1.amazonaws.com/data/a.tar"});
+
+  CHECK(ListShards(*env, "s3://data/a.tar").status().message() ==
+        "s3://data/a.tar: this emberd has no shard cache to read S3 objects through");
+  const HttpFetcher plain;
+  CHECK(ListShards(*env, "s3://data/a.tar", &plain).status().message() ==
+        "s3://data/a.tar: this emberd has no S3 configuration");
+  config->unusable = FailedPrecondition("emberd has no S3 credentials: ...");
+  CHECK(ListShards(*env, "s3://data/a.tar", &fetcher).status().message() ==
+        "s3://data/a.tar: emberd has no S3 credentials: ...");
+  CHECK(ListShards(*env, "s3:///a.tar", &fetcher).status().code() == StatusCode::kFailedPrecondition);
+  config->unusable = Status::Ok();
+  CHECK(ListShards(*env, "s3:///a.tar", &fetcher).status().code() == StatusCode::kInvalidArgument);
+  auto internal = ListShards(*env, "s3+https://s3.eu-west-1.amazonaws.com/data/a.tar", &fetcher);
+  CHECK(internal.status().message() ==
+        "s3+https://s3.eu-west-1.amazonaws.com/data/a.tar: s3+http(s):// is emberd's own form "
+        "of S3 objects; name them s3://BUCKET/KEY");
 }
 
 }  // namespace

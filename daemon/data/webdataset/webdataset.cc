@@ -278,7 +278,8 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
   auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
   index.pipeline = std::make_shared<const ImagePipeline>(std::move(pipeline).value());
-  EMBER_ASSIGN_OR_RETURN(index.shards, ListShards(env, spec.path));
+  EMBER_ASSIGN_OR_RETURN(index.shards,
+                         ListShards(env, spec.path, cache != nullptr ? &cache->fetcher() : nullptr));
   index.local.resize(index.shards.size());
   for (uint32_t shard = 0; shard < index.shards.size(); ++shard)
     EMBER_RETURN_IF_ERROR(IndexShard(env, cache, shard, index, memory, keep_local));

@@ -7,7 +7,10 @@
 //               index it (evicting others if it must); reads take a shard's members
 //               from the cache, or by range GETs when it is not there (never a whole
 //               shard for one sample); Prefetch() fetches the next batch's shards whole,
-//               in the background, when they fit without evicting
+//               in the background, when they fit without evicting; or S3 objects,
+//               s3://BUCKET/KEY.tar, a brace pattern of them or s3://BUCKET/PREFIX/ (its
+//               .tar objects), read the same way with the daemon's S3 configuration
+//               (remote/s3_config.h); its files are then s3+http(s)://ENDPOINT/BUCKET/KEY
 //
 // A sample is a run of consecutive members sharing a key, as webdataset groups them: a
 // member's key is its path up to the first '.' of its file name, the rest (lowercased) its

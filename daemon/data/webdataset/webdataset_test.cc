@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <chrono>
@@ -16,6 +19,8 @@
 #include "daemon/data/image/image_testing.h"
 #include "daemon/data/image/pipeline.h"
 #include "daemon/data/remote/nginx_testing.h"
+#include "daemon/data/remote/s3_config.h"
+#include "daemon/data/remote/s3_testing.h"
 #include "daemon/data/remote/shard_cache.h"
 #include "daemon/data/source_testing.h"
 #include "daemon/data/webdataset/tar_testing.h"
@@ -178,7 +183,89 @@ TEST_CASE("shards at http:// URLs are read through the shard cache, equal to the
   CHECK(ProbeWebDataset(*env, Spec(nginx.Url("/shard-000000.tar"))).status().code() ==
         StatusCode::kFailedPrecondition);  // no shard cache
   auto s3 = ProbeWebDataset(*env, Spec("s3://bucket/shards/"), nullptr, nullptr, cache->get());
-  CHECK(s3.status().message() == "s3:// paths are not read yet (local paths and http(s):// URLs are)");
+  CHECK(s3.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(s3.status().message() == "s3://bucket/shards/: this emberd has no S3 configuration");
+  auto gs = ProbeWebDataset(*env, Spec("gs://bucket/shards/"), nullptr, nullptr, cache->get());
+  CHECK(gs.status().message() == "gs:// paths are not read (local paths, http(s):// and s3:// URLs are)");
+}
+
+// The S3 configuration of `server` as emberd would load it from AWS_* variables.
+std::shared_ptr<const S3Config> S3ConfigFor(const CephS3Server& server, bool with_keys = true) {
+  std::map<std::string, std::string> vars = {{"AWS_ENDPOINT_URL_S3", server.endpoint()},
+                                             {"AWS_REGION", server.region()},
+                                             {"HOME", "/nonexistent"}};
+  if (with_keys) {
+    vars["AWS_ACCESS_KEY_ID"] = server.access_key();
+    vars["AWS_SECRET_ACCESS_KEY"] = server.secret_key();
+  }
+  auto env = NewPosixEnv();
+  auto config = LoadS3Config(*env, [&](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  });
+  REQUIRE(config.ok());
+  return std::make_shared<const S3Config>(*config);
+}
+
+TEST_CASE("shards at s3:// URLs (a prefix, a pattern) are read through the shard cache, equal to the local ones") {
+  auto env = NewPosixEnv();
+  const std::string dir = WriteShards("s3");
+  CephS3Server server;
+  server.Put("data", dir, "train");
+  const std::string objects = "s3+" + server.endpoint() + "/data/train/";
+  FetchOptions options;
+  options.s3 = S3ConfigFor(server);
+  uint64_t largest = 0;
+  for (const char* name : {"/shard-000000.tar", "/shard-000001.tar"})
+    largest = std::max<uint64_t>(largest, ReadTestFile(dir + name).size());
+  // Room for one shard, as in the HTTP case: some members come by (signed) range GETs.
+  auto cache = ShardCache::Open(*env, FreshTestDir("s3-cache"), largest + 100, HttpFetcher(options));
+  REQUIRE(cache.ok());
+  auto local = MustLoad(*env, Spec(dir));
+  for (const std::string path : {"s3://data/train/", "s3://data/train/shard-{000000..000001}.tar"}) {
+    auto remote = LoadWebDataset(*env, Spec(path), nullptr, nullptr, cache->get());
+    INFO(path << ": " << (remote.ok() ? std::string() : remote.status().ToString()));
+    REQUIRE(remote.ok());
+    CHECK((*remote)->info().files ==
+          std::vector<std::string>{objects + "shard-000000.tar", objects + "shard-000001.tar"});
+    REQUIRE((*remote)->info().count == 6);
+    for (uint64_t id : {0, 4, 1, 5, 2, 3}) {
+      const Sample got = Read(**remote, id);
+      const Sample want = Read(*local, id);
+      INFO("sample " << id << ": " << got.status.ToString());
+      REQUIRE(got.status.ok());
+      CHECK(got.image == want.image);
+      CHECK(got.label == want.label);
+      CHECK(got.text == want.text);
+      CHECK(got.text_size == want.text_size);
+    }
+  }
+  CHECK((*cache)->stats().range_reads > 0);
+
+  auto missing = ProbeWebDataset(*env, Spec("s3://data/train/shard-{000000..000002}.tar"), nullptr,
+                                 nullptr, cache->get());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(Contains(missing.status().message(), "HEAD " + objects + "shard-000002.tar: HTTP 404 "
+                                             "(NoSuchKey): bucket 'data' has no key "
+                                             "'train/shard-000002.tar'"));
+  auto empty = ProbeWebDataset(*env, Spec("s3://data/"), nullptr, nullptr, cache->get());
+  CHECK(empty.status().code() == StatusCode::kNotFound);
+  CHECK(empty.status().message() ==
+        "s3://data/: no .tar objects directly under this prefix (0 others; sub-prefixes train/)");
+  auto internal = ProbeWebDataset(*env, Spec(objects + "shard-000000.tar"), nullptr, nullptr,
+                                  cache->get());
+  CHECK(internal.status().code() == StatusCode::kInvalidArgument);
+  CHECK(Contains(internal.status().message(), "s3+http(s):// is emberd's own form of S3 objects"));
+
+  options.s3 = S3ConfigFor(server, /*with_keys=*/false);
+  auto keyless = ShardCache::Open(*env, FreshTestDir("s3-keyless"), 1 << 20, HttpFetcher(options));
+  REQUIRE(keyless.ok());
+  auto refused = ProbeWebDataset(*env, Spec("s3://data/train/"), nullptr, nullptr, keyless->get());
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(Contains(refused.status().message(),
+                 "s3://data/train/: emberd has no S3 credentials: it looked at AWS_ACCESS_KEY_ID "
+                 "and AWS_SECRET_ACCESS_KEY (unset), and for profile 'default' (AWS_PROFILE unset) "
+                 "at /nonexistent/.aws/credentials (absent)"));
 }
 
 TEST_CASE("a remote shard's index is noted: registering it again fetches nothing, even once evicted") {

@@ -21,16 +21,23 @@ _IDX_FILES = ("train-images-idx3-ubyte", "t10k-images-idx3-ubyte")
 
 def detect_format(path: str) -> str:
     """The format of the data at `path`: a brace pattern ("shard-{000..099}.tar"), a .tar
-    file, a directory of .tar shards or http(s):// URLs of .tar shards are "webdataset"; another file is "tokens"; a
+    file, a directory of .tar shards or http(s):// or s3:// URLs of .tar shards are
+    "webdataset" (an s3://BUCKET/PREFIX/ needs format="webdataset": the SDK lists nothing); an
+    MDS index.json (a file or a URL), a directory holding one, or a directory whose
+    subdirectories hold one are "mds" (Mosaic Streaming); another file is "tokens"; a
     directory holding a `manifest` is "packed" (emberctl pack), one holding MNIST-style IDX
     files is "idx", any other directory is an "imagefolder"."""
     if "://" in path:
         if "{" in path or path.endswith(".tar"):
             return "webdataset"
+        if path.endswith("/index.json"):
+            return "mds"
         raise InvalidArgument(f"{path}: cannot tell the format of a URL that names no .tar "
-                              f"shards; give format=")
+                              f"shards nor an index.json; give format=")
     if "{" in path or (path.endswith(".tar") and os.path.isfile(path)):
         return "webdataset"
+    if os.path.basename(path) == "index.json" and os.path.isfile(path):
+        return "mds"
     if os.path.isfile(path):
         return "tokens"
     if not os.path.isdir(path):
@@ -38,10 +45,14 @@ def detect_format(path: str) -> str:
     names = set(os.listdir(path))
     if "manifest" in names:
         return "packed"
+    if "index.json" in names:
+        return "mds"
     if any(f in names or f + ".gz" in names for f in _IDX_FILES):
         return "idx"
     if any(name.endswith(".tar") for name in names):
         return "webdataset"
+    if any(os.path.isfile(os.path.join(path, name, "index.json")) for name in names):
+        return "mds"
     return "imagefolder"
 
 

@@ -3,7 +3,7 @@ radosgw) started by tools/ceph-s3 on a free loopback port, with an S3 user of ra
 
     with ceph_s3.CephS3(tmpdir) as s3:
         s3.put("bucket", local_dir, "prefix")
-        env = s3.env()  # EMBER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION
+        env = s3.env()  # AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION
 
 Everything (configuration, in-memory data, logs, pids) lives in <tmpdir>/ceph-s3-N; the
 cluster stops when the with block ends, or when this process dies (the script's standard
@@ -106,9 +106,11 @@ class CephS3:
                            check=False, timeout=120)
 
     def env(self) -> Dict[str, str]:
-        """The variables Ember's S3 client reads."""
-        return {"EMBER_S3_ENDPOINT": self.endpoint, "AWS_ACCESS_KEY_ID": self.access_key,
-                "AWS_SECRET_ACCESS_KEY": self.secret_key, "AWS_REGION": self.region}
+        """The variables emberd's S3 client (and the AWS SDKs) read: the endpoint as
+        AWS_ENDPOINT_URL_S3 (and EMBER_S3_ENDPOINT), the keys and the region."""
+        return {"EMBER_S3_ENDPOINT": self.endpoint, "AWS_ENDPOINT_URL_S3": self.endpoint,
+                "AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_REGION": self.region}
 
     def put(self, bucket: str, local_path: str, prefix: str = "") -> None:
         """Creates `bucket` if needed and uploads the file `local_path` as <prefix>/<name>,

@@ -7,13 +7,14 @@ import gzip
 import os
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import ember
 
@@ -44,16 +45,18 @@ def write_synthetic_idx(directory: str, prefix: str, count: int, rows: int = 28,
 
 class Daemon:
     """A private emberd on <tmp>/emberd.sock (2 decode threads, 256 MiB of shared memory,
-    `slots` ring slots), stopped and its directory removed by stop() / the with block."""
+    `slots` ring slots), stopped and its directory removed by stop() / the with block.
+    `env`: variables set in its environment besides this process's (e.g. AWS_*)."""
 
-    def __init__(self, slots: int = 4, extra_args: Optional[List[str]] = None) -> None:
+    def __init__(self, slots: int = 4, extra_args: Optional[List[str]] = None,
+                 env: Optional[Dict[str, str]] = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="ember-py-", dir="/tmp")
         self.socket = os.path.join(self.dir, "emberd.sock")
         self.log_path = os.path.join(self.dir, "emberd.log")
         argv = [runfile("daemon/emberd"), f"--socket={self.socket}",
                 f"--state-dir={self.dir}/state", "--decode-threads=2", "--shm-budget=256MiB",
                 f"--ring-slots={slots}", "--log-level=info"] + (extra_args or [])
-        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        env = dict({k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}, **(env or {}))
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 20
@@ -169,3 +172,52 @@ def run_ranks(rank_main, world_size: int, timeout: float = 60.0) -> list:
     if errors:
         raise errors[0]
     return results
+
+
+class Nginx:
+    """Debian's nginx serving `root` on a free loopback port (a real HTTP server with byte
+    ranges), its files in a temporary directory; stopped by the with block."""
+
+    def __init__(self, root: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="nginx-", dir=os.environ.get("TEST_TMPDIR"))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        user = "user root root;\n" if os.geteuid() == 0 else ""
+        temp = "".join(f"  {k}_temp_path {self.dir}/{k};\n"
+                       for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"{user}daemon off;\nmaster_process off;\npid {self.dir}/nginx.pid;\n"
+                    f"error_log {self.dir}/error.log warn;\nevents {{}}\n"
+                    f"http {{\n  access_log off;\n{temp}"
+                    f"  server {{ listen 127.0.0.1:{self.port}; root {root}; }}\n}}\n")
+        self.process = subprocess.Popen(["/usr/sbin/nginx", "-q", "-e", f"{self.dir}/error.log",
+                                         "-p", self.dir, "-c", conf])
+        if not eventually(self._answers, timeout=10):
+            self.__exit__()
+            raise RuntimeError(f"nginx did not answer on port {self.port}: {self.dir}/error.log")
+
+    def _answers(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def __enter__(self) -> "Nginx":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def writers_python() -> str:
+    """The python of the formats' reference writers (webdataset, mosaicml-streaming):
+    $FORMAT_WRITERS_PYTHON, which tools/test passes (tools/install-deps --writers-python)."""
+    python = os.environ.get("FORMAT_WRITERS_PYTHON", "")
+    if not python or not os.access(python, os.X_OK):
+        raise RuntimeError("FORMAT_WRITERS_PYTHON is unset or not a program: run ./tools/test "
+                           "(tools/install-deps installs the formats' reference writers)")
+    return python

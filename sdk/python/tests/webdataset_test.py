@@ -5,13 +5,13 @@ for sample equal to the same images registered as an image folder, by path and b
 pattern, and every sample once per epoch across 2 ranks."""
 
 import os
-import socket
 import subprocess
 import tempfile
 import unittest
 
 import torch
 
+import ceph_s3
 import ember
 import ember_testing as et
 
@@ -43,58 +43,11 @@ with wds.ShardWriter(os.path.join(root, "shards", "part-%06d.tar"), maxcount=10)
 """
 
 
-class Nginx:
-    """Debian's nginx serving `root` on a free loopback port (a real HTTP server with byte
-    ranges), its files in a temporary directory; stopped by the with block."""
-
-    def __init__(self, root: str) -> None:
-        self.dir = tempfile.mkdtemp(prefix="nginx-", dir=os.environ.get("TEST_TMPDIR"))
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        user = "user root root;\n" if os.geteuid() == 0 else ""
-        temp = "".join(f"  {k}_temp_path {self.dir}/{k};\n"
-                       for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        conf = os.path.join(self.dir, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"{user}daemon off;\nmaster_process off;\npid {self.dir}/nginx.pid;\n"
-                    f"error_log {self.dir}/error.log warn;\nevents {{}}\n"
-                    f"http {{\n  access_log off;\n{temp}"
-                    f"  server {{ listen 127.0.0.1:{self.port}; root {root}; }}\n}}\n")
-        self.process = subprocess.Popen(["/usr/sbin/nginx", "-q", "-e", f"{self.dir}/error.log",
-                                         "-p", self.dir, "-c", conf])
-        if not et.eventually(self._answers, timeout=10):
-            self.__exit__()
-            raise RuntimeError(f"nginx did not answer on port {self.port}: {self.dir}/error.log")
-
-    def _answers(self) -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
-    def __enter__(self) -> "Nginx":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
-def writers_python() -> str:
-    python = os.environ.get("FORMAT_WRITERS_PYTHON", "")
-    if not python or not os.access(python, os.X_OK):
-        raise RuntimeError("FORMAT_WRITERS_PYTHON is unset or not a program: run ./tools/test "
-                           "(tools/install-deps installs webdataset's reference writer)")
-    return python
-
-
 class WebDatasetTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.data = tempfile.mkdtemp(prefix="ember-wds-", dir=os.environ.get("TEST_TMPDIR"))
-        subprocess.run([writers_python(), "-c", WRITER, cls.data, str(COUNT)], check=True,
+        subprocess.run([et.writers_python(), "-c", WRITER, cls.data, str(COUNT)], check=True,
                        stdout=subprocess.DEVNULL)
         cls.daemon = et.Daemon(slots=4)
         cls.client = cls.daemon.client()
@@ -103,9 +56,10 @@ class WebDatasetTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.daemon.stop()
 
-    def samples(self, path, **kwargs):
-        loader = ember.Loader(path, 4, epochs=1, rank=0, world_size=1, client=self.client,
-                              shuffle=False, sample_ids=True, pipeline=PIPELINE, **kwargs)
+    def samples(self, path, client=None, **kwargs):
+        loader = ember.Loader(path, 4, epochs=1, rank=0, world_size=1,
+                              client=client or self.client, shuffle=False, sample_ids=True,
+                              pipeline=PIPELINE, **kwargs)
         out = {}
         for batch in loader:
             for k, i in enumerate(batch["sample_id"].reshape(-1).tolist()):
@@ -134,7 +88,7 @@ class WebDatasetTest(unittest.TestCase):
         self.assertEqual(info.count, COUNT)
 
     def test_shards_over_http_come_through_the_daemons_shard_cache(self):
-        with Nginx(self.data) as nginx:
+        with et.Nginx(self.data) as nginx:
             url = f"http://127.0.0.1:{nginx.port}/shards/part-{{000000..000002}}.tar"
             self.assertEqual(ember.detect_format(url), "webdataset")
             with self.assertRaisesRegex(ember.InvalidArgument, "give format="):
@@ -147,6 +101,48 @@ class WebDatasetTest(unittest.TestCase):
                 self.assertTrue(torch.equal(got[i][name], local[i][name]), f"{name} of {i}")
         cache = os.path.join(self.daemon.dir, "state", "shard-cache")
         self.assertEqual(len([n for n in os.listdir(cache) if n.endswith(".shard")]), 3)
+
+    def test_shards_over_s3_come_with_the_daemons_credentials_which_it_never_shows(self):
+        token = "ember-test-session-token"  # radosgw without STS ignores it; emberd sends it
+        with ceph_s3.CephS3(self.data) as s3:
+            s3.put("wds", os.path.join(self.data, "shards"), "shards")
+            env = dict(s3.env(), AWS_SESSION_TOKEN=token, AWS_CONFIG_FILE="/nonexistent",
+                       AWS_SHARED_CREDENTIALS_FILE="/nonexistent")
+            with et.Daemon(slots=4, env=env) as daemon:
+                client = daemon.client()
+                pattern = "s3://wds/shards/part-{000000..000002}.tar"
+                self.assertEqual(ember.detect_format(pattern), "webdataset")
+                self.assertEqual(ember.detect_format("s3://wds/shards/part-000000.tar"),
+                                 "webdataset")
+                with self.assertRaisesRegex(ember.InvalidArgument, "give format="):
+                    ember.detect_format("s3://wds/shards/")
+                by_pattern = self.samples(pattern, client=client)
+                by_prefix = self.samples("s3://wds/shards/", client=client, format="webdataset")
+                info = client.inspect_dataset(ember.Loader("s3://wds/shards/", 4, client=client,
+                                                           format="webdataset",
+                                                           pipeline=PIPELINE).dataset)
+                with self.assertRaises(ember.NotFound) as missing:
+                    client.add_dataset("missing", "s3://wds/shards/part-{000000..000003}.tar",
+                                       format="webdataset", pipeline=PIPELINE)
+                log = daemon.log()
+                with open(os.path.join(daemon.dir, "state", "catalog.yaml")) as f:
+                    catalog = f.read()
+        local = self.samples(os.path.join(self.data, "shards"))
+        for got in (by_pattern, by_prefix):
+            self.assertEqual(sorted(got), list(range(COUNT)))
+            for i in range(COUNT):
+                for name in ("image", "label", "txt", "emb"):
+                    self.assertTrue(torch.equal(got[i][name], local[i][name]), f"{name} of {i}")
+        self.assertEqual(info.path, "s3://wds/shards/")
+        self.assertEqual(info.files, [f"s3+{s3.endpoint}/wds/shards/part-00000{i}.tar"
+                                      for i in range(3)])
+        self.assertIn("bucket 'wds' has no key 'shards/part-000003.tar'", str(missing.exception))
+        self.assertIn(f"S3: endpoint {s3.endpoint} (from AWS_ENDPOINT_URL_S3)", log)
+        # Neither the secret nor the token is in an answer, the catalog or the log.
+        self.assertIn("s3://wds/shards/", catalog)
+        for text in (str(missing.exception), repr(info), log, catalog):
+            self.assertNotIn(s3.secret_key, text)
+            self.assertNotIn(token, text)
 
     def test_two_ranks_see_every_sample_once_per_epoch(self):
         shards = os.path.join(self.data, "shards")
@@ -163,7 +159,7 @@ class WebDatasetTest(unittest.TestCase):
             self.assertEqual(sorted(ids), list(range(COUNT)), f"epoch {epoch}")
 
     def test_shuffled_by_shards_over_http_every_sample_once_a_shard_at_a_time(self):
-        with Nginx(self.data) as nginx:
+        with et.Nginx(self.data) as nginx:
             url = f"http://127.0.0.1:{nginx.port}/shards/part-{{000000..000002}}.tar"
             name = "wds-by-shards"
             info = self.client.add_dataset(name, url, format="webdataset", pipeline=PIPELINE,

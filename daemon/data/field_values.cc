@@ -1,0 +1,61 @@
+#include "daemon/data/field_values.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <system_error>
+
+namespace ember::daemon {
+namespace {
+
+// [begin, end) without surrounding whitespace.
+void Trim(const char*& begin, const char*& end) {
+  while (begin < end && std::isspace(static_cast<unsigned char>(*begin))) ++begin;
+  while (end > begin && std::isspace(static_cast<unsigned char>(end[-1]))) --end;
+}
+
+}  // namespace
+
+bool ParseDecimalInt64(const char* data, size_t size, int64_t& value) {
+  const char* begin = data;
+  const char* end = data + size;
+  Trim(begin, end);
+  if (begin < end && *begin == '+') ++begin;
+  auto [at, error] = std::from_chars(begin, end, value);
+  return begin < end && error == std::errc() && at == end;
+}
+
+bool ParseDecimalDouble(const char* data, size_t size, double& value) {
+  const char* begin = data;
+  const char* end = data + size;
+  Trim(begin, end);
+  if (begin < end && *begin == '+') ++begin;
+  auto [at, error] = std::from_chars(begin, end, value);
+  return begin < end && error == std::errc() && at == end;
+}
+
+std::string ShapeText(ring::DType dtype, const std::vector<int64_t>& shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+  return text + ") " + DTypeName(dtype);
+}
+
+std::vector<TensorSpec> BytesTensors(const std::string& name, uint32_t max_size) {
+  const int64_t capacity = std::max<uint32_t>(max_size, 1);
+  return {TensorSpec{name, ring::DType::kUInt8, {capacity}},
+          TensorSpec{name + "_size", ring::DType::kInt64, {}}};
+}
+
+void WriteBytesTensors(const char* data, uint32_t size, uint32_t max_size, void* bytes_dst,
+                       void* size_dst) {
+  auto* dst = static_cast<char*>(bytes_dst);
+  const size_t capacity = std::max<uint32_t>(max_size, 1);
+  if (size > 0) std::memcpy(dst, data, size);
+  std::memset(dst + size, 0, capacity - size);
+  const int64_t count = size;
+  std::memcpy(size_dst, &count, sizeof(count));
+}
+
+}  // namespace ember::daemon

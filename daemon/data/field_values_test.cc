@@ -1,0 +1,52 @@
+#include "daemon/data/field_values.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace ember::daemon {
+namespace {
+
+TEST_CASE("decimal integers and floats: whitespace and a '+' allowed, nothing else") {
+  int64_t value = 0;
+  const std::string ok = " +42\n";
+  CHECK(ParseDecimalInt64(ok.data(), ok.size(), value));
+  CHECK(value == 42);
+  CHECK(ParseDecimalInt64("-7", 2, value));
+  CHECK(value == -7);
+  for (const std::string bad : {"", " ", "4 2", "x", "1.5", "99999999999999999999"})
+    CHECK_FALSE(ParseDecimalInt64(bad.data(), bad.size(), value));
+  double real = 0;
+  const std::string small = "1e-05";
+  CHECK(ParseDecimalDouble(small.data(), small.size(), real));
+  CHECK(real == 1e-05);
+  CHECK(ParseDecimalDouble("inf", 3, real));
+  CHECK_FALSE(ParseDecimalDouble("1.5x", 4, real));
+}
+
+TEST_CASE("bytes are two tensors, zero-padded to the longest, and their count") {
+  const std::vector<TensorSpec> tensors = BytesTensors("txt", 5);
+  REQUIRE(tensors.size() == 2);
+  CHECK(tensors[0].name == "txt");
+  CHECK(tensors[0].shape == std::vector<int64_t>{5});
+  CHECK(tensors[1].name == "txt_size");
+  CHECK(tensors[1].dtype == ring::DType::kInt64);
+  CHECK(BytesTensors("empty", 0)[0].shape == std::vector<int64_t>{1});
+
+  std::string bytes(5, 'x');
+  int64_t size = -1;
+  WriteBytesTensors("abc", 3, 5, bytes.data(), &size);
+  CHECK(bytes == std::string("abc\0\0", 5));
+  CHECK(size == 3);
+  std::string one(1, 'x');
+  WriteBytesTensors(nullptr, 0, 0, one.data(), &size);
+  CHECK(one == std::string(1, '\0'));
+  CHECK(size == 0);
+  CHECK(ShapeText(ring::DType::kFloat32, {3}) == "(3,) float32");
+  CHECK(ShapeText(ring::DType::kUInt8, {2, 4}) == "(2,4) uint8");
+}
+
+}  // namespace
+}  // namespace ember::daemon
