@@ -24,12 +24,12 @@ class EmberdError(RuntimeError):
 
 
 class Emberd:
-    def __init__(self, directory, *flags):
+    def __init__(self, directory, *flags, env=None):
         self.dir = directory
         self.socket = os.path.join(directory, "emberd.sock")
         self.log_path = os.path.join(directory, "emberd.log")
         os.makedirs(directory, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        env = {k: v for k, v in (env or os.environ).items() if k != "NOTIFY_SOCKET"}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [EMBERD, "--socket", self.socket, "--state-dir", os.path.join(directory, "state"),

@@ -241,4 +241,108 @@ DaemonStatus FromRpc(rpc::DaemonStatus::Reader in) {
   return status;
 }
 
+void ToRpc(const RegistrationProgress& progress, rpc::RegistrationProgress::Builder out) {
+  out.setDataset(progress.dataset);
+  out.setShardsDone(progress.shards_done);
+  out.setShardsTotal(progress.shards_total);
+  out.setBytesDone(progress.bytes_done);
+  out.setElapsedSeconds(progress.elapsed_seconds);
+}
+
+RegistrationProgress FromRpc(rpc::RegistrationProgress::Reader in) {
+  RegistrationProgress progress;
+  progress.dataset = ToStd(in.getDataset());
+  progress.shards_done = in.getShardsDone();
+  progress.shards_total = in.getShardsTotal();
+  progress.bytes_done = in.getBytesDone();
+  progress.elapsed_seconds = in.getElapsedSeconds();
+  return progress;
+}
+
+void ToRpc(const DatasetDetails& details, rpc::DatasetDetails::Builder out) {
+  ToRpc(details.info, out.initInfo());
+  out.setSource(details.source);
+  out.setShards(details.shards);
+  out.setIndexBytes(details.index_bytes);
+  out.setRemote(details.remote);
+  out.setShardsCached(details.shards_cached);
+  out.setBytesCached(details.bytes_cached);
+}
+
+DatasetDetails FromRpc(rpc::DatasetDetails::Reader in) {
+  DatasetDetails details;
+  details.info = FromRpc(in.getInfo());
+  details.source = ToStd(in.getSource());
+  details.shards = in.getShards();
+  details.index_bytes = in.getIndexBytes();
+  details.remote = in.getRemote();
+  details.shards_cached = in.getShardsCached();
+  details.bytes_cached = in.getBytesCached();
+  return details;
+}
+
+void ToRpc(const ShardCacheEntry& entry, rpc::ShardCacheEntry::Builder out) {
+  out.setUrl(entry.url);
+  out.setDataset(entry.dataset);
+  out.setBytes(entry.bytes);
+  out.setInUse(entry.in_use);
+}
+
+ShardCacheEntry FromRpc(rpc::ShardCacheEntry::Reader in) {
+  ShardCacheEntry entry;
+  entry.url = ToStd(in.getUrl());
+  entry.dataset = ToStd(in.getDataset());
+  entry.bytes = in.getBytes();
+  entry.in_use = in.getInUse();
+  return entry;
+}
+
+void ToRpc(const ShardCacheStatus& cache, rpc::ShardCacheStatus::Builder out) {
+  out.setLimitBytes(cache.limit_bytes);
+  out.setBytes(cache.bytes);
+  out.setEntries(cache.entries);
+  out.setHits(cache.hits);
+  out.setMisses(cache.misses);
+  out.setFetchedBytes(cache.fetched_bytes);
+  out.setEvictions(cache.evictions);
+  out.setDamaged(cache.damaged);
+  out.setRangeReads(cache.range_reads);
+  out.setRangeBytes(cache.range_bytes);
+  ToRpcList(cache.listed, out.initListed(cache.listed.size()));
+  out.setEntriesUnlisted(cache.entries_unlisted);
+  out.setBytesUnlisted(cache.bytes_unlisted);
+}
+
+ShardCacheStatus FromRpc(rpc::ShardCacheStatus::Reader in) {
+  ShardCacheStatus cache;
+  cache.limit_bytes = in.getLimitBytes();
+  cache.bytes = in.getBytes();
+  cache.entries = in.getEntries();
+  cache.hits = in.getHits();
+  cache.misses = in.getMisses();
+  cache.fetched_bytes = in.getFetchedBytes();
+  cache.evictions = in.getEvictions();
+  cache.damaged = in.getDamaged();
+  cache.range_reads = in.getRangeReads();
+  cache.range_bytes = in.getRangeBytes();
+  cache.listed = FromRpcList(in.getListed());
+  cache.entries_unlisted = in.getEntriesUnlisted();
+  cache.bytes_unlisted = in.getBytesUnlisted();
+  return cache;
+}
+
+void ToRpc(const ShardCacheCleared& cleared, rpc::ShardCacheCleared::Builder out) {
+  out.setEntries(cleared.entries);
+  out.setBytes(cleared.bytes);
+  out.setInUse(cleared.in_use);
+}
+
+ShardCacheCleared FromRpc(rpc::ShardCacheCleared::Reader in) {
+  ShardCacheCleared cleared;
+  cleared.entries = in.getEntries();
+  cleared.bytes = in.getBytes();
+  cleared.in_use = in.getInUse();
+  return cleared;
+}
+
 }  // namespace ember::daemon_status_rpc

@@ -41,6 +41,21 @@ PendingSegmentStatus FromRpc(rpc::PendingSegment::Reader in);
 void ToRpc(const DaemonStatus& status, rpc::DaemonStatus::Builder out);
 DaemonStatus FromRpc(rpc::DaemonStatus::Reader in);
 
+void ToRpc(const RegistrationProgress& progress, rpc::RegistrationProgress::Builder out);
+RegistrationProgress FromRpc(rpc::RegistrationProgress::Reader in);
+
+void ToRpc(const DatasetDetails& details, rpc::DatasetDetails::Builder out);
+DatasetDetails FromRpc(rpc::DatasetDetails::Reader in);
+
+void ToRpc(const ShardCacheEntry& entry, rpc::ShardCacheEntry::Builder out);
+ShardCacheEntry FromRpc(rpc::ShardCacheEntry::Reader in);
+
+void ToRpc(const ShardCacheStatus& cache, rpc::ShardCacheStatus::Builder out);
+ShardCacheStatus FromRpc(rpc::ShardCacheStatus::Reader in);
+
+void ToRpc(const ShardCacheCleared& cleared, rpc::ShardCacheCleared::Builder out);
+ShardCacheCleared FromRpc(rpc::ShardCacheCleared::Reader in);
+
 // Each item of `items` into the list `out` of a List(...) field initialized to
 // items.size() (e.g. by ToRpcList(all, results.initDatasets(all.size()))).
 template <typename T, typename ListBuilder>

@@ -60,6 +60,28 @@ auto Fields(const DaemonStatus& d) {
   return std::tie(version, pid, uptime_seconds, datasets, jobs, streams, shm_bytes_in_use,
                   shm_bytes_budget, pending_segments, open_fds, resident_bytes);
 }
+auto Fields(const RegistrationProgress& p) {
+  const auto& [dataset, shards_done, shards_total, bytes_done, elapsed_seconds] = p;
+  return std::tie(dataset, shards_done, shards_total, bytes_done, elapsed_seconds);
+}
+auto Fields(const DatasetDetails& d) {
+  const auto& [info, source, shards, index_bytes, remote, shards_cached, bytes_cached] = d;
+  return std::tie(info, source, shards, index_bytes, remote, shards_cached, bytes_cached);
+}
+auto Fields(const ShardCacheEntry& e) {
+  const auto& [url, dataset, bytes, in_use] = e;
+  return std::tie(url, dataset, bytes, in_use);
+}
+auto Fields(const ShardCacheStatus& c) {
+  const auto& [limit_bytes, bytes, entries, hits, misses, fetched_bytes, evictions, damaged,
+               range_reads, range_bytes, listed, entries_unlisted, bytes_unlisted] = c;
+  return std::tie(limit_bytes, bytes, entries, hits, misses, fetched_bytes, evictions, damaged,
+                  range_reads, range_bytes, listed, entries_unlisted, bytes_unlisted);
+}
+auto Fields(const ShardCacheCleared& c) {
+  const auto& [entries, bytes, in_use] = c;
+  return std::tie(entries, bytes, in_use);
+}
 
 // Field by field (also inside the vectors' elements), for CHECK.
 template <typename T, typename = decltype(Fields(std::declval<const T&>()))>
@@ -189,6 +211,63 @@ DaemonStatus FilledStatus() {
   return d;
 }
 
+RegistrationProgress FilledProgress() {
+  RegistrationProgress p;
+  p.dataset = "progress-dataset";
+  p.shards_done = 701;
+  p.shards_total = 702;
+  p.bytes_done = 703;
+  p.elapsed_seconds = 704.5;
+  return p;
+}
+
+DatasetDetails FilledDetails() {
+  DatasetDetails d;
+  d.info = FilledDataset();
+  d.source = "http://host/shard-{000..009}.tar";
+  d.shards = 801;
+  d.index_bytes = 802;
+  d.remote = true;
+  d.shards_cached = 803;
+  d.bytes_cached = 804;
+  return d;
+}
+
+ShardCacheEntry FilledEntry(uint64_t k) {
+  ShardCacheEntry e;
+  e.url = "http://host/shard-" + std::to_string(k) + ".tar";
+  e.dataset = "entry-dataset";
+  e.bytes = 900 + k;
+  e.in_use = true;
+  return e;
+}
+
+ShardCacheStatus FilledCache() {
+  ShardCacheStatus c;
+  c.limit_bytes = 1001;
+  c.bytes = 1002;
+  c.entries = 1003;
+  c.hits = 1004;
+  c.misses = 1005;
+  c.fetched_bytes = 1006;
+  c.evictions = 1007;
+  c.damaged = 1008;
+  c.range_reads = 1009;
+  c.range_bytes = 1010;
+  c.listed = {FilledEntry(1), FilledEntry(2)};
+  c.entries_unlisted = 1011;
+  c.bytes_unlisted = 1012;
+  return c;
+}
+
+ShardCacheCleared FilledCleared() {
+  ShardCacheCleared c;
+  c.entries = 1101;
+  c.bytes = 1102;
+  c.in_use = 1103;
+  return c;
+}
+
 // The converters under test, for wire_testing.
 struct StatusWire {
   template <typename T, typename Builder>
@@ -230,6 +309,26 @@ TEST_CASE("PendingSegmentStatus round-trips every field") {
 
 TEST_CASE("DaemonStatus round-trips every field, its lists' elements included") {
   CheckConverter<rpc::DaemonStatus>(FilledStatus());
+}
+
+TEST_CASE("RegistrationProgress round-trips every field") {
+  CheckConverter<rpc::RegistrationProgress>(FilledProgress());
+}
+
+TEST_CASE("DatasetDetails round-trips every field") {
+  CheckConverter<rpc::DatasetDetails>(FilledDetails());
+}
+
+TEST_CASE("ShardCacheEntry round-trips every field") {
+  CheckConverter<rpc::ShardCacheEntry>(FilledEntry(3));
+}
+
+TEST_CASE("ShardCacheStatus round-trips every field, its entries included") {
+  CheckConverter<rpc::ShardCacheStatus>(FilledCache());
+}
+
+TEST_CASE("ShardCacheCleared round-trips every field") {
+  CheckConverter<rpc::ShardCacheCleared>(FilledCleared());
 }
 
 TEST_CASE("a DatasetSpec sent with no onError reads as \"fail\"") {

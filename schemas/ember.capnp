@@ -176,6 +176,57 @@ struct DaemonStatus {
   residentBytes @10 :UInt64;
 }
 
+# How far a registration in progress has got (Daemon.registrationProgress).
+struct RegistrationProgress {
+  dataset @0 :Text;
+  shardsDone @1 :UInt64;
+  shardsTotal @2 :UInt64;     # 0: not listed yet, or a format without shards
+  bytesDone @3 :UInt64;       # the sizes of the shards indexed
+  elapsedSeconds @4 :Float64;
+}
+
+# A dataset with what it costs the node (Daemon.datasetDetails).
+struct DatasetDetails {
+  info @0 :DatasetInfo;
+  source @1 :Text;            # spec.path; a URL without user, password or query
+  shards @2 :UInt64;          # 0: a format without shards, or not known
+  indexBytes @3 :UInt64;      # held in emberd's memory, charged to the owner; 0: none/unknown
+  remote @4 :Bool;            # its shards are read through the node's shard cache
+  shardsCached @5 :UInt64;
+  bytesCached @6 :UInt64;
+}
+
+struct ShardCacheEntry {
+  url @0 :Text;               # without user, password or query
+  dataset @1 :Text;           # a dataset of the caller's (or shared) reading it; empty: none
+  bytes @2 :UInt64;
+  inUse @3 :Bool;             # held by a reader: neither evicted nor cleared now
+}
+
+# The node's shard cache: its totals and counters, and the entries of the datasets the
+# caller may read (all for root and emberd's user), at most 10000 (the rest counted).
+struct ShardCacheStatus {
+  limitBytes @0 :UInt64;
+  bytes @1 :UInt64;
+  entries @2 :UInt64;
+  hits @3 :UInt64;
+  misses @4 :UInt64;
+  fetchedBytes @5 :UInt64;
+  evictions @6 :UInt64;
+  damaged @7 :UInt64;
+  rangeReads @8 :UInt64;
+  rangeBytes @9 :UInt64;
+  listed @10 :List(ShardCacheEntry);
+  entriesUnlisted @11 :UInt64;
+  bytesUnlisted @12 :UInt64;
+}
+
+struct ShardCacheCleared {
+  entries @0 :UInt64;
+  bytes @1 :UInt64;
+  inUse @2 :UInt64;           # entries kept: a reader holds them
+}
+
 # The bootstrap capability of a connection to emberd's unix socket.
 #
 # Limits of the connection: one message (a call or its results) holds at most 64 MiB
@@ -221,6 +272,22 @@ interface Daemon {
   # the job (shared by every node's ranks); openSharedMemory on it fails, segments being
   # node-local. unavailable when that daemon cannot be reached.
   joinJob @6 (job :Text, coordinator :Text) -> (job :Job);
+
+  # How far the caller's registration of `dataset` (an addDataset in flight, e.g. on
+  # another connection) has got. Only the uid that registers it sees it; not_found when
+  # none is in progress (not yet taken, or over). The daemon follows at most 64
+  # registrations at a time (others run unfollowed: not_found).
+  registrationProgress @7 (dataset :Text) -> (progress :RegistrationProgress);
+
+  # inspectDataset's dataset with its source, shards, index memory and what the node's
+  # shard cache holds of it; not_found as inspectDataset.
+  datasetDetails @8 (dataset :Text) -> (details :DatasetDetails);
+
+  # The node's shard cache (see ShardCacheStatus); failed_precondition if the daemon has none.
+  shardCache @9 () -> (cache :ShardCacheStatus);
+  # Removes every cache entry no reader holds. The cache is the node's: only root and
+  # emberd's own user may (permission_denied otherwise).
+  clearShardCache @10 () -> (cleared :ShardCacheCleared);
 }
 
 # Membership in a job, from Daemon.joinJob; used to bootstrap Gloo / NCCL through the daemon

@@ -85,8 +85,9 @@ struct JobParams {
   ownerUid @9 :UInt32 = 0xffffffff;   # unknown
   ownerTeam @10 :Bool;
   ownerPrivileged @11 :Bool;
-  # A shuffle by shards (daemon/coordinator/epoch_plan.h, ShuffleShape); 0: over the set.
-  shuffleBlock @12 :UInt64;
+  # A shuffle by shards (daemon/coordinator/epoch_plan.h, ShuffleShape): the digest of the
+  # dataset's blocks (each node has them); 0: over the whole set.
+  shuffleDigest @12 :UInt64;
   shuffleWindow @13 :UInt32 = 1;
 }
 

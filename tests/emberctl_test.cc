@@ -2,7 +2,11 @@
 // and leave the daemon and its catalog as they were; a missing daemon, an unknown
 // dataset or a bad argument give a clear message and a non-zero exit; `jobs` and `job
 // inspect` show a job's progress per rank. And `emberctl pack`, which needs no daemon,
-// with its flags.
+// with its flags. Remote data: `dataset inspect` of a webdataset over HTTP (source without
+// credentials, shards, index memory, what the shard cache holds), `cache` and `cache
+// clear`, and `dataset add`'s progress lines while a slow server's shards are indexed.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -16,6 +20,9 @@
 #include <fstream>
 #include <regex>
 
+#include "common/net_testing.h"
+#include "daemon/data/remote/nginx_testing.h"
+#include "daemon/data/webdataset/tar_testing.h"
 #include "tests/support/test_env.h"
 
 namespace ember::testing {
@@ -258,6 +265,153 @@ TEST_CASE("emberctl pack packs an image folder with the flags it is given") {
     CHECK(refused.err.find(named) != std::string::npos);
     CHECK(!std::filesystem::exists(dir + "/x"));
   }
+}
+
+// `shards` webdataset shards of 4 samples (KEY.cls, KEY.txt) as DIR/d/shard-000.tar, ...
+void WriteTextShards(const std::string& dir, int shards) {
+  std::filesystem::create_directories(dir + "/d");
+  for (int shard = 0; shard < shards; ++shard) {
+    daemon::TarMembers members;
+    for (int k = 0; k < 4; ++k) {
+      const std::string key = "s" + std::to_string(shard * 4 + k);
+      members.push_back({key + ".cls", std::to_string(k) + "\n"});
+      members.push_back({key + ".txt", "caption of " + key});
+    }
+    char name[32];
+    std::snprintf(name, sizeof(name), "/d/shard-%03d.tar", shard);
+    std::ofstream(dir + name, std::ios::binary) << daemon::TarBytes(members);
+  }
+}
+
+TEST_CASE("emberctl dataset inspect, cache and cache clear: a webdataset over HTTP") {
+  TempDir tmp;
+  const std::string& dir = tmp.path();
+  WriteTextShards(dir + "/www", 3);
+  daemon::NginxServer nginx(dir + "/www");
+  Daemon daemon(dir);
+  daemon.Start();
+  const std::string sock = "--socket=" + daemon.socket();
+  const std::string pattern = nginx.Url("/d/shard-{000..002}.tar");
+  Run add = Emberctl(dir, {sock, "dataset", "add", "web", "--format", "webdataset", "--path",
+                           pattern, "--quiet"});
+  INFO(add.out << add.err);
+  REQUIRE(add.exit_code == 0);
+  CHECK(add.err.empty());  // --quiet: no progress
+
+  Run inspect = Emberctl(dir, {sock, "dataset", "inspect", "web"});
+  INFO(inspect.out << inspect.err);
+  REQUIRE(inspect.exit_code == 0);
+  CHECK(inspect.out.find("12 samples") != std::string::npos);
+  CHECK(inspect.out.find("  source  " + pattern + "\n") != std::string::npos);
+  CHECK(inspect.out.find("  shards  3\n") != std::string::npos);
+  CHECK(std::regex_search(inspect.out, std::regex("  index   [0-9.]+ (B|KiB) in emberd's memory")));
+  CHECK(inspect.out.find("  shuffle samples\n") != std::string::npos);
+  CHECK(std::regex_search(inspect.out, std::regex("  cache   3/3 shards cached, [0-9.]+ KiB\n")));
+
+  // Root (this test) sees every entry, each with the dataset that reads it.
+  Run cache = Emberctl(dir, {sock, "cache"});
+  INFO(cache.out << cache.err);
+  REQUIRE(cache.exit_code == 0);
+  CHECK(std::regex_search(cache.out, std::regex("^shard cache: 3 entries, [0-9.]+ KiB of [0-9.]+ "
+                                                "GiB; [0-9]+ hits, 3 misses")));
+  for (const char* shard : {"000", "001", "002"}) {
+    CHECK(std::regex_search(
+        cache.out, std::regex("\n" + std::regex_replace(nginx.Url("/d/shard-"), std::regex("[.]"),
+                                                        "\\.") +
+                              shard + "\\.tar +[0-9.]+ KiB +no +web\n")));
+  }
+
+  Run clear = Emberctl(dir, {sock, "cache", "clear"});
+  INFO(clear.out << clear.err);
+  REQUIRE(clear.exit_code == 0);
+  CHECK(std::regex_search(clear.out, std::regex("^cleared 3 entries \\([0-9.]+ KiB\\)\n$")));
+  CHECK(Emberctl(dir, {sock, "cache"}).out.find("shard cache: 0 entries, 0 B") == 0);
+  CHECK(Emberctl(dir, {sock, "dataset", "inspect", "web"}).out.find("  cache   0/3 shards "
+                                                                    "cached, 0 B\n") !=
+        std::string::npos);
+
+  // A URL with credentials: registered and read with them, shown without them anywhere.
+  const std::string secret = "http://user:s3cret@127.0.0.1:" + std::to_string(nginx.port()) +
+                             "/d/shard-{000..002}.tar?token=t0ken";
+  Run with_secret = Emberctl(dir, {sock, "dataset", "add", "private", "--format", "webdataset",
+                                   "--path", secret});
+  INFO(with_secret.out << with_secret.err);
+  REQUIRE(with_secret.exit_code == 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{sock, "dataset", "inspect", "private"},
+        std::vector<std::string>{sock, "dataset", "ls"}, std::vector<std::string>{sock, "status"},
+        std::vector<std::string>{sock, "cache"}}) {
+    Run shown = Emberctl(dir, args);
+    INFO(args[1] << ": " << shown.out << shown.err);
+    CHECK(shown.exit_code == 0);
+    CHECK(shown.out.find("s3cret") == std::string::npos);
+    CHECK(shown.out.find("t0ken") == std::string::npos);
+  }
+  CHECK(with_secret.out.find("s3cret") == std::string::npos);
+  CHECK(Emberctl(dir, {sock, "dataset", "inspect", "private"}).out.find("  source  " + pattern) !=
+        std::string::npos);
+  daemon.Stop();
+}
+
+// A static file server answering each GET `delay` seconds late (HEAD at once).
+constexpr const char* kSlowServer = R"(import functools, http.server, sys, time
+class Slow(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        time.sleep(float(sys.argv[3]))
+        super().do_GET()
+    def log_message(self, *args):
+        pass
+handler = functools.partial(Slow, directory=sys.argv[2])
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler).serve_forever()
+)";
+
+bool Answers(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+TEST_CASE("emberctl dataset add shows shards indexed, bytes and rate while it registers") {
+  TempDir tmp;
+  const std::string& dir = tmp.path();
+  WriteTextShards(dir + "/www", 4);
+  std::ofstream(dir + "/slow.py") << kSlowServer;
+  const int port = FreeLoopbackPort();
+  const pid_t server = Spawn({"/usr/bin/python3", dir + "/slow.py", std::to_string(port),
+                              dir + "/www", "0.5"},
+                             {}, dir + "/server.log", dir + "/server.log");
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      kill(pid, SIGKILL);
+      WaitFor(pid, std::chrono::seconds(5));
+    }
+  } stop{server};
+  REQUIRE(Eventually([&] { return Answers(port); }));
+  Daemon daemon(dir);
+  daemon.Start();
+  const std::string sock = "--socket=" + daemon.socket();
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(port) + "/d/shard-{000..003}.tar";
+  // Four shards, each GET half a second: about two seconds of indexing. Not a terminal
+  // (a file): plain lines, when the count moved, at most one a second.
+  Run add = Emberctl(dir, {sock, "dataset", "add", "slow", "--format", "webdataset", "--path", url});
+  INFO(add.out << add.err << ReadFileOrEmpty(dir + "/server.log"));
+  REQUIRE(add.exit_code == 0);
+  CHECK(add.out.find("registered slow") == 0);
+  CHECK(std::regex_search(
+      add.err, std::regex("^indexing slow: [0-4]/4 shards, [0-9.]+ (B|KiB)(, [0-9.]+ (B|KiB)/s)?"
+                          "(, ETA [0-9]+ s)? \\([0-9.]+ s\\)\n")));
+  CHECK(add.err.find('\r') == std::string::npos);
+  CHECK(add.err.find("\x1b[") == std::string::npos);
+  CHECK(Emberctl(dir, {sock, "dataset", "inspect", "slow"}).out.find("  shards  4\n") !=
+        std::string::npos);
+  daemon.Stop();
 }
 
 }  // namespace

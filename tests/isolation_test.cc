@@ -235,6 +235,29 @@ TEST_CASE("another user's dataset is not listed, inspected, removed or streamed"
         "not_found: dataset 'nobody-has' not found"
         " not_found: stream for job 'bobs-job' rank 0: dataset 'nobody-has' not found");
   CHECK(RunAs(kAlice, [&] { return Code(ConnectTo(socket)->InspectDataset("alices")); }) == "ok");
+  // Nor described, nor its registration followed.
+  CHECK(RunAs(kBob, [&] {
+          auto c = ConnectTo(socket);
+          return Code(c->DescribeDataset("alices")) + " " + Code(c->DescribeDataset("open")) +
+                 " " + Code(c->GetRegistrationProgress("alices"));
+        }) ==
+        "not_found: dataset 'alices' not found ok"
+        " not_found: no registration of dataset 'alices' in progress");
+}
+
+TEST_CASE("the shard cache is the node's: a user lists it, only root and emberd clear it") {
+  SKIP_UNLESS_ROOT();
+  SharedDaemon daemon;
+  const std::string socket = daemon->socket();
+  CHECK(RunAs(kBob, [&] {
+          auto c = ConnectTo(socket);
+          Result<ShardCacheStatus> cache = c->GetShardCache();
+          return Code(cache) + " " + (cache.ok() ? std::to_string(cache->listed.size()) : "") +
+                 " " + Code(c->ClearShardCache());
+        }) ==
+        "ok 0 permission_denied: the shard cache is the node's, shared by every user's "
+        "datasets: only root and emberd's own user may clear it, not uid 2002");
+  CHECK(RunAs(kRoot, [&] { return Code(ConnectTo(socket)->ClearShardCache()); }) == "ok");
 }
 
 TEST_CASE("each user names datasets in its own namespace; shared ones are everyone's") {

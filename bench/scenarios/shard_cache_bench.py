@@ -14,6 +14,7 @@ later epoch, against the set's size. Registration (which indexes every shard, fe
 it) is not counted. Appends to results/shard_cache.md.
 
   bench/compare shard_cache_bench [--shard-mib 2] [--window 2] [--epochs 4]
+      [--prefetch-steps 64] [--cases belady-shards-half,...]
 """
 
 import os
@@ -36,6 +37,9 @@ def add_arguments(parser):
     parser.add_argument("--shard-mib", type=int, default=2)
     parser.add_argument("--window", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--prefetch-steps", type=int, default=64,
+                        help="emberd's cache_prefetch_steps")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated cases")
 
 
 def one_run(ctx, args, case, shard_dir, set_bytes, epochs):
@@ -43,7 +47,8 @@ def one_run(ctx, args, case, shard_dir, set_bytes, epochs):
     limit = set_bytes // 2 if size == "half" else set_bytes + (1 << 20)
     config = os.path.join(ctx.tmpdir("config"), "emberd.yaml")
     with open(config, "w") as f:
-        f.write(f"cache_limit: {limit}\ncache_eviction: {'lru' if policy == 'lru' else 'belady'}\n")
+        f.write(f"cache_limit: {limit}\ncache_eviction: {'lru' if policy == 'lru' else 'belady'}\n"
+                f"cache_prefetch_steps: {args.prefetch_steps}\n")
     daemon = Emberd(ctx.tmpdir("emberd"), "--config", config)
     nginx = Nginx(ctx, shard_dir)
     try:
@@ -74,7 +79,7 @@ def main(ctx, args):
     names = [n for n in os.listdir(shard_dir) if n.endswith(".tar")]
     set_bytes = sum(os.path.getsize(os.path.join(shard_dir, n)) for n in names)
     rows = []
-    for case in CASES:
+    for case in args.cases.split(","):
         first = one_run(ctx, args, case, shard_dir, set_bytes, 1)
         many = one_run(ctx, args, case, shard_dir, set_bytes, args.epochs)
         later = (many - first) / (args.epochs - 1)
@@ -83,7 +88,8 @@ def main(ctx, args):
     text = heading(args.command) + (
         f"Commit {commit()}; {COUNT} photographs as {len(names)} shards of at most "
         f"{args.shard_mib} MiB ({set_bytes / 2**20:.1f} MiB in all), {RANKS} ranks, batch "
-        f"{BATCH}, shuffle window {args.window} shards, {args.epochs} epochs; HTTP bytes sent "
+        f"{BATCH}, shuffle window {args.window} shards, {args.epochs} epochs, "
+        f"cache_prefetch_steps {args.prefetch_steps}; HTTP bytes sent "
         "by nginx after registration, against the set's size.\n\n"
         "| case | epoch 1 (after registration) | each later epoch |\n|---|---|---|\n"
         + "\n".join(rows) + "\n")

@@ -48,7 +48,9 @@ std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
     if (info.spec.shuffle != "samples") {
       out << YAML::Key << "shuffle" << YAML::Value << info.spec.shuffle;
       out << YAML::Key << "shuffle_window" << YAML::Value << info.spec.shuffle_window;
-      out << YAML::Key << "shuffle_block" << YAML::Value << info.shuffle_block;
+      out << YAML::Key << "shard_starts" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (uint64_t start : info.shard_starts) out << start;
+      out << YAML::EndSeq;
     }
     const Principal& owner = info.owner.principal;
     if (owner.known()) {
@@ -67,6 +69,9 @@ std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
       out << YAML::EndSeq << YAML::EndMap;
     }
     out << YAML::Key << "count" << YAML::Value << info.count;
+    if (info.shards != 0) out << YAML::Key << "shards" << YAML::Value << info.shards;
+    if (info.index_bytes != 0)
+      out << YAML::Key << "index_bytes" << YAML::Value << info.index_bytes;
     if (info.fingerprint != 0)
       out << YAML::Key << "fingerprint" << YAML::Value << FingerprintHex(info.fingerprint);
     out << YAML::Key << "tensors" << YAML::Value << YAML::BeginSeq;
@@ -197,8 +202,14 @@ class Reader {
         return Corrupt(window, where, "'shuffle_window' is over " + std::to_string(kMaxShuffleWindow));
       info.spec.shuffle_window = static_cast<uint32_t>(value);
     }
-    if (const YAML::Node block = node["shuffle_block"]) {
-      EMBER_ASSIGN_OR_RETURN(info.shuffle_block, Unsigned(block, "'shuffle_block'", where));
+    if (node["shard_starts"]) {
+      EMBER_ASSIGN_OR_RETURN(YAML::Node starts, Sequence(node, "shard_starts", where));
+      for (const YAML::Node& start : starts) {
+        EMBER_ASSIGN_OR_RETURN(uint64_t value, Unsigned(start, "a 'shard_starts' entry", where));
+        if (!info.shard_starts.empty() && value < info.shard_starts.back())
+          return Corrupt(start, where, "'shard_starts' is not ascending");
+        info.shard_starts.push_back(value);
+      }
     }
     Status shuffle_ok = ValidateShuffle(info.spec);
     if (!shuffle_ok.ok()) return Corrupt(node, where, shuffle_ok.message());
@@ -229,6 +240,13 @@ class Reader {
     }
     EMBER_ASSIGN_OR_RETURN(YAML::Node count, Field(node, "count", where));
     EMBER_ASSIGN_OR_RETURN(info.count, Unsigned(count, "'count'", where));
+    // Optional: catalogs written before they were kept lack them (0: not known).
+    if (const YAML::Node shards = node["shards"]) {
+      EMBER_ASSIGN_OR_RETURN(info.shards, Unsigned(shards, "'shards'", where));
+    }
+    if (const YAML::Node index_bytes = node["index_bytes"]) {
+      EMBER_ASSIGN_OR_RETURN(info.index_bytes, Unsigned(index_bytes, "'index_bytes'", where));
+    }
     if (node["fingerprint"]) {  // optional: catalogs written before it lack it
       const YAML::Node& fp = node["fingerprint"];
       char* end = nullptr;
@@ -372,7 +390,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(Env* env, const std::string& stat
 }
 
 Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& owner,
-                                 size_t max_owned) {
+                                 size_t max_owned, IndexingProgress* progress) {
   EMBER_RETURN_IF_ERROR(ValidateDatasetName(UnscopedName(spec.name)));
   const std::string context = Quoted(spec.name);
   Status sizes = ValidateSpecSizes(spec);
@@ -386,7 +404,7 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
     if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
   }
   // Probing reads data files and may take seconds: never under the lock.
-  Result<DatasetInfo> probed = prober_(spec, owner);
+  Result<DatasetInfo> probed = prober_(spec, owner, progress);
   if (!probed.ok()) return probed.status().WithContext(context);
   DatasetInfo info = std::move(probed).value();
   info.spec.name = spec.name;

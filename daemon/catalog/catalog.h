@@ -23,6 +23,7 @@
 
 #include "common/mutex.h"
 #include "daemon/catalog/dataset.h"
+#include "daemon/catalog/indexing_progress.h"
 #include "common/env.h"
 #include "ember/status.h"
 
@@ -31,8 +32,9 @@ namespace ember::daemon {
 class Catalog {
  public:
   // Checks a spec's files, read as `owner.reads_as`, and returns what they hold
-  // (ProbeDataset in production).
-  using Prober = std::function<Result<DatasetInfo>(const DatasetSpec&, const DatasetOwner& owner)>;
+  // (ProbeDataset in production), reporting into `progress` (may be null) as it indexes.
+  using Prober = std::function<Result<DatasetInfo>(const DatasetSpec&, const DatasetOwner& owner,
+                                                   IndexingProgress* progress)>;
 
   // Creates state_dir if needed and loads catalog.yaml if present. A corrupt catalog
   // file is an error naming the file (the daemon refuses to start rather than lose it):
@@ -47,8 +49,9 @@ class Catalog {
   // (with the dataset's name as context) if the files are bad or `owner` may not read
   // them. On any error the catalog is unchanged.
   // kResourceExhausted if a non-privileged owner already has `max_owned` datasets.
+  // `progress` (may be null; must outlive the call) is handed to the prober.
   Result<DatasetInfo> Add(const DatasetSpec& spec, const DatasetOwner& owner = {},
-                          size_t max_owned = SIZE_MAX);
+                          size_t max_owned = SIZE_MAX, IndexingProgress* progress = nullptr);
 
   std::vector<DatasetInfo> List() const;  // sorted by name
 

@@ -31,7 +31,7 @@ DatasetInfo InfoFor(const DatasetSpec& spec) {
   info.files = {spec.path + "/train-images-idx3-ubyte.gz",
                 spec.path + "/train-labels-idx1-ubyte.gz"};
   info.fingerprint = 0x0123456789abcdefULL;
-  if (spec.shuffle == "shards") info.shuffle_block = 250;
+  if (spec.shuffle == "shards") info.shard_starts = {0, 250, 400, 60000};
   return info;
 }
 
@@ -41,7 +41,8 @@ struct FakeProber {
 
   Catalog::Prober Get() const {
     auto counter = calls;
-    return [counter](const DatasetSpec& spec, const DatasetOwner&) -> Result<DatasetInfo> {
+    return [counter](const DatasetSpec& spec, const DatasetOwner&,
+                     IndexingProgress*) -> Result<DatasetInfo> {
       ++*counter;
       if (spec.path == "/bad") return DataLoss("/bad/train-images-idx3-ubyte.gz: truncated");
       return InfoFor(spec);
@@ -67,7 +68,7 @@ void CheckSameInfo(const DatasetInfo& a, const DatasetInfo& b) {
   CHECK(a.spec.on_error == b.spec.on_error);
   CHECK(a.spec.shuffle == b.spec.shuffle);
   CHECK(a.spec.shuffle_window == b.spec.shuffle_window);
-  CHECK(a.shuffle_block == b.shuffle_block);
+  CHECK(a.shard_starts == b.shard_starts);
   CHECK(a.count == b.count);
   CHECK(a.files == b.files);
   REQUIRE(a.tensors.size() == b.tensors.size());

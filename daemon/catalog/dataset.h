@@ -62,9 +62,16 @@ struct DatasetInfo {
   std::vector<std::string> files;  // absolute paths the dataset reads
   uint64_t fingerprint = 0;        // fingerprint.h; 0: not known
   DatasetOwner owner;
-  // With spec.shuffle "shards": the samples per shard its format found (consecutive ids;
-  // the median shard's count), a job's ShuffleShape block. 0: shuffled over the set.
-  uint64_t shuffle_block = 0;
+  // With spec.shuffle "shards": the first sample id of each shard its format found
+  // (shards hold consecutive ids), then the count: the blocks of its jobs' shuffle
+  // (ShuffleShape). Empty: shuffled over the set.
+  std::vector<uint64_t> shard_starts;
+  // The shards its format found (webdataset, mds); 0: a format without shards, or
+  // registered before they were counted.
+  uint64_t shards = 0;
+  // What its format charged to the owner's dataset memory at registration (its index,
+  // and what a load holds in memory besides); 0: nothing, or not known.
+  uint64_t index_bytes = 0;
 };
 
 // What clients see of the dataset (ember/daemon_status.h): dtypes by name (DTypeName),

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "common/fnv1a.h"
 #include "common/random.h"
 
 namespace ember::daemon {
@@ -34,13 +35,14 @@ void FillOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle
   std::iota(order->begin(), order->end(), T{0});
   if (!shuffle || num_samples == 0) return;
   SplitMix64 rng(StreamSeed(seed, epoch, kOrderSalt));
-  if (shape.block == 0 || shape.block >= num_samples) {
-    Shuffle(order->data(), order->data() + num_samples, rng);
+  const std::vector<uint64_t>* starts = shape.starts.get();
+  if (starts == nullptr || starts->size() < 3 || starts->back() != num_samples) {
+    Shuffle(order->data(), order->data() + num_samples, rng);  // over the set (or one block)
     return;
   }
   // By shards: the blocks permuted, their samples laid out in that order, then each
   // window of `window` blocks shuffled within itself.
-  const uint64_t blocks = (num_samples + shape.block - 1) / shape.block;
+  const uint64_t blocks = starts->size() - 1;
   std::vector<uint64_t> perm(blocks);
   std::iota(perm.begin(), perm.end(), uint64_t{0});
   Shuffle(perm.data(), perm.data() + blocks, rng);
@@ -48,16 +50,29 @@ void FillOrder(uint64_t num_samples, uint64_t seed, uint64_t epoch, bool shuffle
   const uint64_t window = std::max<uint32_t>(shape.window, 1);
   for (uint64_t b = 0; b < blocks; b += window) {
     const uint64_t window_start = at;
-    for (uint64_t w = b; w < std::min(blocks, b + window); ++w) {
-      const uint64_t first = perm[w] * shape.block;
-      const uint64_t last = std::min(num_samples, first + shape.block);
-      for (uint64_t id = first; id < last; ++id) (*order)[at++] = static_cast<T>(id);
-    }
+    for (uint64_t w = b; w < std::min(blocks, b + window); ++w)
+      for (uint64_t id = (*starts)[perm[w]]; id < (*starts)[perm[w] + 1]; ++id)
+        (*order)[at++] = static_cast<T>(id);
     Shuffle(order->data() + window_start, order->data() + at, rng);
   }
 }
 
 }  // namespace
+
+ShuffleShape ShuffleShape::ByShards(std::vector<uint64_t> starts, uint32_t window) {
+  ShuffleShape shape;
+  shape.digest = BlocksDigest(starts);
+  shape.starts = std::make_shared<const std::vector<uint64_t>>(std::move(starts));
+  shape.window = window;
+  return shape;
+}
+
+uint64_t BlocksDigest(const std::vector<uint64_t>& starts) {
+  if (starts.empty()) return 0;
+  uint64_t hash = kFnv1a64Offset;
+  for (uint64_t s : starts) hash = Fnv1a64Le(static_cast<int64_t>(s), hash);
+  return hash == 0 ? 1 : hash;
+}
 
 PositionRange StepLayout::Slice(uint64_t step, uint32_t rank) const {
   const uint64_t first = step_starts[step];

@@ -5,7 +5,7 @@
 //   - The order is a Fisher-Yates permutation of 0..num_samples-1 driven by a SplitMix64
 //     stream seeded from (seed, epoch) with unbiased bounded draws (common/random.h; not
 //     std::shuffle, whose output differs between standard libraries). Without shuffle:
-//     the identity. By shards (a ShuffleShape with a block): see ShuffleShape. The
+//     the identity. By shards (a ShuffleShape with blocks): see ShuffleShape. The
 //     order does not depend on batch_size, world_size or start.
 //   - Positions [start, num_samples) of the order are served (start > 0: an epoch resumed
 //     from a checkpoint; the positions before it were consumed). They are cut into global
@@ -26,6 +26,7 @@
 #define EMBER_DAEMON_COORDINATOR_EPOCH_PLAN_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ember/status.h"
@@ -53,22 +54,32 @@ struct StepLayout {
 Result<StepLayout> MakeStepLayout(uint64_t num_samples, uint32_t batch_size, uint32_t world_size,
                                   uint64_t start = 0);
 
-// How a shuffled order mixes the samples: over the whole set (block 0, the default), or
-// by shards, for data read from remote storage (a dataset registered with
-// `shuffle: shards`), as Mosaic Streaming's py1b: the set is cut into blocks of `block`
-// consecutive sample ids (a shard's samples), the blocks are permuted, and then the
-// samples of each window of `window` consecutive blocks of that permutation are shuffled
-// among themselves. So an epoch reads about `window` shards at a time, each once,
-// instead of every shard all the time, and a cache far smaller than the set serves it.
+// How a shuffled order mixes the samples: over the whole set (no blocks, the default),
+// or by shards, for data read from remote storage (a dataset registered with
+// `shuffle: shards`), as Mosaic Streaming's py1b: the set's blocks (its shards: runs of
+// consecutive sample ids) are permuted, and then the samples of each window of `window`
+// consecutive blocks of that permutation are shuffled among themselves. So an epoch reads
+// about `window` shards at a time, each once, and a cache far smaller than the set serves
+// it. The blocks are the dataset's, which every node has: jobs and the wire carry their
+// digest only.
 struct ShuffleShape {
-  uint64_t block = 0;   // samples per block; 0: shuffle over the whole set
+  // The first sample id of each block, ascending from 0, then num_samples. Null: none.
+  std::shared_ptr<const std::vector<uint64_t>> starts;
+  uint64_t digest = 0;  // of `starts` (BlocksDigest); 0: shuffled over the whole set
   uint32_t window = 1;  // blocks shuffled together (>= 1)
-  bool operator==(const ShuffleShape& o) const { return block == o.block && window == o.window; }
+
+  // By shards whose first sample ids are `starts` (then the sample count).
+  static ShuffleShape ByShards(std::vector<uint64_t> starts, uint32_t window);
+  bool by_shards() const { return digest != 0; }
+  bool operator==(const ShuffleShape& o) const { return digest == o.digest && window == o.window; }
   bool operator!=(const ShuffleShape& o) const { return !(*this == o); }
   bool operator<(const ShuffleShape& o) const {
-    return block != o.block ? block < o.block : window < o.window;
+    return digest != o.digest ? digest < o.digest : window < o.window;
   }
 };
+
+// FNV-1a of the starts' little-endian bytes; never 0 for a non-empty list.
+uint64_t BlocksDigest(const std::vector<uint64_t>& starts);
 
 struct EpochPlan {
   std::vector<uint64_t> order;  // sample ids in epoch order (all num_samples of them)

@@ -47,10 +47,16 @@ TEST_CASE("the order is a fixed function of (seed, epoch)") {
   CHECK(MustPlan(10, 1, 1, 2, 0).order == std::vector<uint64_t>{4, 2, 1, 6, 9, 5, 0, 3, 8, 7});
 }
 
-TEST_CASE("shuffled by shards: windows of whole blocks, each block once, a function of (seed, epoch)") {
-  const uint64_t n = 1003, block = 50;  // 21 blocks, the last of 3 samples
+TEST_CASE("shuffled by shards: windows of whole shards, each once, a function of (seed, epoch)") {
+  // 21 shards of uneven sizes (0 to 96 samples), 1003 samples in all.
+  std::vector<uint64_t> starts = {0};
+  for (uint64_t s = 0; s < 21; ++s) starts.push_back(starts.back() + (s * 37) % 97);
+  const uint64_t n = starts.back();
+  auto shard_of = [&](uint64_t id) {
+    return static_cast<uint64_t>(std::upper_bound(starts.begin(), starts.end(), id) - starts.begin() - 1);
+  };
   for (uint32_t window : {1u, 4u, 21u, 30u}) {
-    const ShuffleShape shape{block, window};
+    const ShuffleShape shape = ShuffleShape::ByShards(starts, window);
     std::vector<uint64_t> order;
     MakeEpochOrder(n, 9, 2, /*shuffle=*/true, &order, shape);
     std::vector<uint64_t> sorted = order;
@@ -58,26 +64,19 @@ TEST_CASE("shuffled by shards: windows of whole blocks, each block once, a funct
     std::vector<uint64_t> all(n);
     std::iota(all.begin(), all.end(), uint64_t{0});
     REQUIRE(sorted == all);
-    // Each window of `window` blocks holds exactly the samples of those blocks.
-    uint64_t at = 0, blocks_seen = 0;
-    std::vector<bool> seen(21, false);
-    while (at < n) {
-      std::map<uint64_t, uint64_t> counts;  // block -> samples in this window
-      uint64_t expect = 0;
-      for (uint64_t i = at; i < n && counts.size() <= window; ++i) {
-        if (counts.size() == window && counts.count(order[i] / block) == 0) break;
-        ++counts[order[i] / block];
-        ++expect;
-      }
-      for (const auto& [b, count] : counts) {
-        CHECK_FALSE(seen[b]);
-        seen[b] = true;
-        CHECK(count == std::min(block, n - b * block));  // the whole block
-      }
-      blocks_seen += counts.size();
-      at += expect;
+    // A shard's samples lie in one window: at any position, at most `window` shards are
+    // between their first and last sample.
+    std::vector<uint64_t> first(21, n), last(21, 0);
+    for (uint64_t p = 0; p < n; ++p) {
+      const uint64_t s = shard_of(order[p]);
+      first[s] = std::min(first[s], p);
+      last[s] = std::max(last[s], p);
     }
-    CHECK(blocks_seen == 21);
+    for (uint64_t p = 0; p < n; ++p) {
+      uint64_t open = 0;
+      for (uint64_t s = 0; s < 21; ++s) open += first[s] <= p && p <= last[s];
+      CHECK(open <= window);
+    }
     std::vector<uint64_t> again, next_epoch, other_seed;
     MakeEpochOrder(n, 9, 2, true, &again, shape);
     MakeEpochOrder(n, 9, 3, true, &next_epoch, shape);
@@ -86,16 +85,19 @@ TEST_CASE("shuffled by shards: windows of whole blocks, each block once, a funct
     CHECK(next_epoch != order);
     CHECK(other_seed != order);
   }
-  // Blocks are permuted, and within a window the samples are mixed.
+  // Within a window the samples are mixed.
   std::vector<uint64_t> order;
-  MakeEpochOrder(n, 9, 2, true, &order, ShuffleShape{block, 4});
-  std::vector<uint64_t> first_window(order.begin(), order.begin() + 4 * 50);
+  MakeEpochOrder(n, 9, 2, true, &order, ShuffleShape::ByShards(starts, 4));
+  std::vector<uint64_t> first_window(order.begin(), order.begin() + 100);
   CHECK_FALSE(std::is_sorted(first_window.begin(), first_window.end()));
-  // A block of at least the set, or 0, is the shuffle over the whole set.
-  std::vector<uint64_t> whole, big;
+  // One shard, or none, is the shuffle over the whole set; the digest tells blocks apart.
+  std::vector<uint64_t> whole, one;
   MakeEpochOrder(n, 9, 2, true, &whole);
-  MakeEpochOrder(n, 9, 2, true, &big, ShuffleShape{n, 4});
-  CHECK(whole == big);
+  MakeEpochOrder(n, 9, 2, true, &one, ShuffleShape::ByShards({0, n}, 4));
+  CHECK(whole == one);
+  CHECK(ShuffleShape::ByShards(starts, 4) != ShuffleShape::ByShards({0, 5, n}, 4));
+  CHECK(ShuffleShape::ByShards(starts, 4) == ShuffleShape::ByShards(starts, 4));
+  CHECK_FALSE(ShuffleShape().by_shards());
 }
 
 TEST_CASE("the 32-bit order is the plan's order") {

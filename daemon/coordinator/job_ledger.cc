@@ -35,8 +35,9 @@ Status CheckSameJob(const std::string& job, uint32_t rank, const JobParams& has,
     EMBER_RETURN_IF_ERROR(CheckField("dataset fingerprint", job, rank,
                                      FingerprintHex(has.fingerprint),
                                      FingerprintHex(asked.fingerprint)));
-  EMBER_RETURN_IF_ERROR(CheckField("shuffle block", job, rank, has.shuffle_shape.block,
-                                   asked.shuffle_shape.block));
+  EMBER_RETURN_IF_ERROR(CheckField("shuffle shards", job, rank,
+                                   has.shuffle_shape.by_shards() ? FingerprintHex(has.shuffle_shape.digest) : "none",
+                                   asked.shuffle_shape.by_shards() ? FingerprintHex(asked.shuffle_shape.digest) : "none"));
   EMBER_RETURN_IF_ERROR(CheckField<uint64_t>("shuffle window", job, rank,
                                              has.shuffle_shape.window,
                                              asked.shuffle_shape.window));
@@ -125,6 +126,10 @@ Status JobLedger::JoinOnly(const std::string& job, uint32_t rank, const JobParam
     if (observer_ != nullptr) observer_->JobCreated(job, params);
   }
   JobState& state = it->second;
+  // A job made by another node's rank, or replayed from the journal, knows its blocks by
+  // digest only: a rank of this node brings them (its dataset's, the same digest).
+  if (state.params.shuffle_shape.starts == nullptr && params.shuffle_shape.starts != nullptr)
+    state.params.shuffle_shape.starts = params.shuffle_shape.starts;
   if (rank >= state.params.world_size) {
     Status out_of_range = InvalidArgument(RankName(job, rank) +
                                           " is out of range for world_size " +
@@ -155,6 +160,9 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
     if (it == jobs_.end()) return Missing(job);
     const JobParams& p = it->second.params;
     key = {p.num_samples, p.seed, p.shuffle, p.shuffle_shape};
+    if (p.shuffle && p.shuffle_shape.by_shards() && p.shuffle_shape.starts == nullptr)
+      return FailedPrecondition(RankName(job, rank) + ": the job is shuffled by shards and "
+                                "no rank joined it here with its dataset's shards");
     lease = NextLocked(job, it->second, rank, epoch);
   }
   if (lease.ok()) lease->sample_ids = orders_.Ids(key, lease->epoch, lease->positions);

@@ -741,5 +741,26 @@ TEST_CASE("a rank resuming with what its node holds continues where the node sta
   CHECK(after.Resume("j", 0, {{0, 10, true}}).code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("a job shuffled by shards: leases follow the blocks; a rank that knows them brings them") {
+  JobLedger ledger;
+  JobParams p = Params(100, 5, 2);
+  p.shuffle_shape = ShuffleShape::ByShards({0, 10, 35, 50, 80, 100}, 2);
+  // Created by another node's rank: the wire carries the digest, not the blocks.
+  JobParams remote = p;
+  remote.shuffle_shape.starts = nullptr;
+  MustJoin(ledger, "j", 1, remote);
+  JobParams other = p;
+  other.shuffle_shape = ShuffleShape::ByShards({0, 50, 100}, 2);
+  const Status differs = ledger.Join("j", 0, other);
+  CHECK(differs.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(differs.message(), Catch::Contains("shuffle shards"));
+  MustJoin(ledger, "j", 0, p);  // this node's rank: its dataset's blocks
+  std::vector<uint64_t> order;
+  MakeEpochOrder(100, p.seed, 0, true, &order, p.shuffle_shape);
+  const BatchLease lease = MustNext(ledger, "j", 0, 0);
+  CHECK(lease.sample_ids ==
+        std::vector<uint64_t>(order.begin() + lease.positions.begin, order.begin() + lease.positions.end));
+}
+
 }  // namespace
 }  // namespace ember::daemon

@@ -146,7 +146,7 @@ void EncodeJob(uint64_t id, const std::string& job, const JobParams& p, std::str
   PutVarint(p.owner.uid, out);
   out->push_back(static_cast<char>((p.owner.team ? 1 : 0) | (p.owner.privileged ? 2 : 0)));
   // The shuffle's shape, after the owner: records written before it end before it.
-  PutVarint(p.shuffle_shape.block, out);
+  PutVarint(p.shuffle_shape.digest, out);  // the blocks come with the job's ranks
   PutVarint(p.shuffle_shape.window, out);
 }
 
@@ -173,7 +173,7 @@ Status DecodeJob(Decoder& in, uint64_t* id, std::string* job, JobParams* p) {
   p->owner.team = (flags & 1) != 0;
   p->owner.privileged = (flags & 2) != 0;
   if (in.AtEnd()) return Status::Ok();  // shuffled over the whole set
-  EMBER_RETURN_IF_ERROR(in.Varint("shuffle block", &p->shuffle_shape.block));
+  EMBER_RETURN_IF_ERROR(in.Varint("shuffle blocks digest", &p->shuffle_shape.digest));
   EMBER_RETURN_IF_ERROR(in.Uint32("shuffle window", &p->shuffle_shape.window));
   if (p->shuffle_shape.window == 0) return InvalidArgument("shuffle window: 0");
   return Status::Ok();

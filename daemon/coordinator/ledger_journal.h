@@ -19,8 +19,9 @@
 //   1 format    version (1). The first record of every file, and only there.
 //   2 job       id, name, dataset, num_samples, batch_size, world_size, seed,
 //               shuffle (one byte, 0 or 1), start_epoch, start_position, fingerprint,
-//               owner uid, owner flags, shuffle block, shuffle window (the last four
-//               absent in records of older versions).
+//               owner uid, owner flags, shuffle blocks' digest, shuffle window (the
+//               last four absent in records of older versions; the blocks themselves
+//               come with the ranks that join the replayed job).
 //               Creates the job (or replaces the one of that name) under the id, which
 //               the other records use for it.
 //   3 commit    id, rank, epoch, batch: the rank consumed the batch.

@@ -132,7 +132,7 @@ TEST_CASE("every kind of change round-trips through the journal") {
     JobParams b = Params(1000, 16, 3, 99);
     b.start_epoch = 3;
     b.start_position = 250;
-    b.shuffle_shape = {100, 3};  // shuffled by shards
+    b.shuffle_shape = ShuffleShape::ByShards({0, 100, 400, 1000}, 3);  // shuffled by shards
     const std::string b_name = "b\xff\xfe name \xc3\xbc";  // not UTF-8 throughout
     MustJoin(ledger, b_name, 2, b);
     ConsumeRest(ledger, b_name, 2, 3);
@@ -170,8 +170,8 @@ TEST_CASE("every kind of change round-trips through the journal") {
   b.start_position = 250;
   const Status over_set = ledger.Join("b\xff\xfe name \xc3\xbc", 0, b);
   CHECK(over_set.code() == StatusCode::kInvalidArgument);
-  CHECK(over_set.message().find("shuffle block") != std::string::npos);
-  b.shuffle_shape = {100, 3};
+  CHECK(over_set.message().find("shuffle shards") != std::string::npos);
+  b.shuffle_shape = ShuffleShape::ByShards({0, 100, 400, 1000}, 3);
   CHECK(ledger.Join("b\xff\xfe name \xc3\xbc", 0, b).ok());
 }
 

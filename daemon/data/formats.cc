@@ -7,6 +7,8 @@
 #include "daemon/data/image/packed_images.h"
 #include "daemon/data/mds/mds.h"
 #include "daemon/data/packed/packed_source.h"
+#include "daemon/data/parquet/parquet.h"
+#include "daemon/data/parquet/parquet_backend.h"
 #include "daemon/data/plugin/plugin_source.h"
 #include "daemon/data/tokens/tokens.h"
 #include "daemon/data/webdataset/webdataset.h"
@@ -51,7 +53,7 @@ constexpr Format kFormats[] = {
      }},
     {"mds",
      [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory memory) {
-       return ProbeMds(env, spec, deps.plugins, memory, deps.shards);
+       return ProbeMds(env, spec, deps.plugins, memory, deps.shards, deps.progress);
      },
      [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory memory) {
        return LoadMds(env, spec, deps.plugins, memory, deps.shards);
@@ -63,6 +65,18 @@ constexpr Format kFormats[] = {
      [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory) {
        return LoadPacked(env, spec, ImageCodec(deps.plugins));
      }},
+    {"parquet",  // Arrow's backend is loaded on first use (parquet_backend.h)
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps,
+        Memory memory) -> Result<DatasetInfo> {
+       EMBER_ASSIGN_OR_RETURN(const ParquetBackend* backend, LoadParquetBackend());
+       return ProbeParquet(*backend, env, spec, deps.plugins, memory, deps.shards,
+                           deps.progress);
+     },
+     [](Env& env, const DatasetSpec& spec, const FormatDeps& deps,
+        Memory memory) -> Result<std::unique_ptr<Source>> {
+       EMBER_ASSIGN_OR_RETURN(const ParquetBackend* backend, LoadParquetBackend());
+       return LoadParquet(*backend, env, spec, deps.plugins, memory, deps.shards);
+     }},
     {"tokens",
      [](Env& env, const DatasetSpec& spec, const FormatDeps&, Memory) {
        return ProbeTokens(env, spec);
@@ -72,7 +86,7 @@ constexpr Format kFormats[] = {
      }},
     {"webdataset",
      [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory memory) {
-       return ProbeWebDataset(env, spec, deps.plugins, memory, deps.shards);
+       return ProbeWebDataset(env, spec, deps.plugins, memory, deps.shards, deps.progress);
      },
      [](Env& env, const DatasetSpec& spec, const FormatDeps& deps, Memory memory) {
        return LoadWebDataset(env, spec, deps.plugins, memory, deps.shards);
@@ -122,9 +136,9 @@ Result<DatasetInfo> ProbeDataset(Env& env, const DatasetSpec& spec, const Format
     return UnknownFormat(deps.plugins, spec.format);
   }();
   if (!info.ok()) return info;
-  if (spec.shuffle == "shards" && info->shuffle_block == 0)
-    return InvalidArgument("shuffle: shards needs a format that reads shards (webdataset, mds); "
-                           "format '" + spec.format + "' has none");
+  if (spec.shuffle == "shards" && info->shard_starts.empty())
+    return InvalidArgument("shuffle: shards needs a format that reads shards (webdataset, mds, "
+                           "parquet); format '" + spec.format + "' has none");
   Result<uint64_t> fingerprint = DatasetFingerprint(env, *info);
   if (!fingerprint.ok()) return fingerprint.status().WithContext("fingerprint");
   info->fingerprint = *fingerprint;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "daemon/catalog/dataset.h"
+#include "daemon/catalog/indexing_progress.h"
 #include "common/caller_env.h"
 #include "common/env.h"
 #include "daemon/data/dataset_memory.h"
@@ -20,11 +21,14 @@ namespace ember::daemon {
 // What formats read with beyond a spec and its files: the plugins (format and transform;
 // null: none) and the node's shard cache, through which shards at http(s):// URLs are read
 // (null: such datasets are refused). Both must outlive the sources loaded with them.
+// `progress` (null: none) is what a probe at registration reports its indexing into
+// (formats with shards: webdataset, mds); it must outlive the probe.
 struct FormatDeps {
   FormatDeps(const PluginRegistry* plugins = nullptr, ShardCache* shards = nullptr)  // NOLINT
       : plugins(plugins), shards(shards) {}
   const PluginRegistry* plugins;
   ShardCache* shards;
+  IndexingProgress* progress = nullptr;
 };
 
 // kAlreadyExists naming the plugin if one of `plugins` claims a built-in format's name.

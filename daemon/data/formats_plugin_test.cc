@@ -36,7 +36,7 @@ TEST_CASE("formats from plugins probe and load; unknown ones list them") {
 
   spec.format = "wav";
   CHECK(ProbeDataset(*env, spec, registry).status().message() ==
-        "unknown format 'wav' (known: idx, imagefolder, mds, packed, tokens, webdataset, csv)");
+        "unknown format 'wav' (known: idx, imagefolder, mds, packed, parquet, tokens, webdataset, csv)");
   spec.format = "idx";
   CHECK(ProbeDataset(*env, spec, registry).status().code() != StatusCode::kOk);
 }

@@ -26,13 +26,26 @@ TEST_CASE("an unknown format is kInvalidArgument naming it and the known ones") 
   Result<DatasetInfo> probe = ProbeDataset(*env, spec);
   REQUIRE_FALSE(probe.ok());
   CHECK(probe.status().code() == StatusCode::kInvalidArgument);
-  CHECK(probe.status().message() == "unknown format 'csv' (known: idx, imagefolder, mds, packed, tokens, webdataset)");
+  CHECK(probe.status().message() == "unknown format 'csv' (known: idx, imagefolder, mds, packed, parquet, tokens, webdataset)");
   Result<std::unique_ptr<Source>> load = LoadDataset(*env, spec);
   REQUIRE_FALSE(load.ok());
   CHECK(load.status().ToString() == probe.status().ToString());
 
   spec.format = "IDX";
-  CHECK(ProbeDataset(*env, spec).status().message() == "unknown format 'IDX' (known: idx, imagefolder, mds, packed, tokens, webdataset)");
+  CHECK(ProbeDataset(*env, spec).status().message() == "unknown format 'IDX' (known: idx, imagefolder, mds, packed, parquet, tokens, webdataset)");
+}
+
+TEST_CASE("format parquet without its Arrow backend beside the program is refused saying so") {
+  // (emberd's is built into bazel-bin/daemon/data/parquet; this test runs from
+  // bazel-bin/daemon/data, where no emberd looks for it.)
+  auto env = NewPosixEnv();
+  DatasetSpec spec{"d", "parquet", "/nowhere/x.parquet", "train"};
+  Result<DatasetInfo> probe = ProbeDataset(*env, spec);
+  CHECK(probe.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(probe.status().message(),
+             Catch::StartsWith("format parquet needs Arrow C++: its backend, "
+                               "libember_parquet_arrow.so, is not beside this program ("));
+  CHECK(LoadDataset(*env, spec).status().code() == StatusCode::kFailedPrecondition);
 }
 
 TEST_CASE("format idx probes and loads through the registry") {

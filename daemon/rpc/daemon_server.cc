@@ -194,6 +194,28 @@ kj::Promise<void> DaemonServer::joinJob(JoinJobContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> DaemonServer::registrationProgress(RegistrationProgressContext context) {
+  ToRpc(ValueOrThrow(session_->GetRegistrationProgress(ToStd(context.getParams().getDataset()))),
+        context.getResults().initProgress());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DaemonServer::datasetDetails(DatasetDetailsContext context) {
+  ToRpc(ValueOrThrow(session_->DescribeDataset(ToStd(context.getParams().getDataset()))),
+        context.getResults().initDetails());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DaemonServer::shardCache(ShardCacheContext context) {
+  ToRpc(ValueOrThrow(session_->GetShardCache()), context.getResults().initCache());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DaemonServer::clearShardCache(ClearShardCacheContext context) {
+  ToRpc(ValueOrThrow(session_->ClearShardCache()), context.getResults().initCleared());
+  return kj::READY_NOW;
+}
+
 JobServer::~JobServer() { session_->LeaveJob(&membership_); }
 
 kj::Promise<void> JobServer::kvSet(KvSetContext context) {

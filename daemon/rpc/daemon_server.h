@@ -46,6 +46,10 @@ class DaemonServer final : public rpc::Daemon::Server {
   kj::Promise<void> openStream(OpenStreamContext context) override;
   kj::Promise<void> status(StatusContext context) override;
   kj::Promise<void> joinJob(JoinJobContext context) override;
+  kj::Promise<void> registrationProgress(RegistrationProgressContext context) override;
+  kj::Promise<void> datasetDetails(DatasetDetailsContext context) override;
+  kj::Promise<void> shardCache(ShardCacheContext context) override;
+  kj::Promise<void> clearShardCache(ClearShardCacheContext context) override;
 
  private:
   std::shared_ptr<Session> session_;

@@ -97,7 +97,8 @@ TEST_CASE("closing a stream whose remote coordinator does not answer returns at 
 
   std::unique_ptr<Env> env = NewPosixEnv();
   auto source = std::make_shared<FakeSource>(64, /*parallel=*/false);
-  auto probe = [info = source->info()](const DatasetSpec& spec, const DatasetOwner&) {
+  auto probe = [info = source->info()](const DatasetSpec& spec, const DatasetOwner&,
+                                       IndexingProgress*) {
     DatasetInfo probed = info;
     probed.spec = spec;
     return Result<DatasetInfo>(probed);

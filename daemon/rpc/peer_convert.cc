@@ -15,7 +15,7 @@ void ToRpc(const JobParams& p, rpc::JobParams::Builder b) {
   b.setOwnerUid(p.owner.uid);
   b.setOwnerTeam(p.owner.team);
   b.setOwnerPrivileged(p.owner.privileged);
-  b.setShuffleBlock(p.shuffle_shape.block);
+  b.setShuffleDigest(p.shuffle_shape.digest);
   b.setShuffleWindow(p.shuffle_shape.window);
 }
 
@@ -33,7 +33,7 @@ JobParams FromRpc(rpc::JobParams::Reader r) {
   p.owner.uid = r.getOwnerUid();
   p.owner.team = r.getOwnerTeam();
   p.owner.privileged = r.getOwnerPrivileged();
-  p.shuffle_shape.block = r.getShuffleBlock();
+  p.shuffle_shape.digest = r.getShuffleDigest();
   p.shuffle_shape.window = r.getShuffleWindow();
   return p;
 }

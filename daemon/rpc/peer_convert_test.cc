@@ -22,7 +22,7 @@ auto Fields(const JobParams& p) {
                start_position, fingerprint, owner, shuffle_shape] = p;
   return std::tie(dataset, num_samples, batch_size, world_size, seed, shuffle, start_epoch,
                   start_position, fingerprint, owner.uid, owner.team, owner.privileged,
-                  shuffle_shape.block, shuffle_shape.window);
+                  shuffle_shape.digest, shuffle_shape.window);
 }
 auto Fields(const PositionRange& r) {
   const auto& [begin, end] = r;
@@ -85,7 +85,8 @@ JobParams FilledParams() {
   p.owner.uid = 108;
   p.owner.team = true;
   p.owner.privileged = true;
-  p.shuffle_shape = {250, 3};
+  p.shuffle_shape.digest = 250;
+  p.shuffle_shape.window = 3;
   return p;
 }
 

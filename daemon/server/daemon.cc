@@ -260,12 +260,16 @@ Status Daemon::Parts::OpenState() {
   EMBER_ASSIGN_OR_RETURN(
       catalog_, Catalog::Open(env_, config_.state_dir,
                               [env = env_, deps, memory = &dataset_memory_](
-                                  const DatasetSpec& spec,
-                                  const DatasetOwner& owner) -> Result<DatasetInfo> {
+                                  const DatasetSpec& spec, const DatasetOwner& owner,
+                                  IndexingProgress* progress) -> Result<DatasetInfo> {
                                 EMBER_RETURN_IF_ERROR(MayUseS3Credentials(spec, owner.principal));
                                 auto charge = memory->For(owner.principal);
-                                return ProbeDatasetAs(env, spec, owner.reads_as, deps,
-                                                      charge.get());
+                                FormatDeps probing = deps;
+                                probing.progress = progress;
+                                Result<DatasetInfo> info = ProbeDatasetAs(
+                                    env, spec, owner.reads_as, probing, charge.get());
+                                if (info.ok()) info->index_bytes = charge->bytes();
+                                return info;
                               }));
   EMBER_RETURN_IF_ERROR(PrepareSocketPath(*env_, config_.socket_path));
   if (config_.tls == PeerTlsMode::kOn) {
@@ -342,6 +346,7 @@ Status Daemon::Parts::StartService() {
   deps.ledger = &ledger_;
   deps.kv = &kv_;
   deps.segments = segments_.get();
+  deps.shards = shards_.get();
   deps.blocking = blocking_.get();
   deps.version = kVersion;
   deps.pid = static_cast<uint32_t>(getpid());
@@ -526,6 +531,11 @@ void Daemon::Parts::Shutdown(const std::string& why) {
   if (!synced.ok()) spdlog::error("flushing the job journal: {}", synced.message());
   if (peers_) unlink((config_.state_dir + "/peer.port").c_str());
   if (metrics_) unlink((config_.state_dir + "/metrics.port").c_str());
+  if (const ShardCacheStats c = shards_->stats(); c.misses + c.range_reads > 0)
+    spdlog::info("shard cache: {} hits, {} shards fetched ({} bytes), {} ranges read ({} bytes), "
+                 "{} evicted; {} shards ({} bytes) kept in {}",
+                 c.hits, c.misses, c.fetched_bytes, c.range_reads, c.range_bytes, c.evictions,
+                 c.entries, c.bytes, shards_->dir());
   spdlog::info("emberd stopped");
 }
 

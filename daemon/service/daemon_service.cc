@@ -10,6 +10,7 @@
 #include "daemon/access/name_scope.h"
 #include "daemon/coordinator/job_name.h"
 #include "daemon/metrics/process_stats.h"
+#include "daemon/service/dataset_details.h"
 
 namespace ember::daemon {
 namespace {
@@ -181,7 +182,8 @@ DaemonService::DaemonService(ServiceDeps deps)
     : deps_(std::move(deps)),
       start_micros_(deps_.env->NowMicros()),
       incarnation_((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}() ^
-                   start_micros_) {}
+                   start_micros_),
+      registrations_(std::make_shared<Registrations>(deps_.env)) {}
 
 uint64_t JobMembership::incarnation() const { return service_.incarnation(); }
 
@@ -217,10 +219,52 @@ void DaemonService::AddDataset(DatasetSpec spec, DatasetOwner owner,
   spec.name = DatasetKey(owner.principal, spec.name, spec.shared);
   Catalog* catalog = deps_.catalog;
   const size_t max_owned = deps_.user_limits.datasets;
+  // Followed from now (queued for the pool included) until the catalog answers.
+  std::shared_ptr<Registrations::Registration> followed =
+      registrations_->Begin(owner.principal, spec.name);
   boost::asio::post(*deps_.blocking, [catalog, spec = std::move(spec), owner = std::move(owner),
-                                      max_owned, done = std::move(done)] {
-    done(catalog->Add(spec, owner, max_owned));
+                                      max_owned, followed = std::move(followed),
+                                      done = std::move(done)]() mutable {
+    Result<DatasetInfo> added =
+        catalog->Add(spec, owner, max_owned, followed ? followed->progress() : nullptr);
+    followed.reset();
+    done(std::move(added));
   });
+}
+
+Result<::ember::RegistrationProgress> DaemonService::RegistrationProgressOf(
+    const Principal& caller, const std::string& dataset) const {
+  return registrations_->Find(caller, dataset);
+}
+
+Result<::ember::DatasetDetails> DaemonService::DescribeDataset(const Principal& caller,
+                                                               const std::string& dataset) const {
+  EMBER_ASSIGN_OR_RETURN(DatasetInfo info, FindDataset(caller, dataset));
+  std::vector<ShardCache::EntryInfo> cached;
+  if (deps_.shards != nullptr) cached = deps_.shards->Entries();
+  return DetailsOf(info, cached);
+}
+
+Result<::ember::ShardCacheStatus> DaemonService::GetShardCache(const Principal& caller) const {
+  if (deps_.shards == nullptr) return FailedPrecondition("this emberd has no shard cache");
+  // Stats first: a listing taken after them holds at least what they count as held.
+  const ShardCacheStats stats = deps_.shards->stats();
+  return CacheStatusOf(stats, deps_.shards->limit(), deps_.shards->Entries(),
+                       ListDatasets(caller), caller.privileged);
+}
+
+Result<::ember::ShardCacheCleared> DaemonService::ClearShardCache(const Principal& caller) {
+  if (!caller.privileged)
+    return PermissionDenied("the shard cache is the node's, shared by every user's datasets: "
+                            "only root and emberd's own user may clear it, not " +
+                            Describe(caller));
+  if (deps_.shards == nullptr) return FailedPrecondition("this emberd has no shard cache");
+  const ShardCache::Cleared cleared = deps_.shards->Clear();
+  ::ember::ShardCacheCleared out;
+  out.entries = cleared.entries;
+  out.bytes = cleared.bytes;
+  out.in_use = cleared.in_use;
+  return out;
 }
 
 std::vector<DatasetInfo> DaemonService::ListDatasets(const Principal& caller) const {

@@ -16,7 +16,8 @@
 //
 // Thread-safety: NOT thread-safe. Every method, and JobMembership's and Wait's, runs on the
 // daemon's event-loop thread (the key-value store is single-threaded). AddDataset and
-// RemoveDataset do their file work on the blocking pool and call `done` there.
+// RemoveDataset do their file work on the blocking pool and call `done` there; work they
+// posted must end before the service is destroyed.
 #ifndef EMBER_DAEMON_SERVICE_DAEMON_SERVICE_H_
 #define EMBER_DAEMON_SERVICE_DAEMON_SERVICE_H_
 
@@ -37,6 +38,8 @@
 #include "daemon/coordinator/job_ledger.h"
 #include "daemon/coordinator/kv_store.h"
 #include "daemon/coordinator/shared_segments.h"
+#include "daemon/data/remote/shard_cache.h"
+#include "daemon/service/registrations.h"
 #include "daemon/stream/stream_manager.h"
 #include "ember/daemon_status.h"
 #include "ember/status.h"
@@ -53,6 +56,7 @@ struct ServiceDeps {
   JobLedger* ledger = nullptr;
   KvStore* kv = nullptr;
   SharedSegments* segments = nullptr;
+  ShardCache* shards = nullptr;  // the node's shard cache; null: none (its calls fail)
   boost::asio::thread_pool* blocking = nullptr;  // runs the calls that read files
   std::string version;
   uint32_t pid = 0;  // reported by Status
@@ -190,6 +194,23 @@ class DaemonService {
   void RemoveDataset(const Principal& caller, std::string dataset,
                      std::function<void(Status)> done);
 
+  // How far `caller`'s registration of `dataset` (an AddDataset not done yet) has got:
+  // see Registrations::Find (only the registering uid sees it; kNotFound otherwise).
+  Result<::ember::RegistrationProgress> RegistrationProgressOf(
+      const Principal& caller, const std::string& dataset) const;
+  // FindDataset's dataset with its source, shards, index memory and what the shard cache
+  // holds of it (dataset_details.h); FindDataset's errors.
+  Result<::ember::DatasetDetails> DescribeDataset(const Principal& caller,
+                                                  const std::string& dataset) const;
+
+  // The node's shard cache as `caller` may see it (CacheStatusOf): the entries of the
+  // datasets it may read (every entry for a privileged caller), keyed as ListDatasets'.
+  // kFailedPrecondition if the daemon has no cache.
+  Result<::ember::ShardCacheStatus> GetShardCache(const Principal& caller) const;
+  // Removes the cache entries no reader holds (ShardCache::Clear). The cache is the
+  // node's: kPermissionDenied unless `caller` is privileged (root, emberd's own uid).
+  Result<::ember::ShardCacheCleared> ClearShardCache(const Principal& caller);
+
   // Starts a stream as params.owner (see StreamManager::Open; errors name the job and
   // rank). It runs until CloseStream; Session does that for a connection.
   // kPermissionDenied if the job belongs to a principal params.owner may not access.
@@ -234,6 +255,9 @@ class DaemonService {
   const ServiceDeps deps_;
   const uint64_t start_micros_;
   const uint64_t incarnation_;
+  // Registrations in progress (AddDataset); their records end on the blocking pool (and
+  // keep the table alive until they do).
+  std::shared_ptr<Registrations> registrations_;
   std::map<std::string, Members> members_;  // by job: its live memberships
   std::map<uid_t, uint32_t> connections_;   // of non-privileged uids
 };

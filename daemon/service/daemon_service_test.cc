@@ -1,9 +1,12 @@
 // DaemonService without RPC: datasets, key-value waits and their timeouts, barriers, job
-// membership lifetime, shared-memory segments and status.
+// membership lifetime, shared-memory segments and status; registrations' progress, a
+// dataset's details and the shard cache's calls.
 #include "daemon/service/daemon_service.h"
 
+#include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
 
+#include <future>
 #include <optional>
 #include <string>
 #include <thread>
@@ -303,6 +306,52 @@ TEST_CASE("one uid holds at most user_limits jobs, connections and datasets") {
         "dataset '~1001/a2': uid 1001 already has 1 datasets, the most one user may register "
         "(user_limits.datasets)");
   CHECK(f.AddDataset(f.TokensSpec("r1")).ok());  // root's
+}
+
+TEST_CASE("a registration's progress is its owner's from the call to the catalog's answer") {
+  ServiceFixture f("registration_progress");
+  DaemonService& service = f.service();
+  const Principal alice = ServiceFixture::User(1001), bob = ServiceFixture::User(1002);
+  // The pool's one thread is busy: the registration waits in its queue, followed already.
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  boost::asio::post(f.blocking(), [opened] { opened.wait(); });
+  std::promise<Result<DatasetInfo>> added;
+  service.AddDataset(f.TokensSpec("toks"), DatasetOwner{alice, {}},
+                     [&](Result<DatasetInfo> info) { added.set_value(std::move(info)); });
+  Result<RegistrationProgress> waiting = service.RegistrationProgressOf(alice, "toks");
+  REQUIRE(waiting.ok());
+  CHECK(waiting->dataset == "toks");
+  CHECK(waiting->shards_total == 0);  // tokens: no shards
+  CHECK(service.RegistrationProgressOf(bob, "toks").status().code() == StatusCode::kNotFound);
+  CHECK(service.RegistrationProgressOf(ServiceFixture::Root(), "toks").status().code() ==
+        StatusCode::kNotFound);
+  gate.set_value();
+  REQUIRE(added.get_future().get().ok());
+  CHECK(service.RegistrationProgressOf(alice, "toks").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("a dataset's details: its source, shards and memory; no cache, no cache calls") {
+  ServiceFixture f("details");
+  DaemonService& service = f.service();
+  const Principal alice = ServiceFixture::User(1001), bob = ServiceFixture::User(1002);
+  REQUIRE(f.AddDataset(f.TokensSpec("toks"), DatasetOwner{alice, {}}).ok());
+  Result<DatasetDetails> details = service.DescribeDataset(alice, "toks");
+  REQUIRE(details.ok());
+  CHECK(details->source == f.TokensSpec("toks").path);
+  CHECK(details->info.count == ServiceFixture::kTokensSamples);
+  CHECK(details->shards == 0);
+  CHECK_FALSE(details->remote);
+  // Another user's unshared dataset is not there for Bob, as with inspect.
+  CHECK(service.DescribeDataset(bob, "toks").status().code() == StatusCode::kNotFound);
+
+  // The cache is the node's: a user may not clear it (this service has none at all).
+  Result<ShardCacheCleared> cleared = service.ClearShardCache(alice);
+  CHECK(cleared.status().code() == StatusCode::kPermissionDenied);
+  CHECK(cleared.status().message().find("uid 1001") != std::string::npos);
+  CHECK(service.ClearShardCache(ServiceFixture::Root()).status().code() ==
+        StatusCode::kFailedPrecondition);
+  CHECK(service.GetShardCache(alice).status().code() == StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -24,8 +24,11 @@ ServiceFixture::ServiceFixture(const std::string& name, UserLimits user_limits)
                                                   tokens.size() * sizeof(uint16_t)));
   Env* env = env_.get();
   auto catalog = Catalog::Open(env, dir_ + "/state",
-                               [env](const DatasetSpec& spec, const DatasetOwner& owner) {
-                                 return ProbeDatasetAs(env, spec, owner.reads_as);
+                               [env](const DatasetSpec& spec, const DatasetOwner& owner,
+                                     IndexingProgress* progress) {
+                                 FormatDeps deps;
+                                 deps.progress = progress;
+                                 return ProbeDatasetAs(env, spec, owner.reads_as, deps);
                                });
   REQUIRE(catalog.ok());
   catalog_ = std::move(*catalog);

@@ -4,6 +4,7 @@
 
 #include "daemon/access/name_scope.h"
 #include "daemon/coordinator/job_name.h"
+#include "daemon/service/dataset_details.h"
 
 namespace ember::daemon {
 
@@ -25,9 +26,10 @@ Status Session::Admit() {
 
 namespace {
 
-// `info` as `caller` names it.
+// `info` as `caller` names it, its path without credentials.
 DatasetInfo Shown(const Principal& caller, DatasetInfo info) {
   info.spec.name = CallerName(caller, info.spec.name);
+  info.spec.path = ShownPath(info.spec.path);
   return info;
 }
 
@@ -64,8 +66,10 @@ void Session::RemoveDataset(std::string dataset, std::function<void(Status)> don
 
 DaemonStatus Session::GetStatus() const {
   DaemonStatus status = service_.GetStatus(principal_);
-  for (auto& dataset : status.datasets)
+  for (auto& dataset : status.datasets) {
     dataset.spec.name = CallerName(principal_, dataset.spec.name);
+    dataset.spec.path = ShownPath(dataset.spec.path);
+  }
   for (JobStatus& job : status.jobs) {
     job.job = CallerName(principal_, job.job);
     job.dataset = CallerName(principal_, job.dataset);
@@ -77,6 +81,27 @@ DaemonStatus Session::GetStatus() const {
   for (PendingSegmentStatus& segment : status.pending_segments)
     segment.job = CallerName(principal_, segment.job);
   return status;
+}
+
+Result<RegistrationProgress> Session::GetRegistrationProgress(const std::string& dataset) const {
+  return service_.RegistrationProgressOf(principal_, dataset);
+}
+
+Result<DatasetDetails> Session::DescribeDataset(const std::string& dataset) const {
+  EMBER_ASSIGN_OR_RETURN(DatasetDetails details, service_.DescribeDataset(principal_, dataset));
+  details.info.spec.name = CallerName(principal_, details.info.spec.name);
+  return details;
+}
+
+Result<ShardCacheStatus> Session::GetShardCache() const {
+  EMBER_ASSIGN_OR_RETURN(ShardCacheStatus cache, service_.GetShardCache(principal_));
+  for (ShardCacheEntry& entry : cache.listed)
+    if (!entry.dataset.empty()) entry.dataset = CallerName(principal_, entry.dataset);
+  return cache;
+}
+
+Result<ShardCacheCleared> Session::ClearShardCache() {
+  return service_.ClearShardCache(principal_);
 }
 
 Result<std::string> Session::JobKey(const std::string& job) const {

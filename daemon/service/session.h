@@ -39,12 +39,17 @@ class Session {
 
   // The service's dataset calls, as this session's principal (files read with the
   // peer's credentials unless it is privileged). GetStatus names the session's jobs as
-  // the session does.
+  // the session does. What they return shows datasets by the caller's names and their
+  // paths as ShownPath does (URLs without credentials).
   void AddDataset(DatasetSpec spec, std::function<void(Result<DatasetInfo>)> done);
   std::vector<DatasetInfo> ListDatasets() const;
   Result<DatasetInfo> InspectDataset(const std::string& dataset) const;
   void RemoveDataset(std::string dataset, std::function<void(Status)> done);
   DaemonStatus GetStatus() const;
+  Result<RegistrationProgress> GetRegistrationProgress(const std::string& dataset) const;
+  Result<DatasetDetails> DescribeDataset(const std::string& dataset) const;
+  Result<ShardCacheStatus> GetShardCache() const;
+  Result<ShardCacheCleared> ClearShardCache();
 
   // A stream of this session's job params.job (see JoinJob), owned by this session until
   // CloseStream or the session's end (see DaemonService::OpenStream for the errors).

@@ -25,7 +25,7 @@ uint64_t RowBytes(const std::vector<TensorSpec>& tensors) {
 // How the dataset's jobs shuffle: by shards when it was registered so.
 ShuffleShape ShuffleShapeOf(const DatasetInfo& info) {
   if (info.spec.shuffle != "shards") return {};
-  return {info.shuffle_block, info.spec.shuffle_window};
+  return ShuffleShape::ByShards(info.shard_starts, info.spec.shuffle_window);
 }
 
 }  // namespace

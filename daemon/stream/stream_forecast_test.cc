@@ -23,7 +23,7 @@ ForecastPlan Plan() {
   plan.world_size = 3;
   plan.rank = 1;
   plan.seed = 5;
-  plan.shuffle_shape = ShuffleShape{10, 2};
+  plan.shuffle_shape = ShuffleShape::ByShards({0, 10, 25, 30, 60, 61, 103}, 2);
   return plan;
 }
 

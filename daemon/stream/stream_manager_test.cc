@@ -28,7 +28,8 @@ constexpr milliseconds kBlockLimit{5000};
 // `source`.
 struct Harness {
   explicit Harness(const std::string& name) {
-    auto probe = [info = source->info()](const DatasetSpec& spec, const DatasetOwner&) {
+    auto probe = [info = source->info()](const DatasetSpec& spec, const DatasetOwner&,
+                                         IndexingProgress*) {
       DatasetInfo probed = info;
       probed.spec = spec;
       return Result<DatasetInfo>(probed);

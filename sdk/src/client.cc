@@ -437,6 +437,36 @@ Result<DaemonStatus> Client::GetStatus() {
   });
 }
 
+Result<RegistrationProgress> Client::GetRegistrationProgress(const std::string& name) {
+  return impl()->Call<Result<RegistrationProgress>>([&](RpcState& s) {
+    auto req = s.daemon.registrationProgressRequest();
+    req.setDataset(name);
+    return Catch(req.send().then([](auto r) { return FromRpc(r.getProgress()); }));
+  });
+}
+
+Result<DatasetDetails> Client::DescribeDataset(const std::string& name) {
+  return impl()->Call<Result<DatasetDetails>>([&](RpcState& s) {
+    auto req = s.daemon.datasetDetailsRequest();
+    req.setDataset(name);
+    return Catch(req.send().then([](auto r) { return FromRpc(r.getDetails()); }));
+  });
+}
+
+Result<ShardCacheStatus> Client::GetShardCache() {
+  return impl()->Call<Result<ShardCacheStatus>>([&](RpcState& s) {
+    return Catch(
+        s.daemon.shardCacheRequest().send().then([](auto r) { return FromRpc(r.getCache()); }));
+  });
+}
+
+Result<ShardCacheCleared> Client::ClearShardCache() {
+  return impl()->Call<Result<ShardCacheCleared>>([&](RpcState& s) {
+    return Catch(s.daemon.clearShardCacheRequest().send().then(
+        [](auto r) { return FromRpc(r.getCleared()); }));
+  });
+}
+
 namespace {
 
 struct OpenedStream {

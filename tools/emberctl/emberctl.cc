@@ -18,6 +18,8 @@
 #include "ember/client.h"
 #include "pack/imagefolder_pack.h"
 #include "pack/pack_command.h"
+#include "tools/emberctl/cache_command.h"
+#include "tools/emberctl/dataset_command.h"
 #include "tools/emberctl/jobs_command.h"
 #include "tools/emberctl/top_command.h"
 
@@ -36,16 +38,19 @@ std::string Shape(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-void PrintDataset(const ember::DatasetInfo& d, bool verbose) {
+// With `details` (dataset inspect), its source, shards, memory, shuffle and cache too.
+void PrintDataset(const ember::DatasetInfo& d, bool verbose,
+                  const ember::DatasetDetails* details = nullptr) {
   std::printf("%-24s %-6s %-6s %10" PRIu64 " samples  %s\n", d.spec.name.c_str(),
               d.spec.format.c_str(), d.spec.split.c_str(), d.count, d.spec.path.c_str());
   if (!verbose) return;
   if (d.owner_uid != 0xffffffffu)
     std::printf("  owner  uid %u%s\n", d.owner_uid, d.spec.shared ? " (shared with all users)" : "");
+  if (details != nullptr) std::fputs(ember::emberctl::RenderDetails(*details).c_str(), stdout);
   for (const auto& t : d.tensors)
     std::printf("  tensor %-8s %-8s %s per sample\n", t.name.c_str(), t.dtype.c_str(),
                 Shape(t.shape).c_str());
-  if (d.spec.shuffle == "shards")
+  if (d.spec.shuffle == "shards" && details == nullptr)
     std::printf("  shuffle by shards, %u at a time\n", d.spec.shuffle_window);
   if (!d.spec.pipeline.empty()) std::printf("  pipeline (on error: %s)\n%s", d.spec.on_error.c_str(), d.spec.pipeline.c_str());
   for (const auto& f : d.files) std::printf("  file   %s\n", f.c_str());
@@ -174,12 +179,22 @@ int main(int argc, char** argv) {
                       "shards whose samples are mixed together with --shuffle shards")
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
+  bool add_quiet = false;
+  add_cmd->add_flag("--quiet", add_quiet,
+                    "no progress (shards indexed, bytes, rate, time left) while it registers");
   auto* ls_cmd = dataset_cmd->add_subcommand("ls", "list registered datasets");
   std::string name;
-  auto* inspect_cmd = dataset_cmd->add_subcommand("inspect", "count, shapes and dtypes");
+  auto* inspect_cmd = dataset_cmd->add_subcommand(
+      "inspect", "count, shapes and dtypes, source, shards, index memory, shuffle, cache");
   inspect_cmd->add_option("name", name, "dataset name")->required();
   auto* rm_cmd = dataset_cmd->add_subcommand("rm", "unregister a dataset (files are kept)");
   rm_cmd->add_option("name", name, "dataset name")->required();
+
+  auto* cache_cmd = app.add_subcommand(
+      "cache", "the node's shard cache: totals, hits, and your datasets' entries");
+  cache_cmd->require_subcommand(0, 1);
+  auto* cache_clear_cmd = cache_cmd->add_subcommand(
+      "clear", "remove every entry no reader holds (root and emberd's user only)");
 
   // Packing writes files here, in this process; it needs no daemon.
   ember::pack::PackCommand pack;
@@ -236,7 +251,11 @@ int main(int argc, char** argv) {
       char cwd[4096];
       if (getcwd(cwd, sizeof(cwd)) != nullptr) spec.path = std::string(cwd) + "/" + spec.path;
     }
-    auto info = c.AddDataset(spec);
+    // Progress on stderr (beside the messages), redrawn in place on a terminal.
+    ember::emberctl::ProgressOptions progress;
+    progress.terminal = isatty(fileno(stderr)) == 1;
+    progress.quiet = add_quiet;
+    auto info = ember::emberctl::AddWithProgress(c, spec, progress, stderr);
     if (!info.ok()) {
       std::string what = "dataset add " + spec.name;
       if (!pipeline_file.empty()) what += " (pipeline " + pipeline_file + ")";
@@ -253,9 +272,28 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*inspect_cmd) {
+    auto details = c.DescribeDataset(name);
+    if (details.ok()) {
+      PrintDataset(details->info, true, &*details);
+      return 0;
+    }
+    if (details.status().code() != ember::StatusCode::kInternal)  // else: an older emberd
+      return Fail("dataset inspect " + name, details.status());
     auto info = c.InspectDataset(name);
     if (!info.ok()) return Fail("dataset inspect " + name, info.status());
     PrintDataset(*info, true);
+    return 0;
+  }
+  if (*cache_clear_cmd) {
+    auto cleared = c.ClearShardCache();
+    if (!cleared.ok()) return Fail("cache clear", cleared.status());
+    std::fputs(ember::emberctl::RenderCleared(*cleared).c_str(), stdout);
+    return 0;
+  }
+  if (*cache_cmd) {
+    auto cache = c.GetShardCache();
+    if (!cache.ok()) return Fail("cache", cache.status());
+    std::fputs(ember::emberctl::RenderCache(*cache).c_str(), stdout);
     return 0;
   }
   if (*rm_cmd) {

@@ -1,7 +1,9 @@
 // What emberd reports and the SDK returns, one definition for both sides: datasets
-// (DatasetSpec, TensorInfo, DatasetInfo) and the daemon's state (DaemonStatus with its
-// JobStatus, RankProgress, StreamStatus, PendingSegmentStatus). Plain std values, copied
-// freely; std and ember headers only, so the public SDK header ember/client.h includes it.
+// (DatasetSpec, TensorInfo, DatasetInfo, DatasetDetails, RegistrationProgress), the
+// daemon's state (DaemonStatus with its JobStatus, RankProgress, StreamStatus,
+// PendingSegmentStatus) and the node's shard cache (ShardCacheStatus, ShardCacheEntry,
+// ShardCacheCleared). Plain std values, copied freely; std and ember headers only, so the
+// public SDK header ember/client.h includes it.
 //
 // Each struct has one Cap'n Proto counterpart in schemas/ember.capnp and one converter
 // pair (common/daemon_status_rpc.h); a field added here goes into the schema and the
@@ -134,6 +136,68 @@ struct DaemonStatus {
   std::vector<PendingSegmentStatus> pending_segments;  // waiting for ranks
   uint64_t open_fds = 0;        // the daemon's; 0: unknown (/proc unreadable)
   uint64_t resident_bytes = 0;  // the daemon's resident memory; 0: unknown
+};
+
+// How far a registration in progress (Client::AddDataset) has got, for the user who
+// registers it (emberctl dataset add's progress). Formats with shards (webdataset, mds)
+// report shards and bytes as they index them; the others none.
+struct RegistrationProgress {
+  std::string dataset;
+  uint64_t shards_done = 0;    // indexed so far
+  uint64_t shards_total = 0;   // 0: not listed yet, or a format without shards
+  uint64_t bytes_done = 0;     // the sizes of the shards indexed so far
+  double elapsed_seconds = 0;  // since the daemon took the registration
+};
+
+// A dataset as `emberctl dataset inspect` shows it: its DatasetInfo and what it costs the
+// node.
+struct DatasetDetails {
+  DatasetInfo info;
+  // Where it was registered from: info.spec.path, a URL without user, password or query.
+  std::string source;
+  uint64_t shards = 0;       // formats with shards; 0: none (or registered before counting)
+  uint64_t index_bytes = 0;  // what its format holds in emberd's memory (its index), charged
+                             // to its owner's dataset_memory; 0: nothing, or not known
+  bool remote = false;       // its shards are read through the node's shard cache
+  uint64_t shards_cached = 0;  // remote: its shards in the cache now
+  uint64_t bytes_cached = 0;   // and their bytes
+};
+
+// A shard in the node's cache.
+struct ShardCacheEntry {
+  std::string url;      // without user, password or query
+  std::string dataset;  // a dataset of the caller's (or shared) that reads it; empty: none
+  uint64_t bytes = 0;
+  bool in_use = false;  // a reader holds it: neither evicted nor cleared now
+};
+
+// At most this many entries are listed in a ShardCacheStatus (the others are counted).
+inline constexpr uint32_t kMaxCacheEntriesListed = 10000;
+
+// The node's shard cache (emberctl cache). The totals and counters are the node's; the
+// entries only those of datasets the caller may read (all of them for root and emberd's
+// own user), by URL.
+struct ShardCacheStatus {
+  uint64_t limit_bytes = 0;  // cache_limit
+  uint64_t bytes = 0;        // held now
+  uint64_t entries = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;         // downloads started
+  uint64_t fetched_bytes = 0;  // bytes downloaded
+  uint64_t evictions = 0;
+  uint64_t damaged = 0;        // entries found damaged and removed
+  uint64_t range_reads = 0;    // reads by range GET, around the cache
+  uint64_t range_bytes = 0;
+  std::vector<ShardCacheEntry> listed;
+  uint64_t entries_unlisted = 0;  // entries not listed (another user's, or past the limit)
+  uint64_t bytes_unlisted = 0;
+};
+
+// What clearing the shard cache did.
+struct ShardCacheCleared {
+  uint64_t entries = 0;  // removed
+  uint64_t bytes = 0;    // freed
+  uint64_t in_use = 0;   // kept: a reader holds them
 };
 
 }  // namespace ember

@@ -335,7 +335,8 @@ std::vector<uint64_t> ShardFirsts(const Index& index) {
 }
 
 Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins,
-                         DatasetMemory::Charge* memory, ShardCache* cache, bool keep) {
+                         DatasetMemory::Charge* memory, ShardCache* cache, bool keep,
+                         IndexingProgress* progress = nullptr) {
   Index index;
   auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
@@ -373,6 +374,12 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
     return InvalidArgument(NameOf(roots.front().index) + ": shards: none listed");
   index.fields = FieldsOf(index.columns);
   EMBER_RETURN_IF_ERROR(CheckTensors(index));
+  if (progress != nullptr) {
+    uint64_t with_samples = 0;
+    for (const auto& [parsed, root] : indexes)
+      for (const MdsShardInfo& info : parsed.shards) with_samples += info.samples != 0;
+    progress->SetShards(with_samples);
+  }
   size_t shards = 0;
   for (const auto& [parsed, root] : indexes) {
     shards += parsed.shards.size();
@@ -388,6 +395,7 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
       shard.file_bytes = info.file().bytes;
       const std::string where = NameOf(root->index) + " shards[" + std::to_string(i) + "]";
       EMBER_RETURN_IF_ERROR(IndexShard(env, cache, info, where, shard, index, memory, keep));
+      if (progress != nullptr) progress->ShardIndexed(shard.file_bytes);
       index.info.count += info.samples;
       index.info.files.push_back(shard.name);
       index.shards.push_back(std::move(shard));
@@ -399,7 +407,8 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
   }
   DatasetInfo& info = index.info;
   info.spec = spec;
-  if (spec.shuffle == "shards") info.shuffle_block = MedianShardSamples(ShardFirsts(index));
+  info.shards = index.shards.size();
+  if (spec.shuffle == "shards") info.shard_starts = ShardFirsts(index);
   for (const Field& field : index.fields) {
     switch (field.kind) {
       case Kind::kImage:
@@ -617,9 +626,10 @@ class MdsSource : public Source {
 }  // namespace
 
 Result<DatasetInfo> ProbeMds(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins,
-                             DatasetMemory::Charge* memory, ShardCache* cache) {
-  EMBER_ASSIGN_OR_RETURN(Index index,
-                         BuildIndex(env, spec, plugins, memory, cache, /*keep=*/false));
+                             DatasetMemory::Charge* memory, ShardCache* cache,
+                             IndexingProgress* progress) {
+  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, cache,
+                                                 /*keep=*/false, progress));
   return std::move(index.info);
 }
 

@@ -62,6 +62,7 @@
 
 #include "common/env.h"
 #include "daemon/catalog/dataset.h"
+#include "daemon/catalog/indexing_progress.h"
 #include "daemon/data/dataset_memory.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/remote/shard_cache.h"
@@ -74,17 +75,20 @@ namespace ember::daemon {
 // directory, index.json or shard; kInvalidArgument for a bad index.json, pipeline or set of
 // columns, or no samples; kDataLoss for a shard whose size, hashes, header or compressed
 // data is wrong; kFailedPrecondition for a URL without `cache`. `memory` (may be null) is
-// charged with the index and the decompressed shards before they are made.
+// charged with the index and the decompressed shards before they are made. `progress`
+// (may be null) is told the shards with samples once listed and each once indexed
+// (info().shards counts them).
 Result<DatasetInfo> ProbeMds(Env& env, const DatasetSpec& spec,
                              const PluginRegistry* plugins = nullptr,
                              DatasetMemory::Charge* memory = nullptr,
-                             ShardCache* cache = nullptr);
+                             ShardCache* cache = nullptr,
+                             IndexingProgress* progress = nullptr);
 
 // As ProbeMds, and the Source: local shards mapped (Env::MapReadOnly, no descriptor held),
 // compressed ones decompressed in memory, remote ones through `cache`; ParallelDecode()
 // when it decodes images; Prefetch() asks the kernel for local samples' bytes and the
 // cache for remote shards (these and what Follow()ed readers read next); with
-// spec.shuffle "shards", info().shuffle_block is the median shard's sample count.
+// spec.shuffle "shards", info().shard_starts are the shards' first sample ids.
 // Thread-safe; `cache` must outlive it.
 Result<std::unique_ptr<Source>> LoadMds(Env& env, const DatasetSpec& spec,
                                         const PluginRegistry* plugins = nullptr,

@@ -147,13 +147,13 @@ TEST_CASE("a set Mosaic's MDSWriter wrote reads back, uncompressed and zstd-comp
   const uint64_t ids[] = {0, 4, 99};
   plain->Prefetch(ids, 3);
   compressed->Prefetch(ids, 3);
-  // Shuffled by shards: blocks of the median shard's samples (shards of 3 and 2).
-  CHECK(info->shuffle_block == 0);
+  // Shuffled by shards: the blocks are the shards (of 3 and 2 samples).
+  CHECK(info->shard_starts.empty());
   DatasetSpec by_shards = Spec(raw);
   by_shards.shuffle = "shards";
   auto blocks = ProbeMds(*env, by_shards);
   REQUIRE(blocks.ok());
-  CHECK(blocks->shuffle_block == 3);
+  CHECK(blocks->shard_starts == std::vector<uint64_t>{0, 3, 5});
   // index.json itself names the set as well.
   auto by_index = ProbeMds(*env, Spec(zstd + "/index.json"));
   REQUIRE(by_index.ok());

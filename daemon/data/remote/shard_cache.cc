@@ -1,5 +1,6 @@
 #include "daemon/data/remote/shard_cache.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <future>
@@ -451,6 +452,36 @@ ShardCacheStats ShardCache::stats() const {
   stats.bytes = bytes_;
   stats.entries = entries_.size();
   return stats;
+}
+
+std::vector<ShardCache::EntryInfo> ShardCache::Entries() const {
+  std::vector<EntryInfo> out;
+  {
+    MutexLock lock(&mu_);
+    out.reserve(entries_.size());
+    for (const auto& [key, entry] : entries_)
+      out.push_back(EntryInfo{entry.url, entry.size, entry.mapped.use_count() > 1});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.url < b.url; });
+  return out;
+}
+
+ShardCache::Cleared ShardCache::Clear() {
+  Cleared cleared;
+  MutexLock lock(&mu_);
+  std::vector<std::string> victims;
+  for (const auto& [key, entry] : entries_) {
+    if (entry.mapped.use_count() > 1) {
+      ++cleared.in_use;
+      continue;
+    }
+    victims.push_back(key);
+    ++cleared.entries;
+    cleared.bytes += entry.size;
+  }
+  for (const std::string& key : victims) Remove(key);
+  return cleared;
 }
 
 }  // namespace ember::daemon

@@ -183,6 +183,24 @@ class ShardCache {
   };
   std::map<std::string, NoteEntry> notes_ GUARDED_BY(mu_);  // by key
   uint64_t note_bytes_ GUARDED_BY(mu_) = 0;
+
+  // What the cache holds, and clearing it (emberctl cache).
+ public:
+  struct EntryInfo {
+    std::string url;      // as fetched: may hold credentials (RedactUrl before showing it)
+    uint64_t size = 0;
+    bool in_use = false;  // a reader holds it: neither evicted nor cleared now
+  };
+  // The complete entries (not downloads under way), by URL.
+  std::vector<EntryInfo> Entries() const;
+
+  struct Cleared {
+    uint64_t entries = 0;  // removed
+    uint64_t bytes = 0;    // freed
+    uint64_t in_use = 0;   // entries kept because a reader holds them
+  };
+  // Removes every entry no reader holds (downloads under way and notes stay).
+  Cleared Clear();
 };
 
 }  // namespace ember::daemon

@@ -232,5 +232,48 @@ TEST_CASE("the cache survives a restart; a damaged entry is fetched again; lefto
   CHECK(cache->stats().misses == 1);
 }
 
+TEST_CASE("Entries lists what the cache holds and which a reader holds; Clear keeps those") {
+  auto env = NewPosixEnv();
+  NginxServer nginx(WriteShards("clear-www"));
+  const std::string dir = FreshTestDir("clear-cache");
+  auto cache = MustOpen(*env, dir, 10 * kShardBytes);
+  CHECK(cache->Entries().empty());
+  for (const char* shard : {"/d/c.tar", "/d/a.tar"}) REQUIRE(cache->Get(nginx.Url(shard)).ok());
+  auto held = cache->Get(nginx.Url("/d/b.tar"));  // a reader holds b
+  REQUIRE(held.ok());
+
+  const std::vector<ShardCache::EntryInfo> entries = cache->Entries();
+  REQUIRE(entries.size() == 3);  // by URL
+  CHECK(entries[0].url == nginx.Url("/d/a.tar"));
+  CHECK(entries[1].url == nginx.Url("/d/b.tar"));
+  CHECK(entries[2].url == nginx.Url("/d/c.tar"));
+  for (const auto& entry : entries) CHECK(entry.size == kShardBytes);
+  CHECK_FALSE(entries[0].in_use);
+  CHECK(entries[1].in_use);
+  CHECK_FALSE(entries[2].in_use);
+
+  const ShardCache::Cleared cleared = cache->Clear();
+  CHECK(cleared.entries == 2);
+  CHECK(cleared.bytes == 2 * kShardBytes);
+  CHECK(cleared.in_use == 1);
+  CHECK(cache->stats().entries == 1);
+  CHECK(cache->stats().bytes == kShardBytes);
+  CHECK(cache->Contains(nginx.Url("/d/b.tar")));
+  CHECK_FALSE(cache->Contains(nginx.Url("/d/a.tar")));
+  CHECK(Bytes(*held) == ShardBytes('b'));  // the reader's bytes are untouched
+  // The files went too: a restart finds only b.
+  held->reset();
+  cache.reset();
+  auto reopened = MustOpen(*env, dir, 10 * kShardBytes);
+  REQUIRE(reopened->Entries().size() == 1);
+  CHECK(reopened->Entries()[0].url == nginx.Url("/d/b.tar"));
+
+  // Nothing held: everything goes; a cleared shard is fetched again when read.
+  CHECK(reopened->Clear().entries == 1);
+  CHECK(reopened->Entries().empty());
+  REQUIRE(reopened->Get(nginx.Url("/d/a.tar")).ok());
+  CHECK(reopened->stats().misses == 1);
+}
+
 }  // namespace
 }  // namespace ember::daemon

@@ -4,14 +4,6 @@
 
 namespace ember::daemon {
 
-uint64_t MedianShardSamples(const std::vector<uint64_t>& first) {
-  if (first.size() < 2) return 0;
-  std::vector<uint64_t> counts;
-  for (size_t s = 0; s + 1 < first.size(); ++s) counts.push_back(first[s + 1] - first[s]);
-  std::nth_element(counts.begin(), counts.begin() + counts.size() / 2, counts.end());
-  return std::max<uint64_t>(counts[counts.size() / 2], 1);
-}
-
 ShardReads::ShardReads(ShardSet shards, ShardCache* cache)
     : shards_(std::move(shards)), cache_(cache) {
   if (cache_ == nullptr) return;
@@ -53,10 +45,12 @@ std::optional<uint64_t> ShardReads::NextUse(const std::string& url) {
   return soonest;
 }
 
-void ShardReads::PrefetchShard(uint32_t shard, std::vector<bool>& asked) {
-  if (!shards_.remote[shard] || asked[shard]) return;
+bool ShardReads::PrefetchShard(uint32_t shard, std::vector<bool>& asked) {
+  if (!shards_.remote[shard] || asked[shard]) return false;
   asked[shard] = true;
+  if (cache_->Contains(shards_.urls[shard])) return false;
   cache_->Prefetch(shards_.urls[shard], shards_.sizes[shard]);
+  return true;
 }
 
 void ShardReads::Prefetch(const uint64_t* ids, size_t count) {
@@ -77,10 +71,18 @@ void ShardReads::Prefetch(const uint64_t* ids, size_t count) {
       due.push_back(std::move(forecast));
     }
   }
+  // Of each reader's next batches, the first kMissingAhead shards not in the cache: a
+  // shard fetched long before its use would push out one the next epoch reads sooner
+  // than it would have been pushed out, and be fetched again (Belady's count holds for
+  // fetches made when they are due; these come a few shards early, to hide latency).
   const uint32_t steps = cache_->prefetch_steps();
-  for (const auto& forecast : due)
-    for (uint64_t id : forecast->Upcoming(steps))
-      if (id < shards_.first.back()) PrefetchShard(ShardOf(id), asked);
+  for (const auto& forecast : due) {
+    size_t missing = 0;
+    for (uint64_t id : forecast->Upcoming(steps)) {
+      if (id >= shards_.first.back()) continue;
+      if (PrefetchShard(ShardOf(id), asked) && ++missing == kMissingAhead) break;
+    }
+  }
 }
 
 }  // namespace ember::daemon

@@ -4,8 +4,9 @@
 // the cache. It
 //   - answers the cache's NextUse for its shards' URLs: the soonest batch in which any of
 //     its readers (streams, ReadForecast) reads a sample of the shard (Belady's rule);
-//   - prefetches, for each batch a reader starts, the shards its next
-//     cache.prefetch_steps() batches read, nearest first (and the batch's own shards).
+//   - prefetches, for each batch a reader starts, the batch's own shards and the first
+//     kMissingAhead shards not in the cache that its next cache.prefetch_steps()
+//     batches read, nearest first.
 // Thread-safe. The cache must outlive it.
 #ifndef EMBER_DAEMON_DATA_REMOTE_SHARD_READS_H_
 #define EMBER_DAEMON_DATA_REMOTE_SHARD_READS_H_
@@ -30,10 +31,6 @@ struct ShardSet {
   std::vector<bool> remote;          // read through the cache (else local)
 };
 
-// The samples per shard for a shuffle by shards (DatasetInfo::shuffle_block): the median
-// shard's count. `first` as ShardSet's; 0 for no shards.
-uint64_t MedianShardSamples(const std::vector<uint64_t>& first);
-
 class ShardReads {
  public:
   // `cache` may be null when no shard is remote (then this does nothing).
@@ -43,12 +40,16 @@ class ShardReads {
   // The batch of `ids` is about to be read: prefetch its shards and the readers' next.
   void Prefetch(const uint64_t* ids, size_t count);
 
+  // Shards not in the cache that a reader's next batches read, fetched ahead.
+  static constexpr size_t kMissingAhead = ShardCache::kFetchThreads;
+
   // The shard holding sample `id` (< first.back()).
   uint32_t ShardOf(uint64_t id) const;
 
  private:
   std::optional<uint64_t> NextUse(const std::string& url);
-  void PrefetchShard(uint32_t shard, std::vector<bool>& asked);
+  // Asks the cache for `shard` unless asked already or local; true if it was not cached.
+  bool PrefetchShard(uint32_t shard, std::vector<bool>& asked);
 
   const ShardSet shards_;
   ShardCache* const cache_;

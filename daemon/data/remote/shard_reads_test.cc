@@ -68,12 +68,6 @@ struct Fixture {
   ShardSet set;
 };
 
-TEST_CASE("a shuffle by shards uses the median shard's count") {
-  CHECK(MedianShardSamples({0, 10, 20, 30, 33}) == 10);
-  CHECK(MedianShardSamples({0, 7}) == 7);
-  CHECK(MedianShardSamples({0}) == 0);
-}
-
 TEST_CASE("readers' next batches are prefetched; the cache evicts the shard read last") {
   Fixture f("shard-reads", 3 * kShardBytes);
   ShardReads reads(f.set, f.cache.get());

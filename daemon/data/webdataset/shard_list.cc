@@ -77,7 +77,8 @@ Result<std::vector<std::string>> Alternatives(const std::string& pattern, const 
 }
 
 // The S3 objects `path` (s3://...) names, as internal URLs (see ListShards).
-Result<std::vector<std::string>> ListS3Shards(const std::string& path, const HttpFetcher* remote) {
+Result<std::vector<std::string>> ListS3Shards(const std::string& path, const HttpFetcher* remote,
+                                              const std::string& suffix) {
   if (remote == nullptr) {
     return FailedPrecondition(path + ": this emberd has no shard cache to read S3 objects through");
   }
@@ -97,7 +98,7 @@ Result<std::vector<std::string>> ListS3Shards(const std::string& path, const Htt
     EMBER_ASSIGN_OR_RETURN(S3Listing listing, ListS3(*remote, location, options));
     std::vector<std::string> keys;  // by key, bytewise (as S3 lists them)
     for (const S3Object& object : listing.objects)
-      if (EndsWith(object.key, ".tar")) keys.push_back(object.key);
+      if (EndsWith(object.key, suffix)) keys.push_back(object.key);
     std::sort(keys.begin(), keys.end());
     for (const std::string& key : keys) urls.push_back(S3ObjectUrl(*s3, S3Location{location.bucket, key}));
     if (urls.size() > kMaxShards) {
@@ -108,7 +109,7 @@ Result<std::vector<std::string>> ListS3Shards(const std::string& path, const Htt
       for (size_t i = 0; i < listing.prefixes.size() && i < 5; ++i)
         under += (i == 0 ? "" : ", ") + listing.prefixes[i];
       if (listing.prefixes.size() > 5) under += ", ...";
-      return NotFound(path + ": no .tar objects directly under this prefix (" +
+      return NotFound(path + ": no " + suffix + " objects directly under this prefix (" +
                       std::to_string(listing.objects.size()) + " others" +
                       (under.empty() ? "" : "; sub-prefixes " + under) + ")");
     }
@@ -161,16 +162,16 @@ bool IsRemoteShard(const std::string& path) {
 }
 
 Result<std::vector<std::string>> ListShards(Env& env, const std::string& path,
-                                            const HttpFetcher* remote) {
-  if (IsS3Path(path)) return ListS3Shards(path, remote);
+                                            const HttpFetcher* remote, const std::string& suffix) {
+  if (IsS3Path(path)) return ListS3Shards(path, remote, suffix);
   if (UsesS3Credentials(path) && path[2] == '+') {
     return InvalidArgument(RedactUrl(path) + ": s3+http(s):// is emberd's own form of S3 "
                            "objects; name them s3://BUCKET/KEY");
   }
   if (IsRemoteShard(path)) {
     if (path.back() == '/') {
-      return InvalidArgument(RedactUrl(path) + ": an HTTP(S) path names its shards (a .tar "
-                             "URL or a brace pattern); a directory cannot be listed over HTTP");
+      return InvalidArgument(RedactUrl(path) + ": an HTTP(S) path names its shards (a " + suffix +
+                             " URL or a brace pattern); a directory cannot be listed over HTTP");
     }
     return ExpandBraces(path);  // each is checked when it is fetched
   }
@@ -183,12 +184,12 @@ Result<std::vector<std::string>> ListShards(Env& env, const std::string& path,
     std::vector<std::string> shards;
     const std::string dir = EndsWith(path, "/") ? path : path + "/";
     for (const std::string& entry : entries) {
-      if (EndsWith(entry, ".tar") && !env.IsDirectory(dir + entry)) shards.push_back(dir + entry);
+      if (EndsWith(entry, suffix) && !env.IsDirectory(dir + entry)) shards.push_back(dir + entry);
       if (shards.size() > kMaxShards) {
         return InvalidArgument(path + ": more than " + std::to_string(kMaxShards) + " shards");
       }
     }
-    if (shards.empty()) return NotFound(path + ": no .tar shards in this directory");
+    if (shards.empty()) return NotFound(path + ": no " + suffix + " shards in this directory");
     return shards;
   }
   EMBER_ASSIGN_OR_RETURN(std::vector<std::string> shards, ExpandBraces(path));

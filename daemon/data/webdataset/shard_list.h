@@ -25,13 +25,14 @@ inline constexpr size_t kMaxShards = 100000;
 // kMaxShards names.
 Result<std::vector<std::string>> ExpandBraces(const std::string& pattern);
 
-// The shards of a dataset path: a directory's *.tar files (sorted by name; an empty
-// directory is kNotFound), a single file, or a brace pattern (ExpandBraces; each file must
-// exist: kNotFound naming the first missing one); or http(s):// URLs, one or a brace
+// The shards of a dataset path: a directory's *.tar files (*`suffix`: parquet lists its
+// .parquet files the same way; sorted by name; a directory without any is kNotFound), a
+// single file, or a brace pattern (ExpandBraces; each file must exist: kNotFound naming
+// the first missing one); or http(s):// URLs, one or a brace
 // pattern (not checked here: a missing one fails its fetch); or S3 objects:
 //   s3://BUCKET/KEY.tar, s3://BUCKET/shard-{000000..000009}.tar   objects (not checked
 //                                                                 here either)
-//   s3://BUCKET/PREFIX/, s3://BUCKET                              the .tar objects
+//   s3://BUCKET/PREFIX/, s3://BUCKET                              the .tar (suffix) objects
 //       directly under the prefix, as a directory's (ListObjectsV2 through `remote`; none
 //       is kNotFound naming the prefix and its sub-prefixes)
 // each as its internal URL, s3+http(s)://ENDPOINT/BUCKET/KEY (s3_config.h), at the
@@ -40,7 +41,8 @@ Result<std::vector<std::string>> ExpandBraces(const std::string& pattern);
 // internal form itself, are kInvalidArgument. Reads files through `env` (the caller's
 // rights).
 Result<std::vector<std::string>> ListShards(Env& env, const std::string& path,
-                                            const HttpFetcher* remote = nullptr);
+                                            const HttpFetcher* remote = nullptr,
+                                            const std::string& suffix = ".tar");
 
 // Whether a shard path is a URL the shard cache fetches: http(s)://, or an S3 object's
 // internal s3+http(s)://.

@@ -273,7 +273,8 @@ Status CheckTensors(const Index& index) {
 }
 
 Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry* plugins,
-                         DatasetMemory::Charge* memory, ShardCache* cache, bool keep_local) {
+                         DatasetMemory::Charge* memory, ShardCache* cache, bool keep_local,
+                         IndexingProgress* progress = nullptr) {
   Index index;
   auto pipeline = ImagePipeline::Parse(spec.pipeline, plugins);
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
@@ -281,8 +282,11 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
   EMBER_ASSIGN_OR_RETURN(index.shards,
                          ListShards(env, spec.path, cache != nullptr ? &cache->fetcher() : nullptr));
   index.local.resize(index.shards.size());
-  for (uint32_t shard = 0; shard < index.shards.size(); ++shard)
+  if (progress != nullptr) progress->SetShards(index.shards.size());
+  for (uint32_t shard = 0; shard < index.shards.size(); ++shard) {
     EMBER_RETURN_IF_ERROR(IndexShard(env, cache, shard, index, memory, keep_local));
+    if (progress != nullptr) progress->ShardIndexed(index.shard_sizes.back());
+  }
   if (index.info.count == 0) {
     return InvalidArgument(ShardName(spec.path) + ": no samples in its " + std::to_string(index.shards.size()) +
                            " shard(s) (a sample is the members sharing a key: KEY.jpg, KEY.cls, ...)");
@@ -291,7 +295,8 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
   index.shard_first.push_back(index.info.count);
   DatasetInfo& info = index.info;
   info.spec = spec;
-  if (spec.shuffle == "shards") info.shuffle_block = MedianShardSamples(index.shard_first);
+  info.shards = index.shards.size();
+  if (spec.shuffle == "shards") info.shard_starts = index.shard_first;
   for (const std::string& shard : index.shards) info.files.push_back(ShardName(shard));
   for (const Field& field : index.fields) {
     switch (field.kind) {
@@ -482,9 +487,10 @@ class WebDatasetSource : public Source {
 
 Result<DatasetInfo> ProbeWebDataset(Env& env, const DatasetSpec& spec,
                                     const PluginRegistry* plugins,
-                                    DatasetMemory::Charge* memory, ShardCache* cache) {
-  EMBER_ASSIGN_OR_RETURN(Index index,
-                         BuildIndex(env, spec, plugins, memory, cache, /*keep_local=*/false));
+                                    DatasetMemory::Charge* memory, ShardCache* cache,
+                                    IndexingProgress* progress) {
+  EMBER_ASSIGN_OR_RETURN(Index index, BuildIndex(env, spec, plugins, memory, cache,
+                                                 /*keep_local=*/false, progress));
   return std::move(index.info);
 }
 

@@ -39,6 +39,7 @@
 
 #include "common/env.h"
 #include "daemon/catalog/dataset.h"
+#include "daemon/catalog/indexing_progress.h"
 #include "daemon/data/dataset_memory.h"
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/remote/shard_cache.h"
@@ -51,11 +52,13 @@ namespace ember::daemon {
 // an empty directory; kDataLoss naming the shard for one that is not a plain tar
 // (tar_index.h); kInvalidArgument for a bad pattern or pipeline, or a set whose first
 // sample has nothing to serve. `memory` (may be null) is charged with the index, before
-// it grows (16 bytes per tensor per sample).
+// it grows (16 bytes per tensor per sample). `progress` (may be null) is told the shards
+// once listed and each shard once indexed (info().shards counts them).
 Result<DatasetInfo> ProbeWebDataset(Env& env, const DatasetSpec& spec,
                                     const PluginRegistry* plugins = nullptr,
                                     DatasetMemory::Charge* memory = nullptr,
-                                    ShardCache* cache = nullptr);
+                                    ShardCache* cache = nullptr,
+                                    IndexingProgress* progress = nullptr);
 
 // As ProbeWebDataset, and the Source: local shards mapped (Env::MapReadOnly, no
 // descriptor held), remote ones through `cache`; ParallelDecode() when it decodes images;

@@ -443,5 +443,18 @@ TEST_CASE("the index is charged to the owner's dataset memory before it grows") 
   CHECK(roomy.of(2001) > 6 * 3 * 16);
 }
 
+TEST_CASE("a probe reports its shards to the registration's progress as it indexes them") {
+  auto env = NewPosixEnv();
+  const std::string dir = WriteShards("progress");
+  IndexingProgress progress;
+  Result<DatasetInfo> info = ProbeWebDataset(*env, Spec(dir), nullptr, nullptr, nullptr, &progress);
+  REQUIRE(info.ok());
+  CHECK(info->shards == 2);
+  CHECK(progress.shards_total() == 2);
+  CHECK(progress.shards_done() == 2);
+  CHECK(progress.bytes_done() == std::filesystem::file_size(dir + "/shard-000000.tar") +
+                                     std::filesystem::file_size(dir + "/shard-000001.tar"));
+}
+
 }  // namespace
 }  // namespace ember::daemon

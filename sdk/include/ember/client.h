@@ -90,8 +90,22 @@ class Client {
   Result<std::vector<DatasetInfo>> ListDatasets();
   Result<DatasetInfo> InspectDataset(const std::string& name);
   Status RemoveDataset(const std::string& name);
+  // How far this user's registration of dataset `name` (an AddDataset running now, e.g. on
+  // another thread of this client) has got; kNotFound when none is in progress (not
+  // begun yet, or over).
+  Result<RegistrationProgress> GetRegistrationProgress(const std::string& name);
+  // InspectDataset's dataset with its source (credentials removed), shards, index memory
+  // and what the node's shard cache holds of it.
+  Result<DatasetDetails> DescribeDataset(const std::string& name);
 
   Result<DaemonStatus> GetStatus();
+
+  // The node's shard cache: its totals and counters, and the entries of the datasets this
+  // user may read (every entry for root and emberd's own user).
+  Result<ShardCacheStatus> GetShardCache();
+  // Removes the shard cache's entries no reader holds: kPermissionDenied unless this user
+  // is root or emberd's own (the cache is the node's).
+  Result<ShardCacheCleared> ClearShardCache();
 
   // Opens this rank's stream and maps its ring. The stream lives as long as the returned
   // reader (and at most as long as this client).

@@ -24,16 +24,21 @@ def detect_format(path: str) -> str:
     file, a directory of .tar shards or http(s):// or s3:// URLs of .tar shards are
     "webdataset" (an s3://BUCKET/PREFIX/ needs format="webdataset": the SDK lists nothing); an
     MDS index.json (a file or a URL), a directory holding one, or a directory whose
-    subdirectories hold one are "mds" (Mosaic Streaming); another file is "tokens"; a
+    subdirectories hold one are "mds" (Mosaic Streaming); a .parquet file, URL or brace
+    pattern, or a directory of .parquet files, is "parquet"; another file is "tokens"; a
     directory holding a `manifest` is "packed" (emberctl pack), one holding MNIST-style IDX
     files is "idx", any other directory is an "imagefolder"."""
     if "://" in path:
+        if path.endswith(".parquet"):
+            return "parquet"
         if "{" in path or path.endswith(".tar"):
             return "webdataset"
         if path.endswith("/index.json"):
             return "mds"
         raise InvalidArgument(f"{path}: cannot tell the format of a URL that names no .tar "
-                              f"shards nor an index.json; give format=")
+                              f"shards, .parquet files nor an index.json; give format=")
+    if path.endswith(".parquet") and ("{" in path or os.path.isfile(path)):
+        return "parquet"
     if "{" in path or (path.endswith(".tar") and os.path.isfile(path)):
         return "webdataset"
     if os.path.basename(path) == "index.json" and os.path.isfile(path):
@@ -51,6 +56,8 @@ def detect_format(path: str) -> str:
         return "idx"
     if any(name.endswith(".tar") for name in names):
         return "webdataset"
+    if any(name.endswith(".parquet") for name in names):
+        return "parquet"
     if any(os.path.isfile(os.path.join(path, name, "index.json")) for name in names):
         return "mds"
     return "imagefolder"

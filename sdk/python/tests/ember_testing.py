@@ -46,18 +46,19 @@ def write_synthetic_idx(directory: str, prefix: str, count: int, rows: int = 28,
 class Daemon:
     """A private emberd on <tmp>/emberd.sock (2 decode threads, 256 MiB of shared memory,
     `slots` ring slots), stopped and its directory removed by stop() / the with block.
-    `env`: variables set in its environment besides this process's (e.g. AWS_*)."""
+    `env`: variables set in its environment besides this process's (e.g. AWS_*).
+    `directory`: another daemon's (killed) directory, to start again on its state."""
 
     def __init__(self, slots: int = 4, extra_args: Optional[List[str]] = None,
-                 env: Optional[Dict[str, str]] = None) -> None:
-        self.dir = tempfile.mkdtemp(prefix="ember-py-", dir="/tmp")
+                 env: Optional[Dict[str, str]] = None, directory: Optional[str] = None) -> None:
+        self.dir = directory or tempfile.mkdtemp(prefix="ember-py-", dir="/tmp")
         self.socket = os.path.join(self.dir, "emberd.sock")
         self.log_path = os.path.join(self.dir, "emberd.log")
         argv = [runfile("daemon/emberd"), f"--socket={self.socket}",
                 f"--state-dir={self.dir}/state", "--decode-threads=2", "--shm-budget=256MiB",
                 f"--ring-slots={slots}", "--log-level=info"] + (extra_args or [])
         env = dict({k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}, **(env or {}))
-        with open(self.log_path, "wb") as log:
+        with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 20
         while True:

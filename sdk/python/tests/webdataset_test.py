@@ -196,6 +196,41 @@ class WebDatasetTest(unittest.TestCase):
             self.client.add_dataset("bad-window", url, format="webdataset", shuffle="shards",
                                     shuffle_window=0)
 
+    def test_a_killed_daemon_starts_again_with_its_shard_cache(self):
+        with et.Nginx(self.data) as nginx:
+            url = f"http://127.0.0.1:{nginx.port}/shards/part-{{000000..000002}}.tar"
+            first = et.Daemon(slots=4)
+            second = None
+            try:
+                first.client().add_dataset("wds-kill", url, format="webdataset",
+                                           pipeline=PIPELINE)
+                def epoch(daemon):
+                    loader = ember.Loader("wds-kill", 4, epochs=1, rank=0, world_size=1,
+                                          client=daemon.client(), shuffle=False,
+                                          sample_ids=True, job="wds-kill")
+                    return {i: b["image"][k].clone() for b in loader
+                            for k, i in enumerate(b["sample_id"].reshape(-1).tolist())}
+                before = epoch(first)
+                cache = os.path.join(first.dir, "state", "shard-cache")
+                def entries():
+                    return {n: os.stat(os.path.join(cache, n)).st_mtime_ns
+                            for n in os.listdir(cache) if n.endswith(".shard")}
+                cached = entries()
+                self.assertEqual(len(cached), 3)
+                first.process.kill()  # SIGKILL: no shutdown
+                first.process.wait()
+                second = et.Daemon(slots=4, directory=first.dir)
+                after = epoch(second)
+                self.assertEqual(sorted(after), list(range(COUNT)))
+                for i in range(COUNT):
+                    self.assertTrue(torch.equal(after[i], before[i]), f"sample {i}")
+                self.assertEqual(entries(), cached)  # kept, checked, not fetched again
+            finally:
+                if second is not None:
+                    second.stop()
+                else:
+                    first.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
