@@ -58,8 +58,10 @@ def wds_loader(args, rank, world):
 
     aug = transform()
 
-    def by_rank(urls):
-        return urls[rank::world]
+    def by_rank(shards):  # this rank's shards: every world-th
+        for i, shard in enumerate(shards):
+            if i % world == rank:
+                yield shard
 
     dataset = (wds.WebDataset(args.urls, shardshuffle=100, nodesplitter=by_rank,
                               workersplitter=wds.split_by_worker, empty_check=False)
