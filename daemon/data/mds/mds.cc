@@ -14,6 +14,7 @@
 #include "daemon/data/mds/mds_index.h"
 #include "daemon/data/mds/mds_shard.h"
 #include "daemon/data/remote/http_fetch.h"
+#include "daemon/data/webdataset/shard_list.h"
 #include "daemon/data/remote/shard_reads.h"
 #include "ember/ring_layout.h"
 
@@ -346,7 +347,19 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
                               ": this emberd has no shard cache for "
                               "remote datasets");
   }
-  EMBER_ASSIGN_OR_RETURN(std::vector<Root> roots, FindRoots(env, spec.path));
+  std::string path = spec.path;
+  if (path.rfind("s3://", 0) == 0) {
+    // The set's index.json as an S3 object's internal URL (its directory is the set's).
+    std::string index_path = path;
+    if (!EndsWith(index_path, std::string("/") + kIndexName)) {
+      while (!index_path.empty() && index_path.back() == '/') index_path.pop_back();
+      index_path += std::string("/") + kIndexName;
+    }
+    EMBER_ASSIGN_OR_RETURN(std::vector<std::string> urls,
+                           ListShards(env, index_path, &cache->fetcher(), ".json"));
+    path = urls.front();
+  }
+  EMBER_ASSIGN_OR_RETURN(std::vector<Root> roots, FindRoots(env, path));
   // index.json files first: what the fingerprint reads of a set is its first files.
   std::vector<std::pair<MdsIndex, const Root*>> indexes;
   for (const Root& root : roots) {

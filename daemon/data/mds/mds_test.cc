@@ -19,6 +19,7 @@
 #include "daemon/data/image/pipeline.h"
 #include "daemon/data/mds/mds_testing.h"
 #include "daemon/data/remote/nginx_testing.h"
+#include "daemon/data/remote/s3_testing.h"
 #include "daemon/data/remote/shard_cache.h"
 #include "daemon/data/source_testing.h"
 
@@ -470,6 +471,33 @@ TEST_CASE("a set at an http:// URL is read through the shard cache, equal to the
   CHECK_THAT(missing.status().message(), Catch::Contains(nginx.Url("/nothing/index.json")));
   auto no_cache = ProbeMds(*env, Spec(nginx.Url("/raw")));
   CHECK(no_cache.status().code() == StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("a set at s3:// is read through the shard cache, equal to the local one") {
+  auto env = NewPosixEnv();
+  CephS3Server server;
+  server.Put("sets", "daemon/data/mds/testdata/mosaic/raw", "photos");
+  FetchOptions options;
+  options.s3 = server.Config();
+  auto cache = ShardCache::Open(*env, FreshTestDir("s3-cache"), 1 << 20, HttpFetcher(options));
+  REQUIRE(cache.ok());
+  auto local = MustLoad(*env, Spec("daemon/data/mds/testdata/mosaic/raw"));
+  const std::string objects = "s3+" + server.endpoint() + "/sets/photos/";
+  for (const std::string path : {"s3://sets/photos", "s3://sets/photos/index.json"}) {
+    auto remote = MustLoad(*env, Spec(path), cache->get());
+    CHECK(remote->info().files ==
+          std::vector<std::string>{objects + "index.json", objects + "shard.00000.mds",
+                                   objects + "shard.00001.mds"});
+    for (uint64_t id : {0, 4, 1, 3, 2}) {
+      const Sample got = Read(*remote, id);
+      INFO(path << " sample " << id << ": " << got.status.ToString());
+      REQUIRE(got.status.ok());
+      CHECK(got.tensors == Read(*local, id).tensors);
+    }
+  }
+  auto missing = ProbeMds(*env, Spec("s3://sets/nothing/"), nullptr, nullptr, cache->get());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("'nothing/index.json'"));
 }
 
 }  // namespace

@@ -473,17 +473,7 @@ TEST_CASE(
   CephS3Server server;
   server.Put("data", root + "/images", "train");
   FetchOptions options;
-  auto config = LoadS3Config(*env, [&](const std::string& name) -> std::optional<std::string> {
-    const std::map<std::string, std::string> vars = {{"AWS_ENDPOINT_URL_S3", server.endpoint()},
-                                                     {"AWS_REGION", server.region()},
-                                                     {"AWS_ACCESS_KEY_ID", server.access_key()},
-                                                     {"AWS_SECRET_ACCESS_KEY", server.secret_key()},
-                                                     {"HOME", "/nonexistent"}};
-    const auto it = vars.find(name);
-    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
-  });
-  REQUIRE(config.ok());
-  options.s3 = std::make_shared<const S3Config>(*config);
+  options.s3 = server.Config();
   auto cache = ShardCache::Open(*env, FreshTestDir("s3-cache"), 1 << 20, HttpFetcher(options));
   REQUIRE(cache.ok());
   auto local = MustLoad(*env, Spec(root + "/images"));

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/env.h"
 #include "common/temp_dir_testing.h"
 
 extern char** environ;
@@ -245,6 +246,23 @@ S3Keys CephS3Server::NewUser(const std::string& name) {
   REQUIRE(!keys.access_key.empty());
   REQUIRE(!keys.secret_key.empty());
   return keys;
+}
+
+std::shared_ptr<const S3Config> CephS3Server::Config(bool with_keys) const {
+  std::map<std::string, std::string> vars = {{"AWS_ENDPOINT_URL_S3", endpoint_},
+                                             {"AWS_REGION", region_},
+                                             {"HOME", "/nonexistent"}};
+  if (with_keys) {
+    vars["AWS_ACCESS_KEY_ID"] = keys_.access_key;
+    vars["AWS_SECRET_ACCESS_KEY"] = keys_.secret_key;
+  }
+  auto env = NewPosixEnv();
+  auto config = LoadS3Config(*env, [&](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  });
+  REQUIRE(config.ok());
+  return std::make_shared<const S3Config>(*config);
 }
 
 }  // namespace ember::daemon

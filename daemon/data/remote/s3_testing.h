@@ -8,7 +8,10 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
+
+#include "daemon/data/remote/s3_config.h"
 
 namespace ember::daemon {
 
@@ -47,6 +50,10 @@ class CephS3Server {
 
   // Creates another S3 user, `name` (owning no buckets). Fails the running test on error.
   S3Keys NewUser(const std::string& name);
+
+  // This server's configuration as emberd would load it from AWS_* variables (with no
+  // ~/.aws files), with its user's keys or (`with_keys` false) none.
+  std::shared_ptr<const S3Config> Config(bool with_keys = true) const;
 
  private:
   std::string script_;

@@ -189,24 +189,6 @@ TEST_CASE("shards at http:// URLs are read through the shard cache, equal to the
   CHECK(gs.status().message() == "gs:// paths are not read (local paths, http(s):// and s3:// URLs are)");
 }
 
-// The S3 configuration of `server` as emberd would load it from AWS_* variables.
-std::shared_ptr<const S3Config> S3ConfigFor(const CephS3Server& server, bool with_keys = true) {
-  std::map<std::string, std::string> vars = {{"AWS_ENDPOINT_URL_S3", server.endpoint()},
-                                             {"AWS_REGION", server.region()},
-                                             {"HOME", "/nonexistent"}};
-  if (with_keys) {
-    vars["AWS_ACCESS_KEY_ID"] = server.access_key();
-    vars["AWS_SECRET_ACCESS_KEY"] = server.secret_key();
-  }
-  auto env = NewPosixEnv();
-  auto config = LoadS3Config(*env, [&](const std::string& name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
-  });
-  REQUIRE(config.ok());
-  return std::make_shared<const S3Config>(*config);
-}
-
 TEST_CASE("shards at s3:// URLs (a prefix, a pattern) are read through the shard cache, equal to the local ones") {
   auto env = NewPosixEnv();
   const std::string dir = WriteShards("s3");
@@ -214,7 +196,7 @@ TEST_CASE("shards at s3:// URLs (a prefix, a pattern) are read through the shard
   server.Put("data", dir, "train");
   const std::string objects = "s3+" + server.endpoint() + "/data/train/";
   FetchOptions options;
-  options.s3 = S3ConfigFor(server);
+  options.s3 = server.Config();
   uint64_t largest = 0;
   for (const char* name : {"/shard-000000.tar", "/shard-000001.tar"})
     largest = std::max<uint64_t>(largest, ReadTestFile(dir + name).size());
@@ -257,7 +239,7 @@ TEST_CASE("shards at s3:// URLs (a prefix, a pattern) are read through the shard
   CHECK(internal.status().code() == StatusCode::kInvalidArgument);
   CHECK(Contains(internal.status().message(), "s3+http(s):// is emberd's own form of S3 objects"));
 
-  options.s3 = S3ConfigFor(server, /*with_keys=*/false);
+  options.s3 = server.Config(/*with_keys=*/false);
   auto keyless = ShardCache::Open(*env, FreshTestDir("s3-keyless"), 1 << 20, HttpFetcher(options));
   REQUIRE(keyless.ok());
   auto refused = ProbeWebDataset(*env, Spec("s3://data/train/"), nullptr, nullptr, keyless->get());
