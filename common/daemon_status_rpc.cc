@@ -41,6 +41,7 @@ void ToRpc(const DatasetSpec& spec, rpc::DatasetSpec::Builder out) {
   out.setShared(spec.shared);
   out.setShuffle(spec.shuffle);
   out.setShuffleWindow(spec.shuffle_window);
+  out.setEndpoint(spec.endpoint);
 }
 
 DatasetSpec FromRpc(rpc::DatasetSpec::Reader in) {
@@ -54,6 +55,7 @@ DatasetSpec FromRpc(rpc::DatasetSpec::Reader in) {
   spec.shared = in.getShared();
   if (in.getShuffle().size() > 0) spec.shuffle = ToStd(in.getShuffle());
   spec.shuffle_window = in.getShuffleWindow();
+  spec.endpoint = ToStd(in.getEndpoint());
   return spec;
 }
 

@@ -17,8 +17,10 @@ namespace ember {
 // them, so a field added to a struct stops this test from compiling until it is listed
 // here, filled below and so compared after the round trip.
 auto Fields(const DatasetSpec& s) {
-  const auto& [name, format, path, split, pipeline, on_error, shared, shuffle, shuffle_window] = s;
-  return std::tie(name, format, path, split, pipeline, on_error, shared, shuffle, shuffle_window);
+  const auto& [name, format, path, split, pipeline, on_error, shuffle, shuffle_window, endpoint,
+               shared] = s;
+  return std::tie(name, format, path, split, pipeline, on_error, shuffle, shuffle_window, endpoint,
+                  shared);
 }
 auto Fields(const TensorInfo& t) {
   const auto& [name, dtype, shape] = t;
@@ -107,6 +109,7 @@ DatasetSpec FilledSpec() {
   s.shared = true;
   s.shuffle = "shards";
   s.shuffle_window = 3;
+  s.endpoint = "http://127.0.0.1:7480";
   return s;
 }
 

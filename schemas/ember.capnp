@@ -24,6 +24,8 @@ struct DatasetSpec {
   shared @6 :Bool;      # every user of the daemon may stream and inspect it (see Daemon)
   shuffle @7 :Text;     # "samples" (default when empty) or "shards" (formats with shards)
   shuffleWindow @8 :UInt32 = 8;   # shards shuffled together with shuffle "shards"
+  endpoint @9 :Text;    # s3:// paths: "http(s)://HOST[:PORT]" their objects are read from
+                        # (emberd's region and credentials); empty: emberd's endpoint
 }
 
 struct TensorSpec {

@@ -191,6 +191,12 @@ TEST_CASE("only root and emberd's own uid may register a dataset read with ember
                    "and emberd's user (uid " + std::to_string(geteuid()) + ") may register one "
                    "on this shared emberd, not uid 2002") != std::string::npos);
   }
+  // A dataset's own endpoint gets requests signed with them too.
+  DatasetSpec elsewhere = s3_spec("s3://data/train/");
+  elsewhere.endpoint = "http://127.0.0.1:1";
+  const std::string bob = RunAs(kBob, [&] { return Code(ConnectTo(socket)->AddDataset(elsewhere)); });
+  INFO(bob);
+  CHECK(bob.rfind("permission_denied: ", 0) == 0);
   // Root gets past the check (to this emberd's lack of credentials: its environment has none).
   const std::string root = RunAs(kRoot, [&] { return Code(ConnectTo(socket)->AddDataset(s3_spec("s3://data/train/"))); });
   INFO(root);

@@ -45,6 +45,8 @@ std::string Serialize(const std::map<std::string, DatasetInfo>& entries) {
       out << YAML::Key << "pipeline" << YAML::Value << YAML::Literal << info.spec.pipeline;
     out << YAML::Key << "on_error" << YAML::Value << info.spec.on_error;
     if (info.spec.shared) out << YAML::Key << "shared" << YAML::Value << true;
+    if (!info.spec.endpoint.empty())
+      out << YAML::Key << "endpoint" << YAML::Value << info.spec.endpoint;
     if (info.spec.shuffle != "samples") {
       out << YAML::Key << "shuffle" << YAML::Value << info.spec.shuffle;
       out << YAML::Key << "shuffle_window" << YAML::Value << info.spec.shuffle_window;
@@ -187,7 +189,8 @@ class Reader {
     // Optional keys (catalogs written before they existed lack them).
     for (auto [key, field] : {std::pair{"pipeline", &info.spec.pipeline},
                               std::pair{"on_error", &info.spec.on_error},
-                              std::pair{"shuffle", &info.spec.shuffle}}) {
+                              std::pair{"shuffle", &info.spec.shuffle},
+                              std::pair{"endpoint", &info.spec.endpoint}}) {
       if (!node[key]) continue;
       if (!node[key].IsScalar()) {
         return Corrupt(node[key], where, std::string("'") + key + "' is not a string");
@@ -196,6 +199,11 @@ class Reader {
     }
     Status on_error_ok = ValidateOnError(info.spec.on_error);
     if (!on_error_ok.ok()) return Corrupt(node, where, on_error_ok.message());
+    Status endpoint_ok = info.spec.endpoint.size() > kMaxEndpointBytes
+                             ? InvalidArgument("'endpoint' is over " +
+                                               std::to_string(kMaxEndpointBytes) + " bytes")
+                             : ValidateEndpoint(info.spec);
+    if (!endpoint_ok.ok()) return Corrupt(node, where, endpoint_ok.message());
     if (const YAML::Node window = node["shuffle_window"]) {
       EMBER_ASSIGN_OR_RETURN(uint64_t value, Unsigned(window, "'shuffle_window'", where));
       if (value > kMaxShuffleWindow)
@@ -399,6 +407,8 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
   if (!on_error_ok.ok()) return on_error_ok.WithContext(context);
   Status shuffle_ok = ValidateShuffle(spec);
   if (!shuffle_ok.ok()) return shuffle_ok.WithContext(context);
+  Status endpoint_ok = ValidateEndpoint(spec);
+  if (!endpoint_ok.ok()) return endpoint_ok.WithContext(context);
   {
     MutexLock lock(&mu_);
     if (entries_.count(spec.name) != 0) return AlreadyExists(context + " already exists");
@@ -413,6 +423,7 @@ Result<DatasetInfo> Catalog::Add(const DatasetSpec& spec, const DatasetOwner& ow
   info.spec.shared = spec.shared;
   info.spec.shuffle = spec.shuffle;
   info.spec.shuffle_window = spec.shuffle_window;
+  info.spec.endpoint = spec.endpoint;
   info.owner = owner;
 
   MutexLock lock(&mu_);

@@ -68,6 +68,7 @@ void CheckSameInfo(const DatasetInfo& a, const DatasetInfo& b) {
   CHECK(a.spec.on_error == b.spec.on_error);
   CHECK(a.spec.shuffle == b.spec.shuffle);
   CHECK(a.spec.shuffle_window == b.spec.shuffle_window);
+  CHECK(a.spec.endpoint == b.spec.endpoint);
   CHECK(a.shard_starts == b.shard_starts);
   CHECK(a.count == b.count);
   CHECK(a.files == b.files);
@@ -166,21 +167,26 @@ TEST_CASE("a daemon restart keeps the catalog") {
                   "skip"};
   odd.shuffle = "shards";
   odd.shuffle_window = 3;
+  DatasetSpec s3 = Spec("s3-set", "s3://data/train/");
+  s3.endpoint = "http://[::1]:7480";
   {
     auto catalog = MustOpen(env.get(), dir, prober);
     REQUIRE(catalog->Add(Spec("fmnist")).ok());
     REQUIRE(catalog->Add(odd).ok());
+    REQUIRE(catalog->Add(s3).ok());
     REQUIRE(catalog->Add(Spec("gone")).ok());
     REQUIRE(catalog->Remove("gone").ok());
   }
   CHECK(env->FileExists(dir + "/catalog.yaml"));
-  CHECK(*prober.calls == 3);
+  CHECK(*prober.calls == 4);
 
   auto reopened = MustOpen(env.get(), dir, prober);
-  CHECK(*prober.calls == 3);  // opening does not re-probe
-  CHECK(Names(*reopened) == std::vector<std::string>{"fmnist", "odd.name-1"});
+  CHECK(*prober.calls == 4);  // opening does not re-probe
+  CHECK(Names(*reopened) == std::vector<std::string>{"fmnist", "odd.name-1", "s3-set"});
   CheckSameInfo(*reopened->Get("fmnist"), InfoFor(Spec("fmnist")));
   CheckSameInfo(*reopened->Get("odd.name-1"), InfoFor(odd));
+  CheckSameInfo(*reopened->Get("s3-set"), InfoFor(s3));
+  CHECK(reopened->Get("fmnist")->spec.endpoint.empty());
   CHECK(reopened->Get("gone").status().code() == StatusCode::kNotFound);
 }
 
@@ -533,6 +539,65 @@ TEST_CASE("an unknown on_error policy is refused without probing") {
   spec.shuffle_window = 0;
   CHECK_THAT(catalog->Add(spec).status().message(), Catch::Contains("shuffle_window: 0 is not in 1..4096"));
   CHECK(*prober.calls == 0);
+}
+
+TEST_CASE("an endpoint is http(s)://HOST[:PORT] for an s3:// path, else refused without probing") {
+  auto env = NewPosixEnv();
+  std::string dir = FreshTestDir("endpoint");
+  FakeProber prober;
+  auto catalog = MustOpen(env.get(), dir, prober);
+  DatasetSpec spec = Spec("d", "s3://bucket/prefix/");
+  for (const std::string good : {"", "http://127.0.0.1:7480", "https://s3.example.com",
+                                 "https://minio.storage.svc:9000/", "http://[::1]:80",
+                                 "http://[fd00::1]", "http://host_1:65535"}) {
+    INFO(good);
+    spec.endpoint = good;
+    CHECK(ValidateEndpoint(spec).ok());
+  }
+  const std::pair<std::string, std::string> bad[] = {
+      {"s3.example.com", "endpoint: 's3.example.com' is not an http:// or https:// URL"},
+      {"ftp://host", "endpoint: 'ftp://host' is not an http:// or https:// URL"},
+      {"HTTP://host", "is not an http:// or https:// URL"},
+      {"http://", "endpoint: 'http://' names no host"},
+      {"http://:80", "names no host"},
+      {"http://host/bucket", "endpoint: 'http://host/bucket' has a path, query or fragment"},
+      {"http://host//", "has a path, query or fragment"},
+      {"http://host?x=1", "has a path, query or fragment"},
+      {"http://host#f", "has a path, query or fragment"},
+      {"http://ho st", "has a host of other than letters"},
+      {"http://host:", "has a port that is not in 1..65535"},
+      {"http://host:0", "has a port that is not in 1..65535"},
+      {"http://host:65536", "has a port that is not in 1..65535"},
+      {"http://host:80x", "has a port that is not in 1..65535"},
+      {"http://host:1:2", "has a port that is not in 1..65535"},
+      {"http://[::1", "has an unclosed or empty [address]"},
+      {"http://[::1]x", "has text after its [address]"},
+      {"http://[g::1]", "has an [address] that is not an IPv6 address"},
+      {"http://key:secret@host", "endpoint: 'http://...@host' holds a user name"},
+  };
+  for (const auto& [endpoint, message] : bad) {
+    INFO(endpoint);
+    spec.endpoint = endpoint;
+    const Result<DatasetInfo> added = catalog->Add(spec);
+    CHECK(added.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(added.status().message(), Catch::Contains(message) && Catch::Contains("dataset 'd'"));
+    CHECK(added.status().message().find("secret") == std::string::npos);
+  }
+  spec.endpoint = "http://host:1" + std::string(kMaxEndpointBytes, '0');
+  CHECK(catalog->Add(spec).status().message() == "dataset 'd': endpoint: " +
+                                                     std::to_string(spec.endpoint.size()) +
+                                                     " bytes, at most 256");
+  // Only s3:// paths have an endpoint.
+  for (const std::string path : {"/data/shards", "https://host/s-{0..3}.tar", "S3://bucket/a"}) {
+    INFO(path);
+    spec.path = path;
+    spec.endpoint = "http://127.0.0.1:7480";
+    const Status refused = catalog->Add(spec).status();
+    CHECK(refused.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(refused.message(), Catch::Contains("endpoint is for s3:// paths"));
+  }
+  CHECK(*prober.calls == 0);
+  CHECK(catalog->List().empty());
 }
 
 }  // namespace

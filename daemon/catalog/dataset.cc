@@ -1,5 +1,7 @@
 #include "daemon/catalog/dataset.h"
 
+#include <algorithm>
+#include <cctype>
 #include <utility>
 
 namespace ember::daemon {
@@ -40,12 +42,68 @@ Status ValidateShuffle(const DatasetSpec& spec) {
   return Status::Ok();
 }
 
+Status ValidateEndpoint(const DatasetSpec& spec) {
+  const std::string& endpoint = spec.endpoint;
+  if (endpoint.empty()) return Status::Ok();
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("endpoint: '" + endpoint + "' " + why +
+                           " (an S3 endpoint is http(s)://HOST[:PORT])");
+  };
+  const size_t scheme_end = endpoint.find("://");
+  const std::string scheme = endpoint.substr(0, scheme_end);
+  if (scheme_end == std::string::npos || (scheme != "http" && scheme != "https"))
+    return bad("is not an http:// or https:// URL");
+  std::string authority = endpoint.substr(scheme_end + 3);
+  if (const size_t at = authority.find('@'); at != std::string::npos) {
+    // Not quoted: what precedes '@' may be a password.
+    return InvalidArgument("endpoint: '" + scheme + "://...@" + authority.substr(at + 1) +
+                           "' holds a user name (S3 credentials stay emberd's own)");
+  }
+  if (!authority.empty() && authority.back() == '/') authority.pop_back();
+  if (authority.find_first_of("/?#") != std::string::npos)
+    return bad("has a path, query or fragment (buckets are addressed path-style under it)");
+  std::string host = authority, port;
+  if (!authority.empty() && authority[0] == '[') {
+    const size_t close = authority.find(']');
+    if (close == std::string::npos || close == 1) return bad("has an unclosed or empty [address]");
+    host = authority.substr(0, close + 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return bad("has text after its [address]");
+      port = authority.substr(close + 2);
+    }
+    for (char c : host.substr(1, host.size() - 2)) {
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.')
+        return bad("has an [address] that is not an IPv6 address");
+    }
+  } else {
+    const size_t colon = authority.find(':');
+    host = authority.substr(0, colon);
+    if (colon != std::string::npos) port = authority.substr(colon + 1);
+    if (host.empty()) return bad("names no host");
+    for (char c : host) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
+        return bad("has a host of other than letters, digits, '.', '-' and '_'");
+    }
+  }
+  if (authority.find(':', host.size()) != std::string::npos) {
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        std::all_of(port.begin(), port.end(),
+                                    [](unsigned char c) { return std::isdigit(c); });
+    if (!digits || std::stoul(port) == 0 || std::stoul(port) > 65535)
+      return bad("has a port that is not in 1..65535");
+  }
+  if (spec.path.rfind("s3://", 0) != 0)
+    return InvalidArgument("endpoint is for s3:// paths, not '" + Excerpt(spec.path) + "'");
+  return Status::Ok();
+}
+
 Status ValidateSpecSizes(const DatasetSpec& spec) {
   const std::pair<const char*, std::pair<const std::string*, size_t>> fields[] = {
       {"format", {&spec.format, kMaxFormatBytes}},
       {"path", {&spec.path, kMaxPathBytes}},
       {"split", {&spec.split, kMaxSplitBytes}},
       {"pipeline", {&spec.pipeline, kMaxPipelineBytes}},
+      {"endpoint", {&spec.endpoint, kMaxEndpointBytes}},
   };
   for (const auto& [field, value] : fields) {
     if (value.first->size() > value.second)
@@ -54,7 +112,8 @@ Status ValidateSpecSizes(const DatasetSpec& spec) {
   }
   // A C string ends at a NUL: the file opened would not be the path registered.
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"path", &spec.path},
-                                     {"format", &spec.format}, {"split", &spec.split}}) {
+                                     {"format", &spec.format}, {"split", &spec.split},
+                                     {"endpoint", &spec.endpoint}}) {
     const size_t nul = value->find('\0');
     if (nul != std::string::npos)
       return InvalidArgument(std::string(field) + ": a NUL byte at offset " +

@@ -35,15 +35,22 @@ Status ValidateOnError(const std::string& on_error);
 inline constexpr uint32_t kMaxShuffleWindow = 4096;
 Status ValidateShuffle(const DatasetSpec& spec);
 
+// kInvalidArgument naming the field and the value unless `spec.endpoint` is empty or
+// "http(s)://HOST[:PORT]" (lowercase scheme, a host name or [IPv6] address, a port in
+// 1..65535, at most a trailing '/': no path, query, fragment or user name), and for a
+// set endpoint unless the path is an s3:// URL ("endpoint is for s3:// paths").
+Status ValidateEndpoint(const DatasetSpec& spec);
+
 // The most bytes each text field of a DatasetSpec may hold (what a client sends is
 // bounded, and so are the errors that quote it).
 inline constexpr size_t kMaxFormatBytes = 64;
 inline constexpr size_t kMaxPathBytes = 4096;
 inline constexpr size_t kMaxSplitBytes = 64;
 inline constexpr size_t kMaxPipelineBytes = 64 * 1024;
+inline constexpr size_t kMaxEndpointBytes = 256;
 
 // kInvalidArgument naming the first field over its limit ("pipeline: 70000 bytes, at most
-// 65536") or the first of path, format and split holding a NUL byte; the name is
+// 65536") or the first of path, format, split and endpoint holding a NUL byte; the name is
 // ValidateDatasetName's.
 Status ValidateSpecSizes(const DatasetSpec& spec);
 

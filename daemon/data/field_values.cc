@@ -58,4 +58,27 @@ void WriteBytesTensors(const char* data, uint32_t size, uint32_t max_size, void*
   std::memcpy(size_dst, &count, sizeof(count));
 }
 
+Status CheckColumnTensors(const std::string& where, const std::vector<ColumnTensor>& tensors,
+                          const std::string& columns) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const ColumnTensor& t = tensors[i];
+    if (t.tensor.size() >= ring::kNameBytes) {
+      return InvalidArgument(where + ": column '" + t.column + "' makes tensor '" + t.tensor +
+                             "', longer than " + std::to_string(ring::kNameBytes - 1) + " bytes");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (tensors[j].tensor == t.tensor) {
+        return InvalidArgument(where + ": columns '" + tensors[j].column + "' and '" + t.column +
+                               "' both make tensor '" + t.tensor + "'");
+      }
+    }
+  }
+  if (tensors.size() > ring::kMaxTensors) {
+    return InvalidArgument(where + ": the columns (" + columns + ") make " +
+                           std::to_string(tensors.size()) + " tensors, at most " +
+                           std::to_string(ring::kMaxTensors) + " fit a batch");
+  }
+  return Status::Ok();
+}
+
 }  // namespace ember::daemon

@@ -42,6 +42,21 @@ std::vector<TensorSpec> BytesTensors(const std::string& name, uint32_t max_size)
 void WriteBytesTensors(const char* data, uint32_t size, uint32_t max_size, void* bytes_dst,
                        void* size_dst);
 
+// A tensor a column makes (a bytes column makes two: "<name>" and "<name>_size").
+struct ColumnTensor {
+  std::string tensor;
+  std::string column;
+};
+
+// What the ring can carry: at most ring::kMaxTensors tensors, names of at most
+// ring::kNameBytes - 1 bytes, each once. kInvalidArgument otherwise, naming `where` (the
+// set's first index or file) and the columns, e.g.
+//   "WHERE: column 'C' makes tensor 'N', longer than 15 bytes"
+//   "WHERE: columns 'A' and 'B' both make tensor 'N'"
+//   "WHERE: the columns (COLUMNS) make 9 tensors, at most 8 fit a batch"
+Status CheckColumnTensors(const std::string& where, const std::vector<ColumnTensor>& tensors,
+                          const std::string& columns);
+
 }  // namespace ember::daemon
 
 #endif  // EMBER_DAEMON_DATA_FIELD_VALUES_H_

@@ -48,5 +48,19 @@ TEST_CASE("bytes are two tensors, zero-padded to the longest, and their count") 
   CHECK(ShapeText(ring::DType::kUInt8, {2, 4}) == "(2,4) uint8");
 }
 
+TEST_CASE("the tensors columns make must fit the ring: names, duplicates, count") {
+  CHECK(CheckColumnTensors("i.json", {{"image", "jpg"}, {"label", "label"}}, "jpg, label").ok());
+  const Status long_name = CheckColumnTensors("i.json", {{"attention_mask_size", "attention_mask"}}, "attention_mask");
+  CHECK(long_name.message() ==
+        "i.json: column 'attention_mask' makes tensor 'attention_mask_size', longer than 15 bytes");
+  const Status twice = CheckColumnTensors("i.json", {{"label", "label"}, {"label", "cls"}}, "label, cls");
+  CHECK(twice.message() == "i.json: columns 'label' and 'cls' both make tensor 'label'");
+  std::vector<ColumnTensor> many;
+  for (int i = 0; i < 9; ++i) many.push_back({"t" + std::to_string(i), "c" + std::to_string(i)});
+  const Status too_many = CheckColumnTensors("f.parquet", many, "c0, ..., c8");
+  CHECK(too_many.code() == StatusCode::kInvalidArgument);
+  CHECK(too_many.message() == "f.parquet: the columns (c0, ..., c8) make 9 tensors, at most 8 fit a batch");
+}
+
 }  // namespace
 }  // namespace ember::daemon

@@ -82,10 +82,12 @@ kj::Promise<void> Every(kj::Timer& timer, kj::Duration interval, std::function<v
 }
 
 // s3:// datasets are read with emberd's own S3 credentials (its environment and AWS
-// files): only a principal who could use those anyway may register one, root or emberd's
-// own uid (a private per-user emberd reads with its user's credentials).
+// files), also at a dataset's own endpoint (requests signed with them go to that host):
+// only a principal who could use those anyway may register one, root or emberd's own uid
+// (a private per-user emberd reads with its user's credentials).
 Status MayUseS3Credentials(const DatasetSpec& spec, const Principal& owner) {
-  if (!UsesS3Credentials(spec.path) || owner.privileged) return Status::Ok();
+  if ((!UsesS3Credentials(spec.path) && spec.endpoint.empty()) || owner.privileged)
+    return Status::Ok();
   return PermissionDenied(
       spec.path + ": an S3 dataset is read with emberd's own S3 credentials, so only root "
       "and emberd's user (uid " + std::to_string(geteuid()) + ") may register one on this "

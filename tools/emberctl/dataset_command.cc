@@ -59,6 +59,7 @@ std::string RenderProgress(const RegistrationProgress& p) {
 
 std::string RenderDetails(const DatasetDetails& d) {
   std::string out = "  source  " + d.source + "\n";
+  if (!d.info.spec.endpoint.empty()) out += "  endpoint " + d.info.spec.endpoint + "\n";
   if (d.shards > 0) out += "  shards  " + std::to_string(d.shards) + "\n";
   if (d.index_bytes > 0)
     out += "  index   " + Bytes(d.index_bytes) + " in emberd's memory (owner's dataset_memory)\n";

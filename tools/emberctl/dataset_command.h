@@ -27,7 +27,8 @@ std::string Bytes(uint64_t bytes);
 std::string RenderProgress(const RegistrationProgress& progress);
 
 // The lines `dataset inspect` adds to a dataset's: its source, shards, index memory,
-// shuffle mode and, for a remote one, what the node's shard cache holds of it.
+// endpoint (an S3 dataset's own), shuffle mode and, for a remote one, what the node's
+// shard cache holds of it.
 std::string RenderDetails(const DatasetDetails& details);
 
 struct ProgressOptions {

@@ -54,6 +54,13 @@ TEST_CASE("inspect's details: source, shards, index memory, shuffle, and the cac
         "  shuffle shards, 4 shards at a time\n"
         "  cache   3/10 shards cached, 3.0 MiB\n");
 
+  DatasetDetails s3;
+  s3.info.spec.shuffle = "samples";
+  s3.info.spec.endpoint = "http://127.0.0.1:7480";
+  s3.source = "s3://data/train/";
+  CHECK(RenderDetails(s3) ==
+        "  source  s3://data/train/\n  endpoint http://127.0.0.1:7480\n  shuffle samples\n");
+
   DatasetDetails local;
   local.info.spec.shuffle = "samples";
   local.source = "/data/mnist";

@@ -50,6 +50,8 @@ void PrintDataset(const ember::DatasetInfo& d, bool verbose,
   for (const auto& t : d.tensors)
     std::printf("  tensor %-8s %-8s %s per sample\n", t.name.c_str(), t.dtype.c_str(),
                 Shape(t.shape).c_str());
+  if (!d.spec.endpoint.empty() && details == nullptr)
+    std::printf("  endpoint %s\n", d.spec.endpoint.c_str());
   if (d.spec.shuffle == "shards" && details == nullptr)
     std::printf("  shuffle by shards, %u at a time\n", d.spec.shuffle_window);
   if (!d.spec.pipeline.empty()) std::printf("  pipeline (on error: %s)\n%s", d.spec.on_error.c_str(), d.spec.pipeline.c_str());
@@ -179,6 +181,10 @@ int main(int argc, char** argv) {
                       "shards whose samples are mixed together with --shuffle shards")
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
+  add_cmd->add_option("--endpoint", spec.endpoint,
+                      "for an s3:// --path: the S3 endpoint URL, http(s)://HOST[:PORT], its "
+                      "objects are read from (default: emberd's; region and credentials stay "
+                      "emberd's)");
   bool add_quiet = false;
   add_cmd->add_flag("--quiet", add_quiet,
                     "no progress (shards indexed, bytes, rate, time left) while it registers");

@@ -34,6 +34,10 @@ struct DatasetSpec {
   // window of `shuffle_window` shards shuffled among themselves; formats with shards).
   std::string shuffle = "samples";
   uint32_t shuffle_window = 8;
+  // For s3:// paths: the S3 endpoint its objects are read from, "http(s)://HOST[:PORT]"
+  // (no path, query or user); empty: emberd's configured endpoint. Region and credentials
+  // stay emberd's own (its AWS environment and files).
+  std::string endpoint{};
   // Every user of the daemon may stream and inspect it; otherwise only its owner (the
   // registering uid; the daemon reads its files with that user's rights) and root. Only
   // its owner may remove it.

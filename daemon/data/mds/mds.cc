@@ -188,35 +188,15 @@ std::vector<Field> FieldsOf(const std::vector<MdsColumn>& columns) {
   return fields;
 }
 
-// What the ring can carry: at most ring::kMaxTensors tensors, names of at most
-// ring::kNameBytes - 1 bytes, each once.
+// What the ring can carry (CheckColumnTensors).
 Status CheckTensors(const Index& index) {
-  std::vector<std::pair<std::string, const Field*>> names;
+  std::vector<ColumnTensor> tensors;
   for (const Field& field : index.fields) {
-    names.emplace_back(field.name, &field);
-    if (field.kind == Kind::kBytes) names.emplace_back(field.name + "_size", &field);
+    const std::string& column = index.columns[field.column].name;
+    tensors.push_back({field.name, column});
+    if (field.kind == Kind::kBytes) tensors.push_back({field.name + "_size", column});
   }
-  for (size_t i = 0; i < names.size(); ++i) {
-    const auto& [name, field] = names[i];
-    const std::string& column = index.columns[field->column].name;
-    if (name.size() >= ring::kNameBytes) {
-      return InvalidArgument(index.first_index + ": column '" + column + "' makes tensor '" + name +
-                             "', longer than " + std::to_string(ring::kNameBytes - 1) + " bytes");
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (names[j].first == name) {
-        return InvalidArgument(index.first_index + ": columns '" +
-                               index.columns[names[j].second->column].name + "' and '" + column +
-                               "' both make tensor '" + name + "'");
-      }
-    }
-  }
-  if (names.size() > ring::kMaxTensors) {
-    return InvalidArgument(index.first_index + ": the columns (" + ColumnList(index.columns) +
-                           ") make " + std::to_string(names.size()) + " tensors, at most " +
-                           std::to_string(ring::kMaxTensors) + " fit a batch");
-  }
-  return Status::Ok();
+  return CheckColumnTensors(index.first_index, tensors, ColumnList(index.columns));
 }
 
 // "SHARD: sample K (byte B)": where a sample's errors happened.
@@ -356,7 +336,7 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
       index_path += std::string("/") + kIndexName;
     }
     EMBER_ASSIGN_OR_RETURN(std::vector<std::string> urls,
-                           ListShards(env, index_path, &cache->fetcher(), ".json"));
+                           ListShards(env, index_path, &cache->fetcher(), ".json", spec.endpoint));
     path = urls.front();
   }
   EMBER_ASSIGN_OR_RETURN(std::vector<Root> roots, FindRoots(env, path));

@@ -132,7 +132,8 @@ std::string SplitOf(const std::string& path) {
 Result<std::vector<std::string>> ListFiles(Env& env, const DatasetSpec& spec, ShardCache* cache) {
   EMBER_ASSIGN_OR_RETURN(
       std::vector<std::string> files,
-      ListShards(env, spec.path, cache != nullptr ? &cache->fetcher() : nullptr, kSuffix));
+      ListShards(env, spec.path, cache != nullptr ? &cache->fetcher() : nullptr, kSuffix,
+                 spec.endpoint));
   if (IsRemoteShard(spec.path) || spec.path.find('{') != std::string::npos ||
       !env.IsDirectory(spec.path)) {
     return files;
@@ -323,36 +324,16 @@ Result<std::vector<Field>> FieldsOf(const std::string& file, const ParquetLayout
   return fields;
 }
 
-// What the ring can carry: at most ring::kMaxTensors tensors, names of at most
-// ring::kNameBytes - 1 bytes, each once.
+// What the ring can carry (CheckColumnTensors).
 Status CheckTensors(const Index& index) {
-  std::vector<std::pair<std::string, const Field*>> names;
+  std::vector<ColumnTensor> tensors;
   for (const Field& field : index.fields) {
-    names.emplace_back(field.name, &field);
+    const std::string& column = index.columns[field.column].name;
+    tensors.push_back({field.name, column});
     if (field.kind == Kind::kBytes || field.kind == Kind::kPadded)
-      names.emplace_back(field.name + "_size", &field);
+      tensors.push_back({field.name + "_size", column});
   }
-  for (size_t i = 0; i < names.size(); ++i) {
-    const auto& [name, field] = names[i];
-    const std::string& column = index.columns[field->column].name;
-    if (name.size() >= ring::kNameBytes) {
-      return InvalidArgument(index.first_file + ": column '" + column + "' makes tensor '" + name +
-                             "', longer than " + std::to_string(ring::kNameBytes - 1) + " bytes");
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (names[j].first == name) {
-        return InvalidArgument(index.first_file + ": columns '" +
-                               index.columns[names[j].second->column].name + "' and '" + column +
-                               "' both make tensor '" + name + "'");
-      }
-    }
-  }
-  if (names.size() > ring::kMaxTensors) {
-    return InvalidArgument(index.first_file + ": the columns (" + ColumnList(index.columns) +
-                           ") make " + std::to_string(names.size()) + " tensors, at most " +
-                           std::to_string(ring::kMaxTensors) + " fit a batch");
-  }
-  return Status::Ok();
+  return CheckColumnTensors(index.first_file, tensors, ColumnList(index.columns));
 }
 
 // A file's bytes in memory (a mapping: local, or a remote file in the shard cache).

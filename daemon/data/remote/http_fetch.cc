@@ -150,9 +150,14 @@ Status S3Failure(const std::string& what, const Attempt& attempt,
   const std::string key = where && !where->key.empty() ? "key '" + where->key + "'" : "";
   const std::string code = error ? error->code : "";
   const std::string from = s3.credentials_from;
+  // The endpoint the URL names (a dataset's own, or emberd's configured one).
+  const size_t host = url.find("://") + 3;
+  const std::string endpoint = url.substr(3, url.find_first_of("/?#", host) - 3);
+  const std::string endpoint_from =
+      endpoint == s3.endpoint ? s3.endpoint_from : "the dataset's endpoint";
   if (code == "NoSuchKey" || (code.empty() && attempt.http == 404 && !key.empty()))
     return NotFound(message + ": " + bucket + " has no " + key);
-  if (code == "NoSuchBucket") return NotFound(message + ": no " + bucket + " at " + s3.endpoint);
+  if (code == "NoSuchBucket") return NotFound(message + ": no " + bucket + " at " + endpoint);
   if (attempt.http == 404) return NotFound(message + ": " + bucket);
   if (code == "ExpiredToken" || code == "ExpiredTokenException" || code == "TokenRefreshRequired") {
     return PermissionDenied(message + ": the credentials from " + from +
@@ -166,13 +171,13 @@ Status S3Failure(const std::string& what, const Attempt& attempt,
                             " does not match its access key");
   }
   if (code == "InvalidAccessKeyId")
-    return PermissionDenied(message + ": S3 at " + s3.endpoint + " knows no access key from " + from);
+    return PermissionDenied(message + ": S3 at " + endpoint + " knows no access key from " + from);
   if (code == "RequestTimeTooSkewed" || code == "RequestExpired")
     return PermissionDenied(message + ": this node's clock is too far from S3's");
   if (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" ||
       (attempt.http >= 300 && attempt.http < 400)) {
-    return FailedPrecondition(message + ": " + bucket + " is not served at " + s3.endpoint +
-                              " (from " + s3.endpoint_from + ") for region " + s3.region +
+    return FailedPrecondition(message + ": " + bucket + " is not served at " + endpoint +
+                              " (from " + endpoint_from + ") for region " + s3.region +
                               " (from " + s3.region_from + ")");
   }
   if (attempt.http == 401 || attempt.http == 403) {

@@ -30,8 +30,9 @@ struct FetchOptions {
   // included): link-local ones by default, where cloud instance metadata (and its
   // credentials) answers, so that a dataset's URL cannot make emberd fetch it for a user.
   std::vector<std::string> refused_addresses = {"169.254.", "fe80:", "::ffff:169.254."};
-  // What s3+http(s):// URLs are signed with (endpoint, region, credentials), shared by the
-  // copies of these options; null, or `unusable`: such URLs are refused (saying why).
+  // What s3+http(s):// URLs are signed with (region, credentials), shared by the copies of
+  // these options; null, or `unusable`: such URLs are refused (saying why). A URL is
+  // fetched at the host it names: this endpoint, or a dataset's own (DatasetSpec::endpoint).
   std::shared_ptr<const S3Config> s3;
 };
 

@@ -350,7 +350,13 @@ std::string S3UriEncode(const std::string& text, bool keep_slash) {
 }
 
 std::string S3ObjectUrl(const S3Config& config, const S3Location& location) {
-  return "s3+" + config.endpoint + "/" + location.bucket + "/" + S3UriEncode(location.key, true);
+  return S3ObjectUrl(config.endpoint, location);
+}
+
+std::string S3ObjectUrl(const std::string& endpoint, const S3Location& location) {
+  const bool slash = !endpoint.empty() && endpoint.back() == '/';
+  return "s3+" + endpoint.substr(0, endpoint.size() - slash) + "/" + location.bucket + "/" +
+         S3UriEncode(location.key, true);
 }
 
 std::optional<S3Location> S3LocationOf(const std::string& url) {

@@ -94,6 +94,9 @@ bool IsS3ObjectUrl(const std::string& url);
 // (every byte but A-Z a-z 0-9 - . _ ~ and '/' as %XX). Shard caches key on this string,
 // so another endpoint makes another object.
 std::string S3ObjectUrl(const S3Config& config, const S3Location& location);
+// The same at `endpoint` ("http(s)://HOST[:PORT]", a trailing '/' dropped) instead of the
+// configuration's: a dataset's own endpoint.
+std::string S3ObjectUrl(const std::string& endpoint, const S3Location& location);
 
 // The bucket and key (decoded) of an internal URL; nullopt if `url` is not one.
 std::optional<S3Location> S3LocationOf(const std::string& url);

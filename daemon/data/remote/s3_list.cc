@@ -24,7 +24,10 @@ Result<S3Listing> ListS3(const HttpFetcher& fetcher, const S3Location& location,
     if (!options.delimiter.empty()) query += "delimiter=" + S3UriEncode(options.delimiter, false) + "&";
     query += "list-type=2&max-keys=" + std::to_string(std::clamp(options.page_size, 1, 1000));
     if (!location.key.empty()) query += "&prefix=" + S3UriEncode(location.key, false);
-    const std::string url = "s3+" + s3->endpoint + "/" + location.bucket + "?" + query;
+    std::string url = S3ObjectUrl(options.endpoint.empty() ? s3->endpoint : options.endpoint,
+                                  S3Location{location.bucket, ""});
+    url.back() = '?';  // "s3+ENDPOINT/BUCKET?QUERY"
+    url += query;
     std::string body;
     Status got = fetcher.Get(url, std::nullopt, [&](uint64_t offset, const char* data, size_t n) {
       if (offset + n > kMaxPageBytes) {

@@ -21,6 +21,9 @@ struct S3ListOptions {
   std::string delimiter = "/";
   int page_size = 1000;  // S3's max-keys (its own limit is 1000); tests use small pages
   size_t max_objects = SIZE_MAX;  // more is kResourceExhausted
+  // Where the bucket is: "http(s)://HOST[:PORT]" (a dataset's own endpoint); empty: the
+  // fetcher's S3Config's endpoint. Signed with the fetcher's region and credentials.
+  std::string endpoint;
 };
 
 struct S3Listing {

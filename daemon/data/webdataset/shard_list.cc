@@ -78,7 +78,8 @@ Result<std::vector<std::string>> Alternatives(const std::string& pattern, const 
 
 // The S3 objects `path` (s3://...) names, as internal URLs (see ListShards).
 Result<std::vector<std::string>> ListS3Shards(const std::string& path, const HttpFetcher* remote,
-                                              const std::string& suffix) {
+                                              const std::string& suffix,
+                                              const std::string& endpoint) {
   if (remote == nullptr) {
     return FailedPrecondition(path + ": this emberd has no shard cache to read S3 objects through");
   }
@@ -86,21 +87,23 @@ Result<std::vector<std::string>> ListS3Shards(const std::string& path, const Htt
   if (s3 == nullptr) return FailedPrecondition(path + ": this emberd has no S3 configuration");
   if (!s3->unusable.ok()) return Status(s3->unusable.code(), path + ": " + s3->unusable.message());
   EMBER_ASSIGN_OR_RETURN(std::vector<std::string> names, ExpandBraces(path));
+  const std::string& at = endpoint.empty() ? s3->endpoint : endpoint;
   std::vector<std::string> urls;
   for (const std::string& name : names) {
     EMBER_ASSIGN_OR_RETURN(S3Location location, ParseS3Path(name));
     if (names.size() > 1 || !(location.key.empty() || EndsWith(location.key, "/"))) {
-      urls.push_back(S3ObjectUrl(*s3, location));
+      urls.push_back(S3ObjectUrl(at, location));
       continue;
     }
     S3ListOptions options;
     options.max_objects = kMaxShards * 4;
+    options.endpoint = endpoint;
     EMBER_ASSIGN_OR_RETURN(S3Listing listing, ListS3(*remote, location, options));
     std::vector<std::string> keys;  // by key, bytewise (as S3 lists them)
     for (const S3Object& object : listing.objects)
       if (EndsWith(object.key, suffix)) keys.push_back(object.key);
     std::sort(keys.begin(), keys.end());
-    for (const std::string& key : keys) urls.push_back(S3ObjectUrl(*s3, S3Location{location.bucket, key}));
+    for (const std::string& key : keys) urls.push_back(S3ObjectUrl(at, S3Location{location.bucket, key}));
     if (urls.size() > kMaxShards) {
       return InvalidArgument(path + ": more than " + std::to_string(kMaxShards) + " shards");
     }
@@ -162,8 +165,12 @@ bool IsRemoteShard(const std::string& path) {
 }
 
 Result<std::vector<std::string>> ListShards(Env& env, const std::string& path,
-                                            const HttpFetcher* remote, const std::string& suffix) {
-  if (IsS3Path(path)) return ListS3Shards(path, remote, suffix);
+                                            const HttpFetcher* remote, const std::string& suffix,
+                                            const std::string& endpoint) {
+  if (IsS3Path(path)) return ListS3Shards(path, remote, suffix, endpoint);
+  if (!endpoint.empty()) {
+    return InvalidArgument(RedactUrl(path) + ": endpoint is for s3:// paths");
+  }
   if (UsesS3Credentials(path) && path[2] == '+') {
     return InvalidArgument(RedactUrl(path) + ": s3+http(s):// is emberd's own form of S3 "
                            "objects; name them s3://BUCKET/KEY");

@@ -35,14 +35,17 @@ Result<std::vector<std::string>> ExpandBraces(const std::string& pattern);
 //   s3://BUCKET/PREFIX/, s3://BUCKET                              the .tar (suffix) objects
 //       directly under the prefix, as a directory's (ListObjectsV2 through `remote`; none
 //       is kNotFound naming the prefix and its sub-prefixes)
-// each as its internal URL, s3+http(s)://ENDPOINT/BUCKET/KEY (s3_config.h), at the
-// endpoint of `remote`'s S3Config. S3 needs `remote` with a usable S3Config
-// (kFailedPrecondition saying what emberd looked at otherwise). Other schemes, and the
-// internal form itself, are kInvalidArgument. Reads files through `env` (the caller's
-// rights).
+// each as its internal URL, s3+http(s)://ENDPOINT/BUCKET/KEY (s3_config.h), at
+// `endpoint` (a dataset's own, "http(s)://HOST[:PORT]", listed there too) or, empty, at
+// the endpoint of `remote`'s S3Config; either way signed with that S3Config's region and
+// credentials. S3 needs `remote` with a usable S3Config (kFailedPrecondition saying what
+// emberd looked at otherwise). Other schemes, the internal form itself, and an
+// `endpoint` for a path other than s3:// are kInvalidArgument. Reads files through `env`
+// (the caller's rights).
 Result<std::vector<std::string>> ListShards(Env& env, const std::string& path,
                                             const HttpFetcher* remote = nullptr,
-                                            const std::string& suffix = ".tar");
+                                            const std::string& suffix = ".tar",
+                                            const std::string& endpoint = "");
 
 // Whether a shard path is a URL the shard cache fetches: http(s)://, or an S3 object's
 // internal s3+http(s)://.

@@ -96,6 +96,16 @@ TEST_CASE("s3:// objects and patterns become internal URLs at the configured end
   auto one = ListShards(*env, "s3://data/a.tar", &fetcher);
   REQUIRE(one.ok());
   CHECK(*one == Names{"s3+https://s3.eu-west-1.amazonaws.com/data/a.tar"});
+  // A dataset's own endpoint instead of the configured one (a trailing '/' dropped).
+  for (const std::string endpoint : {"http://127.0.0.1:7480", "http://127.0.0.1:7480/"}) {
+    auto elsewhere = ListShards(*env, "s3://data/train/s {0..1}.tar", &fetcher, ".tar", endpoint);
+    REQUIRE(elsewhere.ok());
+    CHECK(*elsewhere == Names{"s3+http://127.0.0.1:7480/data/train/s%200.tar",
+                              "s3+http://127.0.0.1:7480/data/train/s%201.tar"});
+  }
+  CHECK(ListShards(*env, "https://host/a.tar", &fetcher, ".tar", "http://127.0.0.1:7480")
+            .status()
+            .message() == "https://host/a.tar: endpoint is for s3:// paths");
 
   CHECK(ListShards(*env, "s3://data/a.tar").status().message() ==
         "s3://data/a.tar: this emberd has no shard cache to read S3 objects through");

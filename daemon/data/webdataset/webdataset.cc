@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/data/field_values.h"
 #include "daemon/data/image/pipeline.h"
 #include "daemon/data/remote/shard_reads.h"
 #include "daemon/data/webdataset/npy_header.h"
@@ -26,11 +27,9 @@ struct Part {
   uint32_t size = 0;
   uint32_t shard = 0;
 };
-constexpr uint32_t kTooBig = UINT32_MAX - 2;   // a member over kMaxMemberBytes
+constexpr uint32_t kTooBig = UINT32_MAX - 2;   // a member over kMaxFieldBytes
 constexpr uint32_t kTwice = UINT32_MAX - 1;    // the sample has the extension twice
 constexpr uint32_t kMissing = UINT32_MAX;      // the sample lacks the extension
-// Bigger members are refused as corrupt samples (as imagefolder's files).
-constexpr uint64_t kMaxMemberBytes = uint64_t{1} << 30;
 
 enum class Kind { kImage, kLabel, kBytes, kArray };
 
@@ -45,13 +44,6 @@ struct Field {
 
 bool IsNpy(const std::string& ext) {
   return ext == "npy" || (ext.size() > 4 && ext.compare(ext.size() - 4, 4, ".npy") == 0);
-}
-
-std::string ShapeText(ring::DType dtype, const std::vector<int64_t>& shape) {
-  std::string text = "(";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
-  return text + ") " + DTypeName(dtype);
 }
 
 // The samples' keys in one buffer (no string per sample).
@@ -160,7 +152,7 @@ Part PartOf(const RawSample& sample, const std::string& ext, uint32_t shard) {
       return part;
     }
     part.offset = member->offset;
-    part.size = member->size > kMaxMemberBytes ? kTooBig : static_cast<uint32_t>(member->size);
+    part.size = member->size > kMaxFieldBytes ? kTooBig : static_cast<uint32_t>(member->size);
   }
   return part;
 }
@@ -280,7 +272,8 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
   if (!pipeline.ok()) return pipeline.status().WithContext("dataset '" + spec.name + "'");
   index.pipeline = std::make_shared<const ImagePipeline>(std::move(pipeline).value());
   EMBER_ASSIGN_OR_RETURN(index.shards,
-                         ListShards(env, spec.path, cache != nullptr ? &cache->fetcher() : nullptr));
+                         ListShards(env, spec.path, cache != nullptr ? &cache->fetcher() : nullptr,
+                                    ".tar", spec.endpoint));
   index.local.resize(index.shards.size());
   if (progress != nullptr) progress->SetShards(index.shards.size());
   for (uint32_t shard = 0; shard < index.shards.size(); ++shard) {
@@ -308,9 +301,8 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
         info.tensors.push_back(TensorSpec{"label", ring::DType::kInt64, {}});
         break;
       case Kind::kBytes:
-        info.tensors.push_back(TensorSpec{
-            field.name, ring::DType::kUInt8, {static_cast<int64_t>(std::max<uint32_t>(field.max_size, 1))}});
-        info.tensors.push_back(TensorSpec{field.name + "_size", ring::DType::kInt64, {}});
+        for (TensorSpec& t : BytesTensors(field.name, field.max_size))
+          info.tensors.push_back(std::move(t));
         break;
       case Kind::kArray:
         info.tensors.push_back(TensorSpec{field.name, field.dtype, field.shape});
@@ -326,17 +318,6 @@ struct Shrunk {
   bool shrunk() const { return file != nullptr && file->shrunk(); }
   Status ShrunkError() const { return file->ShrunkError(); }
 };
-
-// ASCII decimal, surrounding whitespace allowed.
-bool ParseLabel(const char* data, size_t size, int64_t& label) {
-  const char* begin = data;
-  const char* end = data + size;
-  while (begin < end && std::isspace(static_cast<unsigned char>(*begin))) ++begin;
-  while (end > begin && std::isspace(static_cast<unsigned char>(end[-1]))) --end;
-  if (begin < end && *begin == '+') ++begin;
-  auto [at, error] = std::from_chars(begin, end, label);
-  return begin < end && error == std::errc() && at == end;
-}
 
 class WebDatasetSource : public Source {
  public:
@@ -388,7 +369,7 @@ class WebDatasetSource : public Source {
         }
         case Kind::kLabel: {
           int64_t label = 0;
-          if (!ParseLabel(data, part.size, label)) {
+          if (!ParseDecimalInt64(data, part.size, label)) {
             if (shard.shrunk()) return shard.ShrunkError();
             return DataLoss(Where(id, part) + ".cls: not an integer: '" +
                             std::string(data, std::min<size_t>(part.size, 32)) + "'");
@@ -407,15 +388,10 @@ class WebDatasetSource : public Source {
           std::memcpy(dsts[tensor++], data + header->data_offset, header->data_bytes);
           break;
         }
-        case Kind::kBytes: {
-          auto* dst = static_cast<char*>(dsts[tensor++]);
-          const size_t capacity = std::max<uint32_t>(field.max_size, 1);
-          std::memcpy(dst, data, part.size);
-          std::memset(dst + part.size, 0, capacity - part.size);
-          const int64_t size = part.size;
-          std::memcpy(dsts[tensor++], &size, sizeof(size));
+        case Kind::kBytes:
+          WriteBytesTensors(data, part.size, field.max_size, dsts[tensor], dsts[tensor + 1]);
+          tensor += 2;
           break;
-        }
       }
       if (shard.shrunk()) return shard.ShrunkError();
     }
@@ -474,7 +450,7 @@ class WebDatasetSource : public Source {
         return DataLoss(Where(id, part) + " has ." + field.ext + " twice");
       default:
         return DataLoss(Where(id, part) + "." + field.ext + ": over the limit of " +
-                        std::to_string(kMaxMemberBytes) + " bytes for one member");
+                        std::to_string(kMaxFieldBytes) + " bytes for one member");
     }
   }
 

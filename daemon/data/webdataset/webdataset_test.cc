@@ -82,6 +82,21 @@ Sample Read(const Source& source, uint64_t id) {
   return sample;
 }
 
+// The 6 samples of `remote` equal `local`'s, read out of order (across shards).
+void CheckSameSamples(const Source& remote, const Source& local) {
+  REQUIRE(remote.info().count == 6);
+  for (uint64_t id : {0, 4, 1, 5, 2, 3}) {
+    const Sample got = Read(remote, id);
+    const Sample want = Read(local, id);
+    INFO("sample " << id << ": " << got.status.ToString());
+    REQUIRE(got.status.ok());
+    CHECK(got.image == want.image);
+    CHECK(got.label == want.label);
+    CHECK(got.text == want.text);
+    CHECK(got.text_size == want.text_size);
+  }
+}
+
 std::unique_ptr<Source> MustLoad(Env& env, const DatasetSpec& spec) {
   auto source = LoadWebDataset(env, spec);
   INFO((source.ok() ? std::string() : source.status().ToString()));
@@ -152,16 +167,7 @@ TEST_CASE("shards at http:// URLs are read through the shard cache, equal to the
   CHECK((*remote)->info().files ==
         std::vector<std::string>{nginx.Url("/shard-000000.tar"), nginx.Url("/shard-000001.tar")});
   auto local = MustLoad(*env, Spec(dir));
-  REQUIRE((*remote)->info().count == 6);
-  for (uint64_t id : {0, 4, 1, 5, 2, 3}) {
-    const Sample got = Read(**remote, id);
-    const Sample want = Read(*local, id);
-    INFO("sample " << id << ": " << got.status.ToString());
-    REQUIRE(got.status.ok());
-    CHECK(got.image == want.image);
-    CHECK(got.label == want.label);
-    CHECK(got.text == want.text);
-  }
+  CheckSameSamples(**remote, *local);
   // Registration indexed shard 0, then shard 1 (evicting shard 0): shard 1's samples
   // come from the cache, shard 0's by range GETs (jpg, cls and txt of each).
   const ShardCacheStats stats = (*cache)->stats();
@@ -210,17 +216,7 @@ TEST_CASE("shards at s3:// URLs (a prefix, a pattern) are read through the shard
     REQUIRE(remote.ok());
     CHECK((*remote)->info().files ==
           std::vector<std::string>{objects + "shard-000000.tar", objects + "shard-000001.tar"});
-    REQUIRE((*remote)->info().count == 6);
-    for (uint64_t id : {0, 4, 1, 5, 2, 3}) {
-      const Sample got = Read(**remote, id);
-      const Sample want = Read(*local, id);
-      INFO("sample " << id << ": " << got.status.ToString());
-      REQUIRE(got.status.ok());
-      CHECK(got.image == want.image);
-      CHECK(got.label == want.label);
-      CHECK(got.text == want.text);
-      CHECK(got.text_size == want.text_size);
-    }
+    CheckSameSamples(**remote, *local);
   }
   CHECK((*cache)->stats().range_reads > 0);
 
@@ -248,6 +244,62 @@ TEST_CASE("shards at s3:// URLs (a prefix, a pattern) are read through the shard
                  "s3://data/train/: emberd has no S3 credentials: it looked at AWS_ACCESS_KEY_ID "
                  "and AWS_SECRET_ACCESS_KEY (unset), and for profile 'default' (AWS_PROFILE unset) "
                  "at /nonexistent/.aws/credentials (absent)"));
+}
+
+TEST_CASE("an s3:// dataset's own endpoint is where its objects are listed and read") {
+  auto env = NewPosixEnv();
+  const std::string dir = WriteShards("s3-endpoint");
+  CephS3Server server;
+  server.Put("data", dir, "train");
+  const std::string objects = "s3+" + server.endpoint() + "/data/train/";
+  // emberd's configuration names another endpoint, where nothing listens; its region and
+  // keys are the server's, and sign the requests to the dataset's endpoint.
+  auto elsewhere = std::make_shared<S3Config>(*server.Config());
+  elsewhere->endpoint = "http://127.0.0.1:1";
+  FetchOptions options;
+  options.s3 = elsewhere;
+  options.attempts = 1;
+  uint64_t largest = 0;
+  for (const char* name : {"/shard-000000.tar", "/shard-000001.tar"})
+    largest = std::max<uint64_t>(largest, ReadTestFile(dir + name).size());
+  auto cache = ShardCache::Open(*env, FreshTestDir("s3-endpoint-cache"), largest + 100,
+                                HttpFetcher(options));
+  REQUIRE(cache.ok());
+  auto local = MustLoad(*env, Spec(dir));
+  for (const std::string path : {"s3://data/train/", "s3://data/train/shard-{000000..000001}.tar"}) {
+    for (const std::string& endpoint : {server.endpoint(), server.endpoint() + "/"}) {
+      DatasetSpec spec = Spec(path);
+      spec.endpoint = endpoint;
+      auto remote = LoadWebDataset(*env, spec, nullptr, nullptr, cache->get());
+      INFO(path << " at " << endpoint << ": "
+                << (remote.ok() ? std::string() : remote.status().ToString()));
+      REQUIRE(remote.ok());
+      CHECK((*remote)->info().files ==
+            std::vector<std::string>{objects + "shard-000000.tar", objects + "shard-000001.tar"});
+      CheckSameSamples(**remote, *local);
+    }
+  }
+  CHECK((*cache)->stats().range_reads > 0);
+
+  // Without it, the same paths go to emberd's endpoint.
+  for (const std::string path : {"s3://data/train/", "s3://data/train/shard-{000000..000001}.tar"}) {
+    auto unreachable = ProbeWebDataset(*env, Spec(path), nullptr, nullptr, cache->get());
+    INFO(unreachable.status().ToString());
+    CHECK(unreachable.status().code() == StatusCode::kUnavailable);
+    CHECK(Contains(unreachable.status().message(), "s3+http://127.0.0.1:1/data"));
+  }
+  // A bucket the dataset's endpoint lacks is named with that endpoint.
+  DatasetSpec nobucket = Spec("s3://nobucket/train/");
+  nobucket.endpoint = server.endpoint();
+  auto missing = ProbeWebDataset(*env, nobucket, nullptr, nullptr, cache->get());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(Contains(missing.status().message(), "no bucket 'nobucket' at " + server.endpoint()));
+  // Only s3:// paths have one.
+  DatasetSpec local_spec = Spec(dir);
+  local_spec.endpoint = server.endpoint();
+  auto refused = ProbeWebDataset(*env, local_spec, nullptr, nullptr, cache->get());
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(Contains(refused.status().message(), "endpoint is for s3:// paths"));
 }
 
 TEST_CASE("a remote shard's index is noted: registering it again fetches nothing, even once evicted") {

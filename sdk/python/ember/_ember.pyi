@@ -15,6 +15,7 @@ class DatasetInfo:
     pipeline: str
     on_error: str
     shared: bool
+    endpoint: str
     count: int
     tensors: List[TensorInfo]
     files: List[str]
@@ -70,6 +71,48 @@ class PendingSegmentStatus:
     missing_ranks: List[int]
     age_seconds: float
 
+class DatasetDetails:
+    info: DatasetInfo
+    source: str
+    shards: int
+    index_bytes: int
+    remote: bool
+    shards_cached: int
+    bytes_cached: int
+
+class ShardCacheEntry:
+    url: str
+    dataset: str
+    bytes: int
+    in_use: bool
+
+class ShardCacheStatus:
+    limit_bytes: int
+    bytes: int
+    entries: int
+    hits: int
+    misses: int
+    fetched_bytes: int
+    evictions: int
+    damaged: int
+    range_reads: int
+    range_bytes: int
+    listed: List[ShardCacheEntry]
+    entries_unlisted: int
+    bytes_unlisted: int
+
+class ShardCacheCleared:
+    entries: int
+    bytes: int
+    in_use: int
+
+class RegistrationProgress:
+    dataset: str
+    shards_done: int
+    shards_total: int
+    bytes_done: int
+    elapsed_seconds: float
+
 class DaemonStatus:
     version: str
     pid: int
@@ -92,9 +135,14 @@ class Client:
     def connected(self) -> bool: ...
     def add_dataset(self, name: str, path: str, *, format: str = "idx", split: str = "train",
                     pipeline: str = "", on_error: str = "fail",
-                    shared: bool = False) -> DatasetInfo: ...
+                    shared: bool = False, shuffle: str = "samples", shuffle_window: int = 8,
+                    endpoint: str = "") -> DatasetInfo: ...
     def list_datasets(self) -> List[DatasetInfo]: ...
     def inspect_dataset(self, name: str) -> DatasetInfo: ...
+    def describe_dataset(self, name: str) -> DatasetDetails: ...
+    def registration_progress(self, name: str) -> RegistrationProgress: ...
+    def shard_cache(self) -> ShardCacheStatus: ...
+    def clear_shard_cache(self) -> ShardCacheCleared: ...
     def remove_dataset(self, name: str) -> None: ...
     def status(self) -> DaemonStatus: ...
     def kv_set(self, job: str, key: str, value: bytes) -> None: ...

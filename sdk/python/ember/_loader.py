@@ -68,13 +68,14 @@ class _PathDataset:
     of the path and options (the same for every rank and run) on first use."""
 
     def __init__(self, path: str, format: Optional[str], split: str, pipeline: str,
-                 on_error: str, shuffle: str = "samples") -> None:
+                 on_error: str, shuffle: str = "samples", endpoint: str = "") -> None:
         self.path = path if "://" in path else os.path.realpath(path)
         self.format = format or detect_format(self.path)
         self.split, self.pipeline, self.on_error = split, pipeline, on_error
-        self.shuffle = shuffle
+        self.shuffle, self.endpoint = shuffle, endpoint
         key = "\n".join((self.path, self.format, split, pipeline, on_error)
-                        + ((shuffle,) if shuffle != "samples" else ())).encode()
+                        + ((shuffle,) if shuffle != "samples" else ())
+                        + ((f"endpoint={endpoint}",) if endpoint else ())).encode()
         base = re.sub(r"[^A-Za-z0-9_.-]", "-", os.path.basename(self.path) or "data")[:40]
         self.name = f"{base.lstrip('.') or 'data'}.{split}-{hashlib.sha256(key).hexdigest()[:12]}"
 
@@ -87,7 +88,7 @@ class _PathDataset:
         try:
             client.add_dataset(self.name, self.path, format=self.format, split=self.split,
                                pipeline=self.pipeline, on_error=self.on_error,
-                               shuffle=self.shuffle)
+                               shuffle=self.shuffle, endpoint=self.endpoint)
         except AlreadyExists:
             pass  # another rank registered it meanwhile
 # Whether an output's converter takes DLPack capsules (else SlotTensors, __dlpack__).
@@ -213,7 +214,9 @@ class Loader:
     ``Client.add_dataset`` takes them). shuffle: True, False, or "shards" for a dataset
     given by path whose shards are read from remote storage (registered with
     ``shuffle="shards"``: shards permuted each epoch, samples mixed within a window of
-    shards, so the node's cache reads each shard once per epoch).
+    shards, so the node's cache reads each shard once per epoch). endpoint: for an s3://
+    path, the S3 endpoint "http(s)://HOST[:PORT]" its objects are read from (default:
+    emberd's; region and credentials stay emberd's own).
 
     Iterating the loader yields one epoch of this rank's batches as ``Batch`` dicts of
     tensors (views into the ring, no copy); the next iteration yields the next epoch. The
@@ -246,7 +249,7 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
                  coordinator: Optional[str] = None, reconnect_timeout: float = 60.0,
                  output: Optional[str] = None, split: str = "train",
                  format: Optional[str] = None, pipeline: str = "",
-                 on_error: str = "fail") -> None:
+                 on_error: str = "fail", endpoint: str = "") -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgument(f"batch_size must be a positive int, not {batch_size!r}")
         if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
@@ -265,12 +268,12 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
                                   f"'{dataset}' with shuffle='shards' instead")
         if "/" in dataset:
             self._path = _PathDataset(dataset, format, split, pipeline, on_error,
-                                      "shards" if shuffle == "shards" else "samples")
+                                      "shards" if shuffle == "shards" else "samples", endpoint)
             dataset = self._path.name
             shuffle = bool(shuffle)
-        elif (split, format, pipeline, on_error) != ("train", None, "", "fail"):
-            raise InvalidArgument(f"split, format, pipeline and on_error are for a dataset "
-                                  f"given by path; '{dataset}' is registered with its own")
+        elif (split, format, pipeline, on_error, endpoint) != ("train", None, "", "fail", ""):
+            raise InvalidArgument(f"split, format, pipeline, on_error and endpoint are for a "
+                                  f"dataset given by path; '{dataset}' is registered with its own")
         env = _ember.read_launch_env("")
         if job is None:
             job = f"{default_run(env)}.{dataset}"

@@ -50,6 +50,8 @@ void BindRecords(py::module_& m) {
       .def_property_readonly("pipeline", [](const DatasetInfo& d) { return d.spec.pipeline; })
       .def_property_readonly("on_error", [](const DatasetInfo& d) { return d.spec.on_error; })
       .def_property_readonly("shared", [](const DatasetInfo& d) { return d.spec.shared; })
+      .def_property_readonly("endpoint", [](const DatasetInfo& d) { return d.spec.endpoint; },
+                             "An s3:// dataset's own S3 endpoint ('': emberd's).")
       .def_readonly("count", &DatasetInfo::count, "Samples.")
       .def_readonly("tensors", &DatasetInfo::tensors)
       .def_readonly("files", &DatasetInfo::files)
@@ -99,6 +101,51 @@ void BindRecords(py::module_& m) {
       .def_readonly("ranks_joined", &JobStatus::ranks_joined)
       .def_readonly("coordinator", &JobStatus::coordinator)
       .def_readonly("leases_in_flight", &JobStatus::leases_in_flight);
+
+  py::class_<DatasetDetails>(m, "DatasetDetails",
+                             "A dataset with what it costs the node (emberctl dataset inspect).")
+      .def_readonly("info", &DatasetDetails::info)
+      .def_readonly("source", &DatasetDetails::source, "Its path, without credentials.")
+      .def_readonly("shards", &DatasetDetails::shards)
+      .def_readonly("index_bytes", &DatasetDetails::index_bytes,
+                    "What its format holds in emberd's memory.")
+      .def_readonly("remote", &DatasetDetails::remote, "Read through the node's shard cache.")
+      .def_readonly("shards_cached", &DatasetDetails::shards_cached)
+      .def_readonly("bytes_cached", &DatasetDetails::bytes_cached);
+
+  py::class_<ShardCacheEntry>(m, "ShardCacheEntry", "A shard in the node's cache.")
+      .def_readonly("url", &ShardCacheEntry::url)
+      .def_readonly("dataset", &ShardCacheEntry::dataset)
+      .def_readonly("bytes", &ShardCacheEntry::bytes)
+      .def_readonly("in_use", &ShardCacheEntry::in_use);
+
+  py::class_<ShardCacheStatus>(m, "ShardCacheStatus", "The node's shard cache (emberctl cache).")
+      .def_readonly("limit_bytes", &ShardCacheStatus::limit_bytes)
+      .def_readonly("bytes", &ShardCacheStatus::bytes)
+      .def_readonly("entries", &ShardCacheStatus::entries)
+      .def_readonly("hits", &ShardCacheStatus::hits)
+      .def_readonly("misses", &ShardCacheStatus::misses)
+      .def_readonly("fetched_bytes", &ShardCacheStatus::fetched_bytes)
+      .def_readonly("evictions", &ShardCacheStatus::evictions)
+      .def_readonly("damaged", &ShardCacheStatus::damaged)
+      .def_readonly("range_reads", &ShardCacheStatus::range_reads)
+      .def_readonly("range_bytes", &ShardCacheStatus::range_bytes)
+      .def_readonly("listed", &ShardCacheStatus::listed)
+      .def_readonly("entries_unlisted", &ShardCacheStatus::entries_unlisted)
+      .def_readonly("bytes_unlisted", &ShardCacheStatus::bytes_unlisted);
+
+  py::class_<ShardCacheCleared>(m, "ShardCacheCleared", "What clear_shard_cache() removed.")
+      .def_readonly("entries", &ShardCacheCleared::entries)
+      .def_readonly("bytes", &ShardCacheCleared::bytes)
+      .def_readonly("in_use", &ShardCacheCleared::in_use);
+
+  py::class_<RegistrationProgress>(m, "RegistrationProgress",
+                                   "How far a registration running now has got.")
+      .def_readonly("dataset", &RegistrationProgress::dataset)
+      .def_readonly("shards_done", &RegistrationProgress::shards_done)
+      .def_readonly("shards_total", &RegistrationProgress::shards_total)
+      .def_readonly("bytes_done", &RegistrationProgress::bytes_done)
+      .def_readonly("elapsed_seconds", &RegistrationProgress::elapsed_seconds);
 
   py::class_<PendingSegmentStatus>(m, "PendingSegmentStatus",
                                    "A shared-memory segment some ranks have not opened.")
@@ -156,7 +203,7 @@ Thread-safe; every call releases the GIL while it waits.)doc")
           [](Client& c, const std::string& name, const std::string& path,
              const std::string& format, const std::string& split, const std::string& pipeline,
              const std::string& on_error, bool shared, const std::string& shuffle,
-             uint32_t shuffle_window) {
+             uint32_t shuffle_window, const std::string& endpoint) {
             DatasetSpec spec;
             spec.name = name;
             spec.path = path;
@@ -167,18 +214,22 @@ Thread-safe; every call releases the GIL while it waits.)doc")
             spec.shared = shared;
             spec.shuffle = shuffle;
             spec.shuffle_window = shuffle_window;
+            spec.endpoint = endpoint;
             return ValueOrRaise(WithoutGil([&] { return c.AddDataset(spec); }));
           },
           py::arg("name"), py::arg("path"), py::kw_only(), py::arg("format") = "idx",
           py::arg("split") = "train", py::arg("pipeline") = "", py::arg("on_error") = "fail",
           py::arg("shared") = false, py::arg("shuffle") = "samples", py::arg("shuffle_window") = 8,
+          py::arg("endpoint") = "",
           R"doc(Registers a dataset (emberctl dataset add) and returns its DatasetInfo.
 
 format: idx, images, packed, tokens (or a plugin's); split: train or test (idx);
 pipeline: the YAML text of a decode/transform pipeline ('' : the format's default);
 on_error: 'fail' or 'skip' a corrupt sample; shared: every user of the daemon may stream it;
 shuffle: 'samples' (over the set) or 'shards' (shards permuted, samples mixed within windows
-of shuffle_window shards: for shards read from remote storage through the node's cache).
+of shuffle_window shards: for shards read from remote storage through the node's cache);
+endpoint: for an s3:// path, the S3 endpoint 'http(s)://HOST[:PORT]' its objects are read
+from ('': emberd's; region and credentials stay emberd's own).
 The daemon reads the files with the caller's rights. Raises ember.AlreadyExists,
 ember.InvalidArgument (naming the file or field), ember.PermissionDenied.)doc")
       .def(
@@ -189,6 +240,28 @@ ember.InvalidArgument (naming the file or field), ember.PermissionDenied.)doc")
           "inspect_dataset",
           [](Client& c, const std::string& name) { return ValueOrRaise(c.InspectDataset(name)); },
           py::arg("name"), Release(), "One dataset; ember.NotFound if it is not registered.")
+      .def(
+          "describe_dataset",
+          [](Client& c, const std::string& name) { return ValueOrRaise(c.DescribeDataset(name)); },
+          py::arg("name"), Release(),
+          "inspect_dataset's dataset with its source, shards, index memory and what the node's "
+          "shard cache holds of it.")
+      .def(
+          "registration_progress",
+          [](Client& c, const std::string& name) {
+            return ValueOrRaise(c.GetRegistrationProgress(name));
+          },
+          py::arg("name"), Release(),
+          "How far this user's registration of `name`, running now (e.g. on another thread), has "
+          "got; ember.NotFound when none is.")
+      .def(
+          "shard_cache", [](Client& c) { return ValueOrRaise(c.GetShardCache()); }, Release(),
+          "The node's shard cache: totals, counters and the entries of datasets you may read.")
+      .def(
+          "clear_shard_cache", [](Client& c) { return ValueOrRaise(c.ClearShardCache()); },
+          Release(),
+          "Removes the cache's entries no reader holds (root and emberd's own user only: "
+          "ember.PermissionDenied otherwise).")
       .def(
           "remove_dataset",
           [](Client& c, const std::string& name) { OkOrRaise(c.RemoveDataset(name)); },

@@ -93,6 +93,17 @@ class LoaderTest(unittest.TestCase):
             ember.Loader("synth", 50, split="test", client=self.client)
         with self.assertRaises(ember.NotFound):
             ember.Loader("/nonexistent/data", 50, client=self.client)
+        # An S3 endpoint is for s3:// paths, and part of a path dataset's name only when set.
+        with self.assertRaises(ember.InvalidArgument):
+            ember.Loader("synth", 50, endpoint="http://127.0.0.1:7480", client=self.client)
+        with self.assertRaisesRegex(ember.InvalidArgument, "endpoint is for s3:// paths"):
+            len(ember.Loader(data, 50, epochs=1, rank=0, world_size=1, client=self.client,
+                             job="by-path-endpoint", endpoint="http://127.0.0.1:7480"))
+        from ember._loader import _PathDataset
+        s3 = ("s3://data/train/", "webdataset", "train", "", "fail")
+        self.assertEqual(_PathDataset(*s3).name, _PathDataset(*s3, "samples", "").name)
+        self.assertNotEqual(_PathDataset(*s3).name,
+                            _PathDataset(*s3, "samples", "http://127.0.0.1:7480").name)
 
     def test_a_numpy_array_kept_holds_its_slot_until_freed(self):
         loader = self.loader("numpy-slots", epochs=None, output="numpy")

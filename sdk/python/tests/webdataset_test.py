@@ -225,6 +225,20 @@ class WebDatasetTest(unittest.TestCase):
                 for i in range(COUNT):
                     self.assertTrue(torch.equal(after[i], before[i]), f"sample {i}")
                 self.assertEqual(entries(), cached)  # kept, checked, not fetched again
+                details = second.client().describe_dataset("wds-kill")
+                self.assertTrue(details.remote)
+                self.assertEqual((details.shards, details.shards_cached), (3, 3))
+                self.assertEqual(details.source, url)
+                self.assertGreater(details.index_bytes, 0)
+                cache_status = second.client().shard_cache()
+                self.assertEqual(cache_status.entries, 3)
+                self.assertEqual(len(cache_status.listed), 3)
+                self.assertTrue(all(e.dataset == "wds-kill" for e in cache_status.listed))
+                cleared = second.client().clear_shard_cache()  # this test runs as emberd's user
+                self.assertEqual(cleared.entries, 3)
+                self.assertEqual(second.client().describe_dataset("wds-kill").shards_cached, 0)
+                with self.assertRaises(ember.NotFound):
+                    second.client().registration_progress("wds-kill")
             finally:
                 if second is not None:
                     second.stop()
