@@ -24,7 +24,7 @@ class EmberdError(RuntimeError):
 
 
 class Emberd:
-    def __init__(self, directory, *flags, env=None):
+    def __init__(self, directory, *flags, env=None, log_level="warn"):
         self.dir = directory
         self.socket = os.path.join(directory, "emberd.sock")
         self.log_path = os.path.join(directory, "emberd.log")
@@ -33,7 +33,7 @@ class Emberd:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [EMBERD, "--socket", self.socket, "--state-dir", os.path.join(directory, "state"),
-                 "--log-level", "warn", *flags],
+                 "--log-level", log_level, *flags],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:

@@ -109,6 +109,8 @@ struct BatchLease {
   # daemon/coordinator/epoch_orders.h), so a lease is a few words whatever the batch size.
   begin @5 :UInt64;
   end @6 :UInt64;
+  stepBegin @7 :UInt64;      # the step's first position (a step shuffled by shards is
+                             # grouped by shard before it is cut: epoch_plan.h)
 }
 
 # One rank's part in a job coordinated by the serving daemon (Peer.joinJob): its

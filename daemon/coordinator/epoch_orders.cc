@@ -58,6 +58,17 @@ std::vector<uint64_t> EpochOrders::Ids(const OrderKey& key, uint64_t epoch, Posi
   return ids;
 }
 
+std::vector<uint64_t> EpochOrders::SliceIds(const OrderKey& key, uint64_t epoch,
+                                            PositionRange step, PositionRange slice) {
+  if (!key.shuffle || !key.shape.by_shards() || key.shape.starts == nullptr ||
+      step.begin > slice.begin || step.end < slice.end)
+    return Ids(key, epoch, slice);
+  std::vector<uint64_t> ids = Ids(key, epoch, step);
+  GroupByShard(ids, key.shape);
+  return std::vector<uint64_t>(ids.begin() + (slice.begin - step.begin),
+                               ids.begin() + (slice.end - step.begin));
+}
+
 std::shared_ptr<const EpochOrders::Order> EpochOrders::Build(const Stream& stream, uint64_t epoch) {
   auto order = std::make_shared<Order>();
   const auto [num_samples, seed, shape] = stream;

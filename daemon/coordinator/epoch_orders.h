@@ -54,6 +54,12 @@ class EpochOrders {
   // The sample ids at positions `range` of `epoch`'s order (range.end <= num_samples).
   std::vector<uint64_t> Ids(const OrderKey& key, uint64_t epoch, PositionRange range);
 
+  // A rank's sample ids of a step: those at `slice` (its part of the step at `step`), or,
+  // shuffled by shards, the step's grouped by shard (GroupByShard) and cut at the same
+  // offsets. A `step` that does not hold `slice` (a lease of an older peer): Ids(slice).
+  std::vector<uint64_t> SliceIds(const OrderKey& key, uint64_t epoch, PositionRange step,
+                                 PositionRange slice);
+
   struct Stats {
     uint64_t built_here = 0;   // on a caller's thread: its lease waited for the order
     uint64_t built_ahead = 0;  // on the background thread

@@ -74,6 +74,24 @@ uint64_t BlocksDigest(const std::vector<uint64_t>& starts) {
   return hash == 0 ? 1 : hash;
 }
 
+void GroupByShard(std::vector<uint64_t>& step_ids, const ShuffleShape& shape) {
+  if (!shape.by_shards() || shape.starts == nullptr || shape.starts->size() < 3) return;
+  const std::vector<uint64_t>& starts = *shape.starts;
+  auto block = [&](uint64_t id) { return std::upper_bound(starts.begin(), starts.end(), id) - starts.begin(); };
+  std::stable_sort(step_ids.begin(), step_ids.end(),
+                   [&](uint64_t a, uint64_t b) { return block(a) < block(b); });
+}
+
+std::vector<uint64_t> EpochPlan::RankIds(uint64_t step, uint32_t rank,
+                                         const ShuffleShape& shape) const {
+  const PositionRange all{layout.step_starts[step], layout.step_starts[step + 1]};
+  std::vector<uint64_t> ids(order.begin() + all.begin, order.begin() + all.end);
+  GroupByShard(ids, shape);
+  const PositionRange slice = Slice(step, rank);
+  return std::vector<uint64_t>(ids.begin() + (slice.begin - all.begin),
+                               ids.begin() + (slice.end - all.begin));
+}
+
 PositionRange StepLayout::Slice(uint64_t step, uint32_t rank) const {
   const uint64_t first = step_starts[step];
   const uint64_t size = step_starts[step + 1] - first;

@@ -81,6 +81,14 @@ struct ShuffleShape {
 // FNV-1a of the starts' little-endian bytes; never 0 for a non-empty list.
 uint64_t BlocksDigest(const std::vector<uint64_t>& starts);
 
+// Shuffled by shards, a step's sample ids are grouped by shard before they are cut into
+// the ranks' slices: `step_ids` (the step's ids in epoch order) stably sorted by their
+// block, in ascending block order. So consecutive ranks (a node's) read a few of the
+// window's shards each, not all of them, and each node fetches mostly its own shards;
+// still a function of the step alone (the same for any world size with the same global
+// batch). Without blocks (or their starts unknown): left as they are.
+void GroupByShard(std::vector<uint64_t>& step_ids, const ShuffleShape& shape);
+
 struct EpochPlan {
   std::vector<uint64_t> order;  // sample ids in epoch order (all num_samples of them)
   StepLayout layout;
@@ -88,6 +96,8 @@ struct EpochPlan {
   uint64_t steps() const { return layout.steps(); }
   PositionRange Slice(uint64_t step, uint32_t rank) const { return layout.Slice(step, rank); }
   const uint64_t* ids(PositionRange range) const { return order.data() + range.begin; }
+  // Rank `rank`'s sample ids of step `step`: its slice's, after GroupByShard(shape).
+  std::vector<uint64_t> RankIds(uint64_t step, uint32_t rank, const ShuffleShape& shape) const;
 };
 
 Result<EpochPlan> MakeEpochPlan(uint64_t num_samples, uint32_t batch_size, uint32_t world_size,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -98,6 +99,55 @@ TEST_CASE("shuffled by shards: windows of whole shards, each once, a function of
   CHECK(ShuffleShape::ByShards(starts, 4) != ShuffleShape::ByShards({0, 5, n}, 4));
   CHECK(ShuffleShape::ByShards(starts, 4) == ShuffleShape::ByShards(starts, 4));
   CHECK_FALSE(ShuffleShape().by_shards());
+}
+
+TEST_CASE("shuffled by shards, a step is grouped by shard before it is cut: a node's ranks read fewer shards") {
+  // 40 shards of 25 samples, windows of 8: a step of 64 holds about 8 shards' samples.
+  std::vector<uint64_t> starts;
+  for (uint64_t s = 0; s <= 40; ++s) starts.push_back(25 * s);
+  const ShuffleShape shape = ShuffleShape::ByShards(starts, 8);
+  const Result<EpochPlan> plan = MakeEpochPlan(1000, 16, 4, 3, 1, true, 0, shape);
+  REQUIRE(plan.ok());
+  // Nodes of 2 ranks: ranks 0-1 and 2-3. Grouped, each node reads about half the shards of
+  // a step; cut as they come, each reads nearly all of them.
+  auto shards_of = [](const std::vector<uint64_t>& ids) {
+    std::set<uint64_t> shards;
+    for (uint64_t id : ids) shards.insert(id / 25);
+    return shards;
+  };
+  uint64_t grouped = 0, ungrouped = 0, in_steps = 0;
+  for (uint64_t step = 0; step < plan->steps(); ++step) {
+    std::vector<uint64_t> all;
+    for (uint32_t node = 0; node < 2; ++node) {
+      std::vector<uint64_t> ids, plain;
+      for (uint32_t rank = 2 * node; rank < 2 * node + 2; ++rank) {
+        const std::vector<uint64_t> r = plan->RankIds(step, rank, shape);
+        ids.insert(ids.end(), r.begin(), r.end());
+        const PositionRange slice = plan->Slice(step, rank);
+        plain.insert(plain.end(), plan->ids(slice), plan->ids(slice) + slice.size());
+      }
+      grouped += shards_of(ids).size();
+      ungrouped += shards_of(plain).size();
+      all.insert(all.end(), ids.begin(), ids.end());
+    }
+    in_steps += shards_of(all).size();
+    // The same samples in the step, each once, grouped or not.
+    std::vector<uint64_t> plain(plan->order.begin() + plan->layout.step_starts[step],
+                                plan->order.begin() + plan->layout.step_starts[step + 1]);
+    std::sort(all.begin(), all.end());
+    std::sort(plain.begin(), plain.end());
+    CHECK(all == plain);
+  }
+  // Grouped, the nodes share at most the one shard their cut falls in; cut as they come,
+  // each node reads most of the step's shards.
+  CHECK(grouped <= in_steps + plan->steps());
+  CHECK(2 * ungrouped > 3 * in_steps);
+  // Without blocks, the step is left as it is.
+  std::vector<uint64_t> ids = {5, 3, 9};
+  GroupByShard(ids, ShuffleShape());
+  CHECK(ids == std::vector<uint64_t>{5, 3, 9});
+  GroupByShard(ids, ShuffleShape::ByShards({0, 4, 8, 12}, 2));
+  CHECK(ids == std::vector<uint64_t>{3, 5, 9});
 }
 
 TEST_CASE("the 32-bit order is the plan's order") {

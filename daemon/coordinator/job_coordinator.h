@@ -42,6 +42,7 @@ struct BatchLease {
   bool last_in_epoch = false;   // the epoch's last step
   uint64_t step_end = 0;        // the epoch's order is consumed up to here once every rank
                                 // consumed this step (a Loader's resume position)
+  uint64_t step_begin = 0;      // the step's first position
   PositionRange positions;      // the batch's positions of the epoch's order
   std::vector<uint64_t> sample_ids;  // the samples at `positions` (EpochOrders)
 };

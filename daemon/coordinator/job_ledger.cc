@@ -165,7 +165,9 @@ Result<BatchLease> JobLedger::Next(const std::string& job, uint32_t rank, uint64
                                 "no rank joined it here with its dataset's shards");
     lease = NextLocked(job, it->second, rank, epoch);
   }
-  if (lease.ok()) lease->sample_ids = orders_.Ids(key, lease->epoch, lease->positions);
+  if (lease.ok())
+    lease->sample_ids = orders_.SliceIds(key, lease->epoch, {lease->step_begin, lease->step_end},
+                                         lease->positions);
   return lease;
 }
 
@@ -211,6 +213,7 @@ Result<BatchLease> JobLedger::NextLocked(const std::string& job, JobState& state
   lease.batch = batch;
   lease.index_in_epoch = batch;
   lease.last_in_epoch = batch + 1 == steps;
+  lease.step_begin = es.layout.step_starts[batch];
   lease.step_end = es.layout.step_starts[batch + 1];
   lease.positions = es.layout.Slice(batch, rank);
   return lease;

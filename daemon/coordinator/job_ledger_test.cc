@@ -755,11 +755,13 @@ TEST_CASE("a job shuffled by shards: leases follow the blocks; a rank that knows
   CHECK(differs.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(differs.message(), Catch::Contains("shuffle shards"));
   MustJoin(ledger, "j", 0, p);  // this node's rank: its dataset's blocks
-  std::vector<uint64_t> order;
-  MakeEpochOrder(100, p.seed, 0, true, &order, p.shuffle_shape);
-  const BatchLease lease = MustNext(ledger, "j", 0, 0);
-  CHECK(lease.sample_ids ==
-        std::vector<uint64_t>(order.begin() + lease.positions.begin, order.begin() + lease.positions.end));
+  Result<EpochPlan> plan = MakeEpochPlan(100, 5, 2, p.seed, 0, true, 0, p.shuffle_shape);
+  REQUIRE(plan.ok());
+  for (int i = 0; i < 3; ++i) {
+    const BatchLease lease = MustNext(ledger, "j", 0, 0);
+    CHECK(lease.step_begin == plan->layout.step_starts[lease.batch]);
+    CHECK(lease.sample_ids == plan->RankIds(lease.batch, 0, p.shuffle_shape));
+  }
 }
 
 }  // namespace

@@ -195,7 +195,8 @@ Result<BatchLease> RemoteCoordinator::Next(const std::string& job, uint32_t rank
                           ") of epoch " + std::to_string(lease->epoch) +
                           " are not within the job's " + std::to_string(key.num_samples) +
                           " samples");
-        lease->sample_ids = orders_.Ids(key, lease->epoch, at);
+        lease->sample_ids =
+            orders_.SliceIds(key, lease->epoch, {lease->step_begin, lease->step_end}, at);
       }
       return lease;
     }

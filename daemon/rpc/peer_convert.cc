@@ -43,6 +43,7 @@ void ToRpc(const BatchLease& lease, rpc::BatchLease::Builder b) {
   b.setBatch(lease.batch);
   b.setLastInEpoch(lease.last_in_epoch);
   b.setStepEnd(lease.step_end);
+  b.setStepBegin(lease.step_begin);
   b.setBegin(lease.positions.begin);
   b.setEnd(lease.positions.end);
 }
@@ -54,6 +55,7 @@ BatchLease FromRpc(rpc::BatchLease::Reader r) {
   lease.index_in_epoch = lease.batch;
   lease.last_in_epoch = r.getLastInEpoch();
   lease.step_end = r.getStepEnd();
+  lease.step_begin = r.getStepBegin();
   lease.positions = {r.getBegin(), r.getEnd()};
   return lease;
 }

@@ -29,10 +29,10 @@ auto Fields(const PositionRange& r) {
   return std::tie(begin, end);
 }
 auto Fields(const BatchLease& l) {
-  const auto& [epoch, batch, index_in_epoch, last_in_epoch, step_end, positions,
+  const auto& [epoch, batch, index_in_epoch, last_in_epoch, step_end, step_begin, positions,
                sample_ids] = l;
-  return std::tie(epoch, batch, index_in_epoch, last_in_epoch, step_end, positions.begin,
-                  positions.end, sample_ids);
+  return std::tie(epoch, batch, index_in_epoch, last_in_epoch, step_end, step_begin,
+                  positions.begin, positions.end, sample_ids);
 }
 auto Fields(const HeldBatch& h) {
   const auto& [epoch, batch, consumed] = h;
@@ -125,6 +125,7 @@ TEST_CASE("peer wire: a BatchLease carries positions, not sample ids (protocol 4
   lease.index_in_epoch = 602;  // = batch, always (job_coordinator.h)
   lease.last_in_epoch = true;
   lease.step_end = 603;
+  lease.step_begin = 600;
   lease.positions = {604, 605};
   lease.sample_ids = {606, 607};
   CheckEveryFieldSet(lease);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 namespace ember::daemon {
 
@@ -39,14 +40,22 @@ const StreamForecast::Epoch* StreamForecast::EpochLocked(uint64_t epoch) const {
   return slot.get();
 }
 
-std::optional<uint64_t> StreamForecast::RankStep(const Epoch& e, uint64_t position) const {
+std::optional<uint64_t> StreamForecast::StepOf(const Epoch& e, uint64_t position) const {
   const std::vector<uint64_t>& starts = e.layout.step_starts;
   if (starts.empty() || position < starts.front() || position >= starts.back()) return std::nullopt;
-  const uint64_t step =
-      static_cast<uint64_t>(std::upper_bound(starts.begin(), starts.end(), position) - starts.begin()) - 1;
+  return static_cast<uint64_t>(std::upper_bound(starts.begin(), starts.end(), position) -
+                               starts.begin()) - 1;
+}
+
+std::vector<uint64_t> StreamForecast::RankIds(const Epoch& e, uint64_t step) const {
   const PositionRange slice = e.layout.Slice(step, rank_);
-  if (position < slice.begin || position >= slice.end) return std::nullopt;
-  return step;
+  if (!plan_.shuffle_shape.by_shards()) {
+    return std::vector<uint64_t>(e.order.begin() + slice.begin, e.order.begin() + slice.end);
+  }
+  const uint64_t first = e.layout.step_starts[step];
+  std::vector<uint64_t> ids(e.order.begin() + first, e.order.begin() + e.layout.step_starts[step + 1]);
+  GroupByShard(ids, plan_.shuffle_shape);
+  return std::vector<uint64_t>(ids.begin() + (slice.begin - first), ids.begin() + (slice.end - first));
 }
 
 std::vector<uint64_t> StreamForecast::Upcoming(uint64_t batches) const {
@@ -57,8 +66,8 @@ std::vector<uint64_t> StreamForecast::Upcoming(uint64_t batches) const {
     const Epoch* e = EpochLocked(epoch);
     if (e == nullptr) break;
     for (; step < e->layout.steps() && taken < batches; ++step, ++taken) {
-      const PositionRange slice = e->layout.Slice(step, rank_);
-      for (uint64_t p = slice.begin; p < slice.end; ++p) ids.push_back(e->order[p]);
+      const std::vector<uint64_t> step_ids = RankIds(*e, step);
+      ids.insert(ids.end(), step_ids.begin(), step_ids.end());
     }
     ++epoch;
     step = 0;
@@ -75,9 +84,16 @@ std::optional<uint64_t> StreamForecast::NextRead(uint64_t begin, uint64_t end) c
     if (e == nullptr) return std::nullopt;
     const uint64_t first = epoch == epoch_ ? batch_ : 0;  // steps before it are read
     std::optional<uint64_t> soonest;
+    std::map<uint64_t, std::vector<uint64_t>> rank_ids;  // by step: this rank's ids of it
     for (uint64_t id = begin; id < end; ++id) {
-      const std::optional<uint64_t> step = RankStep(*e, e->position_of[id]);
-      if (step && *step >= first && (!soonest || *step < *soonest)) soonest = step;
+      const std::optional<uint64_t> step = StepOf(*e, e->position_of[id]);
+      if (!step || *step < first || (soonest && *step >= *soonest)) continue;
+      auto [it, added] = rank_ids.try_emplace(*step);
+      if (added) {
+        it->second = RankIds(*e, *step);
+        std::sort(it->second.begin(), it->second.end());
+      }
+      if (std::binary_search(it->second.begin(), it->second.end(), id)) soonest = step;
     }
     if (soonest) return offset + (*soonest - first);
     offset += e->layout.steps() - first;

@@ -42,8 +42,11 @@ class StreamForecast final : public ReadForecast {
   // The epoch's plan (one of the two kept), built if need be. Null if it has none (past
   // the end, or a layout the plan refuses).
   const Epoch* EpochLocked(uint64_t epoch) const REQUIRES(mu_);
-  // The rank's step holding `position` of `e`, if the rank reads that position.
-  std::optional<uint64_t> RankStep(const Epoch& e, uint64_t position) const;
+  // The step of `e` holding `position` (nullopt: none, before a resumed epoch's start).
+  std::optional<uint64_t> StepOf(const Epoch& e, uint64_t position) const;
+  // The rank's sample ids of `step` of `e` (a step shuffled by shards grouped by shard
+  // before it is cut: GroupByShard).
+  std::vector<uint64_t> RankIds(const Epoch& e, uint64_t step) const;
 
   const JobParams plan_;
   const uint32_t rank_;

@@ -36,10 +36,8 @@ std::vector<std::vector<uint64_t>> Reads(const ForecastPlan& plan, uint64_t epoc
                                         plan.seed, e, plan.shuffle,
                                         e == plan.start_epoch ? plan.start_position : 0, plan.shuffle_shape);
     REQUIRE(p.ok());
-    for (uint64_t s = e == epoch ? step : 0; s < p->steps(); ++s) {
-      const PositionRange slice = p->Slice(s, plan.rank);
-      batches.emplace_back(p->ids(slice), p->ids(slice) + slice.size());
-    }
+    for (uint64_t s = e == epoch ? step : 0; s < p->steps(); ++s)
+      batches.push_back(p->RankIds(s, plan.rank, plan.shuffle_shape));
   }
   return batches;
 }
