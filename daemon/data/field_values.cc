@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <system_error>
 
@@ -33,6 +34,27 @@ bool ParseDecimalDouble(const char* data, size_t size, double& value) {
   if (begin < end && *begin == '+') ++begin;
   auto [at, error] = std::from_chars(begin, end, value);
   return begin < end && error == std::errc() && at == end;
+}
+
+// IEEE 754 half to single precision (exact).
+float HalfToFloat(uint16_t half) {
+  const uint32_t sign = static_cast<uint32_t>(half >> 15) << 31;
+  const uint32_t exponent = (half >> 10) & 0x1f;
+  const uint32_t mantissa = half & 0x3ff;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
+  } else if (exponent == 31) {
+    magnitude = mantissa == 0 ? INFINITY : NAN;
+  } else {
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &magnitude, sizeof(bits));
+  bits |= sign;
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
 }
 
 std::string ShapeText(ring::DType dtype, const std::vector<int64_t>& shape) {

@@ -30,6 +30,9 @@ bool ParseDecimalInt64(const char* data, size_t size, int64_t& value);
 // whitespace allowed: false for anything else.
 bool ParseDecimalDouble(const char* data, size_t size, double& value);
 
+// IEEE 754 half precision to single (exact; NaNs keep their sign).
+float HalfToFloat(uint16_t half);
+
 // "(3,) float32", "(2,4) uint8", "() int64".
 std::string ShapeText(ring::DType dtype, const std::vector<int64_t>& shape);
 

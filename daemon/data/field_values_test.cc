@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -46,6 +48,17 @@ TEST_CASE("bytes are two tensors, zero-padded to the longest, and their count") 
   CHECK(size == 0);
   CHECK(ShapeText(ring::DType::kFloat32, {3}) == "(3,) float32");
   CHECK(ShapeText(ring::DType::kUInt8, {2, 4}) == "(2,4) uint8");
+}
+
+TEST_CASE("half precision widens exactly, signs and NaNs kept") {
+  CHECK(HalfToFloat(0x3c00) == 1.0f);
+  CHECK(HalfToFloat(0xc000) == -2.0f);
+  CHECK(HalfToFloat(0x0001) == std::ldexp(1.0f, -24));  // the smallest subnormal
+  CHECK(HalfToFloat(0x7bff) == 65504.0f);
+  CHECK(std::isinf(HalfToFloat(0x7c00)));
+  CHECK(std::signbit(HalfToFloat(0x8000)));  // -0
+  CHECK(std::isnan(HalfToFloat(0xfe00)));
+  CHECK(std::signbit(HalfToFloat(0xfe00)));
 }
 
 TEST_CASE("the tensors columns make must fit the ring: names, duplicates, count") {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "daemon/data/field_values.h"
 #include "daemon/data/mds/mds_hash.h"
 
 namespace ember::daemon {
@@ -33,27 +34,6 @@ bool TypeOfCode(uint8_t code, MdsType& type) {
     case 66: type = MdsType::kFloat64; return true;
     default: return false;
   }
-}
-
-// IEEE 754 half to single precision (exact).
-float HalfToFloat(uint16_t half) {
-  const uint32_t sign = static_cast<uint32_t>(half >> 15) << 31;
-  const uint32_t exponent = (half >> 10) & 0x1f;
-  const uint32_t mantissa = half & 0x3ff;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
-  } else if (exponent == 31) {
-    magnitude = mantissa == 0 ? INFINITY : NAN;
-  } else {
-    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &magnitude, sizeof(bits));
-  bits |= sign;
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
 }
 
 template <typename From, typename To>

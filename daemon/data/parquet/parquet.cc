@@ -599,18 +599,6 @@ bool IntegerAt(ParquetType type, const char* data, int64_t& value) {
   }
 }
 
-float HalfToFloat(uint16_t half) {
-  const float sign = (half & 0x8000) != 0 ? -1.0f : 1.0f;
-  const int exponent = (half >> 10) & 0x1f;
-  const int mantissa = half & 0x3ff;
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
-  if (exponent == 31) {
-    return mantissa == 0 ? sign * std::numeric_limits<float>::infinity()
-                         : std::numeric_limits<float>::quiet_NaN();
-  }
-  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
-}
-
 // Writes `count` values of `type` at `src` as `dtype` (ElementDType's, or int64) to `dst`:
 // false for a uint64 over INT64_MAX.
 bool ConvertValues(ParquetType type, const char* src, size_t count, ring::DType dtype, char* dst) {
