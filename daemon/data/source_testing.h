@@ -28,6 +28,39 @@ inline Status ReadSampleTensor(const Source& source, uint64_t id, size_t tensor,
   return Status::Ok();
 }
 
+// Every tensor of one sample, as bytes (buffers filled with 0x55 first, so bytes a
+// source failed to write show), and what ReadSample said.
+struct SampleBytes {
+  Status status;
+  std::vector<std::string> tensors;
+
+  // Element `i` of tensor `t` as a T.
+  template <typename T>
+  T Get(size_t t, size_t i = 0) const {
+    T value;
+    std::memcpy(&value, tensors[t].data() + i * sizeof(T), sizeof(T));
+    return value;
+  }
+};
+
+// Sample `id` read with seed 5, epoch 1.
+inline SampleBytes ReadSampleBytes(const Source& source, uint64_t id) {
+  SampleBytes sample;
+  std::vector<void*> dsts;
+  for (const TensorSpec& t : source.info().tensors)
+    sample.tensors.emplace_back(t.SampleBytes(), '\x55');
+  for (std::string& t : sample.tensors) dsts.push_back(t.data());
+  sample.status = source.ReadSample(id, SampleContext{5, 1}, dsts.data());
+  return sample;
+}
+
+// The names of the dataset's tensors, in order.
+inline std::vector<std::string> TensorNames(const DatasetInfo& info) {
+  std::vector<std::string> names;
+  for (const TensorSpec& t : info.tensors) names.push_back(t.name);
+  return names;
+}
+
 }  // namespace ember::daemon
 
 #endif  // EMBER_DAEMON_DATA_SOURCE_TESTING_H_

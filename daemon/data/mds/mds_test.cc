@@ -47,27 +47,6 @@ std::string MosaicSet(const std::string& name, const std::string& where) {
   return dir;
 }
 
-// Every tensor of sample `id`, as bytes.
-struct Sample {
-  Status status;
-  std::vector<std::string> tensors;
-
-  template <typename T>
-  T Get(size_t t, size_t i = 0) const {
-    T value;
-    std::memcpy(&value, tensors[t].data() + i * sizeof(T), sizeof(T));
-    return value;
-  }
-};
-
-Sample Read(const Source& source, uint64_t id) {
-  Sample sample;
-  std::vector<void*> dsts;
-  for (const TensorSpec& t : source.info().tensors) sample.tensors.emplace_back(t.SampleBytes(), '\x55');
-  for (std::string& t : sample.tensors) dsts.push_back(t.data());
-  sample.status = source.ReadSample(id, SampleContext{5, 1}, dsts.data());
-  return sample;
-}
 
 std::unique_ptr<Source> MustLoad(Env& env, const DatasetSpec& spec, ShardCache* cache = nullptr,
                                  DatasetMemory::Charge* memory = nullptr) {
@@ -77,14 +56,9 @@ std::unique_ptr<Source> MustLoad(Env& env, const DatasetSpec& spec, ShardCache* 
   return std::move(source).value();
 }
 
-std::vector<std::string> Names(const DatasetInfo& info) {
-  std::vector<std::string> names;
-  for (const TensorSpec& t : info.tensors) names.push_back(t.name);
-  return names;
-}
 
 // What make.py wrote as sample i (see there), read back.
-void CheckMosaicSample(const Sample& sample, int i) {
+void CheckMosaicSample(const SampleBytes& sample, int i) {
   INFO("sample " << i << ": " << sample.status.ToString());
   REQUIRE(sample.status.ok());
   // image, label, big, e2, emb, half, txt, txt_size
@@ -115,7 +89,7 @@ TEST_CASE("a set Mosaic's MDSWriter wrote reads back, uncompressed and zstd-comp
   CHECK(info->count == 5);
   CHECK(info->files == std::vector<std::string>{raw + "/index.json", raw + "/shard.00000.mds",
                                                 raw + "/shard.00001.mds"});
-  CHECK(Names(*info) == std::vector<std::string>{"image", "label", "big", "e2", "emb", "half",
+  CHECK(TensorNames(*info) == std::vector<std::string>{"image", "label", "big", "e2", "emb", "half",
                                                  "txt", "txt_size"});
   const auto& t = info->tensors;
   CHECK(t[0].shape == std::vector<int64_t>{8, 8, 3});
@@ -138,13 +112,13 @@ TEST_CASE("a set Mosaic's MDSWriter wrote reads back, uncompressed and zstd-comp
                                  zstd + "/shard.00001.mds.zstd"});
   CHECK(compressed->info().tensors.size() == 8);
   for (int i = 0; i < 5; ++i) {
-    const Sample a = Read(*plain, i);
-    const Sample b = Read(*compressed, i);
+    const SampleBytes a = ReadSampleBytes(*plain, i);
+    const SampleBytes b = ReadSampleBytes(*compressed, i);
     CheckMosaicSample(a, i);
     CheckMosaicSample(b, i);
     CHECK(a.tensors == b.tensors);
   }
-  CHECK(Read(*plain, 5).status.code() == StatusCode::kInvalidArgument);
+  CHECK(ReadSampleBytes(*plain, 5).status.code() == StatusCode::kInvalidArgument);
   const uint64_t ids[] = {0, 4, 99};
   plain->Prefetch(ids, 3);
   compressed->Prefetch(ids, 3);
@@ -183,14 +157,14 @@ TEST_CASE("columns become tensors: the jpeg the image, str_int label, the others
   auto source = MustLoad(*env, Spec(dir));
   const DatasetInfo& info = source->info();
   CHECK(info.count == 5);
-  REQUIRE(Names(info) == std::vector<std::string>{"image", "label", "caption", "caption_size",
+  REQUIRE(TensorNames(info) == std::vector<std::string>{"image", "label", "caption", "caption_size",
                                                   "count", "extra", "extra_size", "score"});
   CHECK(info.tensors[4].dtype == ring::DType::kInt64);    // uint32
   CHECK(info.tensors[7].dtype == ring::DType::kFloat64);  // str_float
   auto pipeline = ImagePipeline::Parse(kSmallPipeline);
   REQUIRE(pipeline.ok());
   for (int i = 0; i < 5; ++i) {
-    const Sample sample = Read(*source, i);
+    const SampleBytes sample = ReadSampleBytes(*source, i);
     INFO("sample " << i << ": " << sample.status.ToString());
     REQUIRE(sample.status.ok());
     // The same bytes as the pipeline makes of the jpeg itself.
@@ -223,7 +197,7 @@ TEST_CASE("a directory of sets, each with its index.json, is read as one, in nam
         std::vector<std::string>{dir + "/a/index.json", dir + "/b/index.json",
                                  dir + "/a/shard.00000.mds.zstd", dir + "/a/shard.00001.mds.zstd",
                                  dir + "/b/shard.00000.mds"});
-  for (int i = 0; i < 5; ++i) CHECK(Read(*source, i).Get<int64_t>(1) == i * 7);
+  for (int i = 0; i < 5; ++i) CHECK(ReadSampleBytes(*source, i).Get<int64_t>(1) == i * 7);
 
   // Sets whose columns differ are not one set.
   std::vector<MdsTestColumn> other = kColumns;
@@ -335,7 +309,7 @@ TEST_CASE("a sample whose sizes do not add up, or whose values do not parse, los
                    {emb({1, 2}), jpeg, "5", MdsBytesOf<uint64_t>(uint64_t{1} << 63), "too big"},
                    {emb({1, 2}), jpeg, "6", MdsBytesOf<uint64_t>(6), "sizes"}},
                   MdsTestOptions{6, "", {}});
-  // Sample 5's head says its txt has 6 bytes more than it has.
+  // SampleBytes 5's head says its txt has 6 bytes more than it has.
   std::string shard = ReadTestFile(dir + "/shard.00000.mds");
   uint32_t begin = 0;
   std::memcpy(&begin, shard.data() + 4 + 4 * 5, 4);
@@ -347,7 +321,7 @@ TEST_CASE("a sample whose sizes do not add up, or whose values do not parse, los
 
   auto source = MustLoad(*env, Spec(dir));
   REQUIRE(source->info().count == 6);
-  CHECK(Names(source->info()) ==
+  CHECK(TensorNames(source->info()) ==
         std::vector<std::string>{"image", "label", "emb", "n", "txt", "txt_size"});
   CHECK(source->info().tensors[4].shape == std::vector<int64_t>{11});  // "other shape"
   const std::string shard_path = dir + "/shard.00000.mds";
@@ -356,22 +330,22 @@ TEST_CASE("a sample whose sizes do not add up, or whose values do not parse, los
     std::memcpy(&offset, shard.data() + 4 + 4 * k, 4);
     return shard_path + ": sample " + std::to_string(k) + " (byte " + std::to_string(offset) + ")";
   };
-  const Sample ok = Read(*source, 0);
+  const SampleBytes ok = ReadSampleBytes(*source, 0);
   REQUIRE(ok.status.ok());
   CHECK(ok.Get<float>(2, 1) == 2.0f);
   CHECK(ok.Get<int64_t>(3) == 1);
-  const Status image = Read(*source, 1).status;
+  const Status image = ReadSampleBytes(*source, 1).status;
   CHECK(image.code() == StatusCode::kDataLoss);
   CHECK_THAT(image.message(), Catch::Contains(where(1) + " column 'image'"));
-  CHECK(Read(*source, 2).status.message() == where(2) + " column 'label': not an integer: 'three'");
-  CHECK(Read(*source, 3).status.message() ==
+  CHECK(ReadSampleBytes(*source, 2).status.message() == where(2) + " column 'label': not an integer: 'three'");
+  CHECK(ReadSampleBytes(*source, 3).status.message() ==
         where(3) + " column 'emb': an array of (3,) float32, the set's are (2,) float32");
-  CHECK(Read(*source, 4).status.message() ==
+  CHECK(ReadSampleBytes(*source, 4).status.message() ==
         where(4) + " column 'n': a uint64 over the int64 it is served as");
-  const Status sizes_status = Read(*source, 5).status;
+  const Status sizes_status = ReadSampleBytes(*source, 5).status;
   CHECK(sizes_status.code() == StatusCode::kDataLoss);
   CHECK_THAT(sizes_status.message(), Catch::StartsWith(where(5) + ": column 'txt' ("));
-  CHECK(Read(*source, 0).status.ok());
+  CHECK(ReadSampleBytes(*source, 0).status.ok());
 }
 
 TEST_CASE("a shard truncated while the set is loaded fails its reads, not the daemon") {
@@ -383,9 +357,9 @@ TEST_CASE("a shard truncated while the set is loaded fails its reads, not the da
   WriteMdsDataset(dir, {{"blob", "bytes", std::nullopt}}, samples, MdsTestOptions{8, "", {}});
   auto source = MustLoad(*env, Spec(dir));
   CHECK_FALSE(source->ParallelDecode());
-  REQUIRE(Read(*source, 7).status.ok());
+  REQUIRE(ReadSampleBytes(*source, 7).status.ok());
   REQUIRE(truncate((dir + "/shard.00000.mds").c_str(), static_cast<off_t>(page)) == 0);
-  const Status status = Read(*source, 7).status;  // was SIGBUS
+  const Status status = ReadSampleBytes(*source, 7).status;  // was SIGBUS
   CHECK(status.code() == StatusCode::kDataLoss);
   CHECK_THAT(status.message(), Catch::StartsWith(dir + "/shard.00000.mds: the file shrank below"));
 }
@@ -430,7 +404,7 @@ TEST_CASE("the index and the decompressed shards are charged to the owner's data
   auto fits = roomy.For(user);
   auto source = MustLoad(*env, Spec(dir), nullptr, fits.get());
   CHECK(roomy.of(2001) > 40000);
-  CHECK(Read(*source, 3).Get<int64_t>(1) == 10000);
+  CHECK(ReadSampleBytes(*source, 3).Get<int64_t>(1) == 10000);
 }
 
 TEST_CASE("a set at an http:// URL is read through the shard cache, equal to the local one") {
@@ -449,10 +423,10 @@ TEST_CASE("a set at an http:// URL is read through the shard cache, equal to the
                                  nginx.Url("/raw/shard.00001.mds")});
   auto local = MustLoad(*env, Spec(root + "/raw"));
   for (uint64_t id : {0, 4, 1, 3, 2}) {
-    const Sample got = Read(*remote, id);
+    const SampleBytes got = ReadSampleBytes(*remote, id);
     INFO("sample " << id << ": " << got.status.ToString());
     REQUIRE(got.status.ok());
-    CHECK(got.tensors == Read(*local, id).tensors);
+    CHECK(got.tensors == ReadSampleBytes(*local, id).tensors);
   }
   // Shard 1 is cached; shard 0's three samples came by range GETs (and index.json by one).
   const ShardCacheStats stats = (*cache)->stats();
@@ -463,7 +437,7 @@ TEST_CASE("a set at an http:// URL is read through the shard cache, equal to the
   // Compressed: decompressed into memory when loaded; nothing remote is read after.
   auto zipped = MustLoad(*env, Spec(nginx.Url("/zstd/index.json")), cache->get());
   const uint64_t ranges = (*cache)->stats().range_reads;
-  for (uint64_t id = 0; id < 5; ++id) CHECK(Read(*zipped, id).tensors == Read(*local, id).tensors);
+  for (uint64_t id = 0; id < 5; ++id) CHECK(ReadSampleBytes(*zipped, id).tensors == ReadSampleBytes(*local, id).tensors);
   CHECK((*cache)->stats().range_reads == ranges);
 
   auto missing = ProbeMds(*env, Spec(nginx.Url("/nothing/")), nullptr, nullptr, cache->get());
@@ -489,10 +463,10 @@ TEST_CASE("a set at s3:// is read through the shard cache, equal to the local on
           std::vector<std::string>{objects + "index.json", objects + "shard.00000.mds",
                                    objects + "shard.00001.mds"});
     for (uint64_t id : {0, 4, 1, 3, 2}) {
-      const Sample got = Read(*remote, id);
+      const SampleBytes got = ReadSampleBytes(*remote, id);
       INFO(path << " sample " << id << ": " << got.status.ToString());
       REQUIRE(got.status.ok());
-      CHECK(got.tensors == Read(*local, id).tensors);
+      CHECK(got.tensors == ReadSampleBytes(*local, id).tensors);
     }
   }
   auto missing = ProbeMds(*env, Spec("s3://sets/nothing/"), nullptr, nullptr, cache->get());

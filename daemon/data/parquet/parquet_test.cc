@@ -18,9 +18,9 @@
 #include "daemon/data/dataset_memory.h"
 #include "daemon/data/parquet/arrow_parquet.h"
 #include "daemon/data/remote/nginx_testing.h"
-#include "daemon/data/remote/s3_config.h"
 #include "daemon/data/remote/s3_testing.h"
 #include "daemon/data/remote/shard_cache.h"
+#include "daemon/data/source_testing.h"
 
 namespace ember::daemon {
 namespace {
@@ -60,37 +60,10 @@ std::unique_ptr<Source> MustLoad(Env& env, const DatasetSpec& spec, ShardCache* 
   return std::move(source).value();
 }
 
-// Every tensor of one sample, as bytes.
-struct Sample {
-  Status status;
-  std::vector<std::string> tensors;
 
-  template <typename T>
-  T Get(size_t t, size_t i = 0) const {
-    T value;
-    std::memcpy(&value, tensors[t].data() + i * sizeof(T), sizeof(T));
-    return value;
-  }
-};
-
-Sample Read(const Source& source, uint64_t id) {
-  Sample sample;
-  std::vector<void*> dsts;
-  for (const TensorSpec& t : source.info().tensors)
-    sample.tensors.emplace_back(t.SampleBytes(), '\x55');
-  for (std::string& t : sample.tensors) dsts.push_back(t.data());
-  sample.status = source.ReadSample(id, SampleContext{5, 1}, dsts.data());
-  return sample;
-}
-
-std::vector<std::string> Names(const DatasetInfo& info) {
-  std::vector<std::string> names;
-  for (const TensorSpec& t : info.tensors) names.push_back(t.name);
-  return names;
-}
 
 // What make.py wrote as row i of images/, read back.
-void CheckImagesSample(const Sample& sample, int i) {
+void CheckImagesSample(const SampleBytes& sample, int i) {
   INFO("sample " << i << ": " << sample.status.ToString());
   REQUIRE(sample.status.ok());
   // image, label, caption, caption_size, input_ids, input_ids_size, emb, shape
@@ -122,7 +95,7 @@ TEST_CASE("a set pyarrow wrote reads back: an Image struct, label, string, token
   CHECK(info->count == 10);
   CHECK(info->shards == 2);
   CHECK(info->files == std::vector<std::string>{dir + "/part-0.parquet", dir + "/part-1.parquet"});
-  CHECK(Names(*info) == std::vector<std::string>{"image", "label", "caption", "caption_size",
+  CHECK(TensorNames(*info) == std::vector<std::string>{"image", "label", "caption", "caption_size",
                                                  "input_ids", "input_ids_size", "emb", "shape"});
   const auto& t = info->tensors;
   CHECK(t[0].shape == std::vector<int64_t>{8, 8, 3});
@@ -138,9 +111,9 @@ TEST_CASE("a set pyarrow wrote reads back: an Image struct, label, string, token
 
   auto source = MustLoad(*env, Spec(dir));
   CHECK(source->ParallelDecode());
-  for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) CheckImagesSample(Read(*source, i), i);
-  for (int i : {9, 0, 5, 2, 7, 3}) CheckImagesSample(Read(*source, i), i);  // any order
-  CHECK(Read(*source, 10).status.code() == StatusCode::kInvalidArgument);
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) CheckImagesSample(ReadSampleBytes(*source, i), i);
+  for (int i : {9, 0, 5, 2, 7, 3}) CheckImagesSample(ReadSampleBytes(*source, i), i);  // any order
+  CHECK(ReadSampleBytes(*source, 10).status.code() == StatusCode::kInvalidArgument);
   const uint64_t ids[] = {0, 9, 99};
   source->Prefetch(ids, 3);
 
@@ -150,7 +123,7 @@ TEST_CASE("a set pyarrow wrote reads back: an Image struct, label, string, token
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int round = 0; round < 5; ++round)
-        for (int i = 0; i < 10; ++i) bad[t] += !Read(*source, (i * 7 + t) % 10).status.ok();
+        for (int i = 0; i < 10; ++i) bad[t] += !ReadSampleBytes(*source, (i * 7 + t) % 10).status.ok();
     });
   }
   for (std::thread& thread : threads) thread.join();
@@ -169,15 +142,15 @@ TEST_CASE("a set pyarrow wrote reads back: an Image struct, label, string, token
   CHECK(one->count == 4);
   auto pattern = MustLoad(*env, Spec(dir + "/part-{1,0}.parquet"));
   CHECK(pattern->info().count == 10);
-  CheckImagesSample(Read(*pattern, 0), 6);
-  CheckImagesSample(Read(*pattern, 4), 0);
+  CheckImagesSample(ReadSampleBytes(*pattern, 0), 6);
+  CheckImagesSample(ReadSampleBytes(*pattern, 4), 0);
 }
 
 TEST_CASE("integers and bools serve as int64, floats as float32 or float64") {
   auto env = NewPosixEnv();
   const std::string dir = Testdata("scalars");
   auto source = MustLoad(*env, Spec(dir + "/scalars.parquet"));
-  CHECK(Names(source->info()) == std::vector<std::string>{"flag", "small", "wide", "u32", "big",
+  CHECK(TensorNames(source->info()) == std::vector<std::string>{"flag", "small", "wide", "u32", "big",
                                                           "half", "single", "double"});
   const auto& t = source->info().tensors;
   for (int k = 0; k < 5; ++k) CHECK(t[k].dtype == ring::DType::kInt64);
@@ -186,7 +159,7 @@ TEST_CASE("integers and bools serve as int64, floats as float32 or float64") {
   CHECK(t[7].dtype == ring::DType::kFloat64);
   CHECK_FALSE(Probe(*env, Spec(dir + "/scalars.parquet"))->tensors.empty());
   for (int i = 0; i < 3; ++i) {
-    const Sample s = Read(*source, i);
+    const SampleBytes s = ReadSampleBytes(*source, i);
     INFO("sample " << i << ": " << s.status.ToString());
     REQUIRE(s.status.ok());
     CHECK(s.Get<int64_t>(0) == i % 2);
@@ -198,7 +171,7 @@ TEST_CASE("integers and bools serve as int64, floats as float32 or float64") {
     CHECK(s.Get<float>(6) == i + 0.5f);
     CHECK(s.Get<double>(7) == i / 3.0);
   }
-  const Sample over = Read(*source, 3);
+  const SampleBytes over = ReadSampleBytes(*source, 3);
   CHECK(over.status.code() == StatusCode::kDataLoss);
   CHECK(over.status.message() == dir +
                                      "/scalars.parquet: row 3 (row group 0) column 'big': a "
@@ -210,14 +183,14 @@ TEST_CASE(
   auto env = NewPosixEnv();
   const std::string dir = Testdata("lists");
   auto source = MustLoad(*env, Spec(dir + "/lists.parquet"));
-  CHECK(Names(source->info()) ==
+  CHECK(TensorNames(source->info()) ==
         std::vector<std::string>{"label", "var", "var_size", "blob", "blob_size"});
   const auto& t = source->info().tensors;
   CHECK(t[1].dtype == ring::DType::kFloat32);  // float16
   CHECK(t[1].shape == std::vector<int64_t>{3});
   CHECK(t[3].shape == std::vector<int64_t>{3});
   for (int i = 0; i < 4; ++i) {
-    const Sample s = Read(*source, i);
+    const SampleBytes s = ReadSampleBytes(*source, i);
     INFO("sample " << i << ": " << s.status.ToString());
     REQUIRE(s.status.ok());
     CHECK(s.Get<int64_t>(0) == i);
@@ -232,20 +205,20 @@ TEST_CASE("a null in a column served loses its sample, naming the file, the row 
   auto env = NewPosixEnv();
   const std::string file = Testdata("nulls") + "/nulls.parquet";
   auto source = MustLoad(*env, Spec(file));
-  CHECK(Names(source->info()) == std::vector<std::string>{"image", "text", "text_size", "input_ids",
+  CHECK(TensorNames(source->info()) == std::vector<std::string>{"image", "text", "text_size", "input_ids",
                                                           "input_ids_size", "value"});
-  CHECK(Read(*source, 0).status.ok());
+  CHECK(ReadSampleBytes(*source, 0).status.ok());
   auto where = [&](int row) {
     return file + ": row " + std::to_string(row) + " (row group 0) column ";
   };
-  CHECK(Read(*source, 1).status.message() == where(1) + "'image': null");
-  CHECK(Read(*source, 2).status.message() == where(2) + "'text': null");
-  CHECK(Read(*source, 3).status.message() ==
+  CHECK(ReadSampleBytes(*source, 1).status.message() == where(1) + "'image': null");
+  CHECK(ReadSampleBytes(*source, 2).status.message() == where(2) + "'text': null");
+  CHECK(ReadSampleBytes(*source, 3).status.message() ==
         where(3) + "'input_ids': null, or a list holding a null");
-  CHECK(Read(*source, 4).status.message() ==
+  CHECK(ReadSampleBytes(*source, 4).status.message() ==
         where(4) + "'input_ids': null, or a list holding a null");
-  for (int i = 1; i < 5; ++i) CHECK(Read(*source, i).status.code() == StatusCode::kDataLoss);
-  CHECK(Read(*source, 0).status.ok());
+  for (int i = 1; i < 5; ++i) CHECK(ReadSampleBytes(*source, i).status.code() == StatusCode::kDataLoss);
+  CHECK(ReadSampleBytes(*source, 0).status.ok());
 }
 
 TEST_CASE("a row group that does not decode loses its rows only, or the set when it is scanned") {
@@ -253,9 +226,9 @@ TEST_CASE("a row group that does not decode loses its rows only, or the set when
   const std::string dir = Testdata("damaged");
   const std::string file = dir + "/damaged.parquet";  // row group 1's emb
   auto source = MustLoad(*env, Spec(file));
-  for (int i : {0, 1, 4, 5}) CheckImagesSample(Read(*source, i), i);
+  for (int i : {0, 1, 4, 5}) CheckImagesSample(ReadSampleBytes(*source, i), i);
   for (int i : {2, 3, 2}) {
-    const Status status = Read(*source, i).status;
+    const Status status = ReadSampleBytes(*source, i).status;
     CHECK(status.code() == StatusCode::kDataLoss);
     CHECK_THAT(status.message(), Catch::StartsWith(file + ": row group 1: "));
   }
@@ -329,12 +302,12 @@ TEST_CASE("a directory of Hugging Face's split files is read for the spec's spli
   CHECK(train->info().count == 3);
   CHECK(train->info().files == std::vector<std::string>{dir + "/train-00000-of-00002.parquet",
                                                         dir + "/train-00001-of-00002.parquet"});
-  for (int i = 0; i < 3; ++i) CHECK(Read(*train, i).Get<int64_t>(0) == i);
+  for (int i = 0; i < 3; ++i) CHECK(ReadSampleBytes(*train, i).Get<int64_t>(0) == i);
   DatasetSpec test = Spec(dir + "/");
   test.split = "test";
   auto tested = MustLoad(*env, test);
   CHECK(tested->info().count == 1);
-  CHECK(Read(*tested, 0).Get<int64_t>(0) == 100);
+  CHECK(ReadSampleBytes(*tested, 0).Get<int64_t>(0) == 100);
   DatasetSpec validation = Spec(dir);
   validation.split = "validation";
   auto none = Probe(*env, validation);
@@ -365,9 +338,9 @@ TEST_CASE(
   DatasetSpec spec = Spec(dir + "/images");
   spec.pipeline = std::string("columns: [input_ids, image]\n") + kSmallPipeline;
   auto source = MustLoad(*env, spec);
-  CHECK(Names(source->info()) == std::vector<std::string>{"image", "input_ids", "input_ids_size"});
+  CHECK(TensorNames(source->info()) == std::vector<std::string>{"image", "input_ids", "input_ids_size"});
   CHECK(source->info().tensors[0].shape == std::vector<int64_t>{8, 8, 3});
-  const Sample s = Read(*source, 7);
+  const SampleBytes s = ReadSampleBytes(*source, 7);
   REQUIRE(s.status.ok());
   CHECK(std::abs(static_cast<uint8_t>(s.tensors[0][0]) - 140) <= 4);
   CHECK(s.Get<int64_t>(1, 3) == 10);
@@ -377,7 +350,7 @@ TEST_CASE(
   many.pipeline = "columns: [e, a]";  // the default image pipeline
   auto fits = Probe(*env, many);
   REQUIRE(fits.ok());
-  CHECK(Names(*fits) == std::vector<std::string>{"a", "a_size", "e"});
+  CHECK(TensorNames(*fits) == std::vector<std::string>{"a", "a_size", "e"});
   DatasetSpec other = Spec(dir + "/other.parquet");  // its one column is a timestamp
   other.pipeline = "columns: [image]";
   CHECK(Probe(*env, other).status().message() ==
@@ -417,17 +390,17 @@ TEST_CASE(
   auto charge = roomy.For(user);
   auto source = MustLoad(*env, Spec(dir), nullptr, charge.get());
   CHECK(charge->bytes() > needed);  // and the footers, kept
-  CheckImagesSample(Read(*source, 7), 7);
+  CheckImagesSample(ReadSampleBytes(*source, 7), 7);
 }
 
 TEST_CASE("a file truncated while the set is loaded fails its reads, not the daemon") {
   auto env = NewPosixEnv();
   const std::string dir = Testdata("shrinking") + "/images";
   auto source = MustLoad(*env, Spec(dir));
-  CheckImagesSample(Read(*source, 0), 0);
+  CheckImagesSample(ReadSampleBytes(*source, 0), 0);
   const std::string file = dir + "/part-0.parquet";
   REQUIRE(truncate(file.c_str(), static_cast<off_t>(sysconf(_SC_PAGESIZE))) == 0);
-  const Status status = Read(*source, 5).status;  // row group 2, not decoded yet
+  const Status status = ReadSampleBytes(*source, 5).status;  // row group 2, not decoded yet
   CHECK(status.code() == StatusCode::kDataLoss);
   CHECK_THAT(status.message(), Catch::StartsWith(file + ": the file shrank below"));
 }
@@ -445,10 +418,10 @@ TEST_CASE("a set at http:// URLs is read through the shard cache, equal to the l
                                                          nginx.Url("/images/part-1.parquet")});
   auto local = MustLoad(*env, Spec(root + "/images"));
   for (uint64_t id : {0, 9, 1, 6, 2, 3, 4, 5, 7, 8}) {
-    const Sample got = Read(*remote, id);
+    const SampleBytes got = ReadSampleBytes(*remote, id);
     INFO("sample " << id << ": " << got.status.ToString());
     REQUIRE(got.status.ok());
-    CHECK(got.tensors == Read(*local, id).tensors);
+    CHECK(got.tensors == ReadSampleBytes(*local, id).tensors);
   }
   // part-1 is cached; part-0's row groups came by range GETs (its footer is not read again).
   const ShardCacheStats stats = (*cache)->stats();
@@ -485,7 +458,7 @@ TEST_CASE(
     CHECK((*remote)->info().files ==
           std::vector<std::string>{objects + "part-0.parquet", objects + "part-1.parquet"});
     for (uint64_t id = 0; id < 10; ++id)
-      CHECK(Read(**remote, id).tensors == Read(*local, id).tensors);
+      CHECK(ReadSampleBytes(**remote, id).tensors == ReadSampleBytes(*local, id).tensors);
   }
   auto empty = Probe(*env, Spec("s3://data/"), nullptr, cache->get());
   CHECK(empty.status().code() == StatusCode::kNotFound);

@@ -43,6 +43,18 @@ def write_synthetic_idx(directory: str, prefix: str, count: int, rows: int = 28,
         f.write(labels)
 
 
+def read_samples(client: ember.Client, path: str, pipeline: str, **kwargs) -> Dict[int, dict]:
+    """One epoch of the dataset at `path` in order, as one rank of 1 with batches of 4:
+    sample id -> its tensors (copies). `kwargs` go to ember.Loader."""
+    loader = ember.Loader(path, 4, epochs=1, rank=0, world_size=1, client=client,
+                          shuffle=False, sample_ids=True, pipeline=pipeline, **kwargs)
+    out = {}
+    for batch in loader:
+        for k, i in enumerate(batch["sample_id"].reshape(-1).tolist()):
+            out[i] = {name: tensor[k].clone() for name, tensor in batch.items()}
+    return out
+
+
 class Daemon:
     """A private emberd on <tmp>/emberd.sock (2 decode threads, 256 MiB of shared memory,
     `slots` ring slots), stopped and its directory removed by stop() / the with block.

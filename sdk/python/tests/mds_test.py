@@ -67,13 +67,7 @@ class MdsTest(unittest.TestCase):
 
     @classmethod
     def samples(cls, path, **kwargs):
-        loader = ember.Loader(path, 4, epochs=1, rank=0, world_size=1, client=cls.client,
-                              shuffle=False, sample_ids=True, pipeline=PIPELINE, **kwargs)
-        out = {}
-        for batch in loader:
-            for k, i in enumerate(batch["sample_id"].reshape(-1).tolist()):
-                out[i] = {name: tensor[k].clone() for name, tensor in batch.items()}
-        return out
+        return et.read_samples(cls.client, path, PIPELINE, **kwargs)
 
     def check_sample(self, got, i):
         self.assertTrue(torch.equal(got["image"], self.folder[i]["image"]), f"image of {i}")

@@ -57,14 +57,7 @@ class WebDatasetTest(unittest.TestCase):
         cls.daemon.stop()
 
     def samples(self, path, client=None, **kwargs):
-        loader = ember.Loader(path, 4, epochs=1, rank=0, world_size=1,
-                              client=client or self.client, shuffle=False, sample_ids=True,
-                              pipeline=PIPELINE, **kwargs)
-        out = {}
-        for batch in loader:
-            for k, i in enumerate(batch["sample_id"].reshape(-1).tolist()):
-                out[i] = {name: tensor[k].clone() for name, tensor in batch.items()}
-        return out
+        return et.read_samples(client or self.client, path, PIPELINE, **kwargs)
 
     def test_shards_read_back_equal_to_the_same_images_as_a_folder(self):
         shards = os.path.join(self.data, "shards")
