@@ -372,6 +372,16 @@ class PosixEnv final : public Env {
 
   Result<std::unique_ptr<SharedMemory>> CreateSharedMemory(const std::string& name,
                                                            size_t size) override {
+    return MakeSharedMemory(name, size, /*seal_writes=*/false);
+  }
+
+  Result<std::unique_ptr<SharedMemory>> CreateWriteSealedSharedMemory(const std::string& name,
+                                                                      size_t size) override {
+    return MakeSharedMemory(name, size, /*seal_writes=*/true);
+  }
+
+  static Result<std::unique_ptr<SharedMemory>> MakeSharedMemory(const std::string& name,
+                                                                size_t size, bool seal_writes) {
     const std::string what = "shared memory '" + name + "'";
     if (size == 0) return InvalidArgument(what + ": size must be positive");
     int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -380,12 +390,17 @@ class PosixEnv final : public Env {
     if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
       return ErrnoStatus(what + ": ftruncate to " + std::to_string(size) + " bytes", errno);
     }
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-      return ErrnoStatus(what + ": seal", errno);
-    }
     void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (data == MAP_FAILED) {
       return ErrnoStatus(what + ": mmap " + std::to_string(size) + " bytes", errno);
+    }
+    // F_SEAL_FUTURE_WRITE keeps the mapping above writable and refuses any later one.
+    const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL |
+                      (seal_writes ? F_SEAL_FUTURE_WRITE : 0);
+    if (fcntl(fd, F_ADD_SEALS, seals) != 0) {
+      const int err = errno;
+      munmap(data, size);
+      return ErrnoStatus(what + ": seal", err);
     }
     return std::make_unique<SharedMemory>(closer.Release(), data, size);
   }

@@ -197,6 +197,13 @@ class Env {
   // sealed against grow/shrink, mapped read-write and shared, zero-filled.
   virtual Result<std::unique_ptr<SharedMemory>> CreateSharedMemory(const std::string& name,
                                                                    size_t size) = 0;
+  // As CreateSharedMemory, also sealed against writes through any other mapping or fd
+  // (F_SEAL_FUTURE_WRITE): only the returned mapping writes; whoever gets the fd can map
+  // it read-only. kFailedPrecondition where the environment has no shared memory.
+  virtual Result<std::unique_ptr<SharedMemory>> CreateWriteSealedSharedMemory(
+      const std::string& name, size_t /*size*/) {
+    return FailedPrecondition("shared memory '" + name + "': not in this environment");
+  }
 
   // Opens the regular file `path` for reading. kNotFound if it does not exist;
   // kInvalidArgument "<path>: not a regular file" (" (a directory)", " (a FIFO)", ...)

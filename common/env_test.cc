@@ -169,6 +169,22 @@ TEST_CASE("CreateSharedMemory gives a sealed, zeroed, shared, named memfd") {
   munmap(other, size);
 }
 
+TEST_CASE("CreateWriteSealedSharedMemory: only its own mapping writes; others map read-only") {
+  auto env = NewPosixEnv();
+  const size_t size = 2 * 4096;
+  auto shm = env->CreateWriteSealedSharedMemory("ember-test-rows", size);
+  REQUIRE(shm.ok());
+  CHECK((fcntl((*shm)->fd(), F_GET_SEALS) & F_SEAL_FUTURE_WRITE) != 0);
+  std::memcpy((*shm)->data(), "rows", 5);
+  CHECK(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, (*shm)->fd(), 0) == MAP_FAILED);
+  CHECK(pwrite((*shm)->fd(), "x", 1, 0) == -1);
+  void* other = mmap(nullptr, size, PROT_READ, MAP_SHARED, (*shm)->fd(), 0);
+  REQUIRE(other != MAP_FAILED);
+  CHECK(std::strcmp(static_cast<const char*>(other), "rows") == 0);
+  CHECK(mprotect(other, size, PROT_READ | PROT_WRITE) != 0);
+  munmap(other, size);
+}
+
 TEST_CASE("SharedMemory closes its descriptor on destruction") {
   auto env = NewPosixEnv();
   auto shm = env->CreateSharedMemory("ember-test-close", 4096);

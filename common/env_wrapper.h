@@ -42,6 +42,10 @@ class EnvWrapper : public Env {
                                                            size_t size) override {
     return target_->CreateSharedMemory(name, size);
   }
+  Result<std::unique_ptr<SharedMemory>> CreateWriteSealedSharedMemory(const std::string& name,
+                                                                      size_t size) override {
+    return target_->CreateWriteSealedSharedMemory(name, size);
+  }
   Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override {
     return target_->OpenForRead(path);
   }
