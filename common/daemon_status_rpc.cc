@@ -112,6 +112,8 @@ void ToRpc(const StreamStatus& stream, rpc::StreamStatus::Builder out) {
   out.setBytesPublished(stream.bytes_published);
   out.setDecodeErrors(stream.decode_errors);
   out.setDataStallSeconds(stream.data_stall_seconds);
+  out.setShare(stream.share);
+  out.setSharedBatches(stream.shared_batches);
 }
 
 StreamStatus FromRpc(rpc::StreamStatus::Reader in) {
@@ -134,6 +136,8 @@ StreamStatus FromRpc(rpc::StreamStatus::Reader in) {
   stream.bytes_published = in.getBytesPublished();
   stream.decode_errors = in.getDecodeErrors();
   stream.data_stall_seconds = in.getDataStallSeconds();
+  stream.share = ToStd(in.getShare());
+  stream.shared_batches = in.getSharedBatches();
   return stream;
 }
 

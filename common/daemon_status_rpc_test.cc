@@ -34,11 +34,11 @@ auto Fields(const StreamStatus& s) {
   const auto& [stream_id, job, rank, world_size, dataset, epoch, batches_published,
                batches_consumed, samples_per_second, ring_fill, slot_count, prefetch_depth,
                slots_touched, samples_skipped, samples_published, bytes_published,
-               decode_errors, data_stall_seconds] = s;
+               decode_errors, data_stall_seconds, share, shared_batches] = s;
   return std::tie(stream_id, job, rank, world_size, dataset, epoch, batches_published,
                   batches_consumed, samples_per_second, ring_fill, slot_count, prefetch_depth,
                   slots_touched, samples_skipped, samples_published, bytes_published,
-                  decode_errors, data_stall_seconds);
+                  decode_errors, data_stall_seconds, share, shared_batches);
 }
 auto Fields(const RankProgress& r) {
   const auto& [rank, joined, epoch, consumed, leased, node] = r;
@@ -152,6 +152,8 @@ StreamStatus FilledStream() {
   s.bytes_published = 213;
   s.decode_errors = 214;
   s.data_stall_seconds = 215.75;
+  s.share = "stream-share";
+  s.shared_batches = 216;
   return s;
 }
 

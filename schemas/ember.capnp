@@ -71,6 +71,11 @@ struct StreamRequest {
   rejoin @14 :Bool;
   rejoinEpoch @15 :UInt64;
   rejoinReceived @16 :UInt64;
+  # A share group: the jobs that read the same dataset with the same seed and pipeline and
+  # name the same group share one producer (per uid, unless the dataset is shared), which
+  # decodes each sample once for all of them; each job gets every batch of the group's
+  # common order. The rows lie in a second memfd (openStream's `shared`). Empty: none.
+  share @17 :Text;
 }
 
 struct StreamInfo {
@@ -81,10 +86,12 @@ struct StreamInfo {
   batchesPerEpoch @4 :UInt64;   # per rank
   samplesPerEpoch @5 :UInt64;   # whole dataset
   fingerprint @6 :UInt64;       # the dataset's (DatasetInfo.fingerprint)
+  share @7 :Text;               # the share group (StreamRequest.share); empty: none
 }
 
-# A capability whose only purpose is to carry the ring's memfd to the trainer:
-# the server overrides Capability::Server::getFd(); the client calls getFd().
+# A capability whose only purpose is to carry the ring's memfd (or a share group's
+# rows, openStream's `shared`) to the trainer: the server overrides
+# Capability::Server::getFd(); the client calls getFd().
 interface Ring {}
 
 # The same for a shared-memory segment (see Job.openSharedMemory): getFd() yields its
@@ -121,6 +128,8 @@ struct StreamStatus {
   # ring's memory was never touched).
   prefetchDepth @16 :UInt32;
   slotsTouched @17 :UInt32;
+  share @18 :Text;              # the share group it reads (StreamRequest.share); empty: none
+  sharedBatches @19 :UInt64;    # batches served from the group's rows, not decoded for it
 }
 
 struct JobStatus {
@@ -260,7 +269,10 @@ interface Daemon {
 
   # A rank's stream (see StreamRequest for the limits). invalid_argument naming the field,
   # not_found for an unknown dataset, resource_exhausted when the ring does not fit.
-  openStream @4 (request :StreamRequest) -> (stream :Stream, ring :Ring, info :StreamInfo);
+  # `shared` carries the memfd of the share group's rows (the ring's shared regions lie
+  # in it; the client maps them read-only); null when the stream reads no group.
+  openStream @4 (request :StreamRequest)
+      -> (stream :Stream, ring :Ring, info :StreamInfo, shared :Ring);
 
   status @5 () -> (status :DaemonStatus);
 

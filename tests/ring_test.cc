@@ -2,7 +2,10 @@
 // Covers the protocol (all slots held, out-of-order release, wrap-around) and the
 // reader's treatment of the ring as hostile input: each header and slot field it checks
 // is corrupted in turn, and the reader must answer kDataLoss naming the field, never
-// read outside the mapping. (Under tests/: it links both the daemon and the SDK.)
+// read outside the mapping. Shared regions (a share group's rows in a second memfd, mapped
+// twice by the reader) are written here as a hostile writer would: straight into the
+// header. (Under tests/: it links both the daemon and the SDK.)
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -80,8 +84,10 @@ class TestRing {
     return info;
   }
 
-  Result<std::unique_ptr<StreamReader>> Open(const StreamInfo& info) {
-    return sdk::OpenRingReader(dup(writer_->fd()), info, [] { return true; }, nullptr);
+  // `shared_fd`: the share group's memfd for the reader to take (-1: none).
+  Result<std::unique_ptr<StreamReader>> Open(const StreamInfo& info, int shared_fd = -1) {
+    return sdk::OpenRingReader(dup(writer_->fd()), shared_fd, info, [] { return true; },
+                               nullptr);
   }
   std::unique_ptr<StreamReader> Open() {
     auto reader = Open(Info());
@@ -470,6 +476,195 @@ TEST_CASE("many more batches than slots wrap around the ring intact, with both s
   CHECK(reader->batches_read() == kBatches);
   CHECK(ring.writer().published() == kBatches);
   CHECK(ring.writer().consumed() == kBatches);
+}
+
+const uint64_t kPage = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+
+// The byte at `at` of SharedRows' memfd.
+uint8_t SharedByte(uint64_t at) { return static_cast<uint8_t>(at * 13 + at / 4096); }
+
+// A share group's memory as emberd makes it: a memfd of `pages` pages (SharedByte each),
+// sealed against writes, so that it can only be mapped read-only. Closed on destruction.
+class SharedRows {
+ public:
+  explicit SharedRows(uint64_t pages) : bytes_(pages * kPage) {
+    fd_ = memfd_create("ring-test-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd_ >= 0);
+    std::vector<uint8_t> data(bytes_);
+    for (uint64_t i = 0; i < bytes_; ++i) data[i] = SharedByte(i);
+    REQUIRE(pwrite(fd_, data.data(), bytes_, 0) == static_cast<ssize_t>(bytes_));
+    REQUIRE(fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) == 0);
+  }
+  ~SharedRows() { close(fd_); }
+  int Dup() const { return dup(fd_); }  // for the reader to own
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  const uint64_t bytes_;
+  int fd_ = -1;
+};
+
+// Makes tensor 0 of `slot` (kRows rows of `cols` uint8 each) lie in shared region
+// `region` - 1 at `offset`.
+void DescribeShared(ring::SlotHeader& slot, uint32_t region, uint64_t offset, int64_t cols) {
+  ring::TensorDesc& d = slot.tensors[0];
+  std::memset(&d, 0, sizeof(d));
+  std::strncpy(d.name, "rows", ring::kNameBytes - 1);
+  d.dtype = static_cast<uint32_t>(ring::DType::kUInt8);
+  d.ndim = 2;
+  d.shape[0] = kRows;
+  d.shape[1] = cols;
+  d.offset = offset;
+  d.nbytes = static_cast<uint64_t>(kRows * cols);
+  d.region = region;
+}
+
+// Descriptors open in this process.
+size_t OpenFds() {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// Whether [at, at + n) is mapped in this process.
+bool Mapped(const void* at, size_t n) {
+  std::vector<unsigned char> pages((n + kPage - 1) / kPage + 1);
+  const auto start = reinterpret_cast<uintptr_t>(at) / kPage * kPage;
+  return mincore(reinterpret_cast<void*>(start), reinterpret_cast<uintptr_t>(at) + n - start,
+                 pages.data()) == 0;
+}
+
+TEST_CASE("a tensor in a shared region that wraps past its end reads as one run") {
+  // Two regions of the memfd's 5 pages: [1, 3) and [3, 5); the tensor lies in the second,
+  // from a row 3/4 page before its end, so it wraps over to the region's start.
+  SharedRows rows(5);
+  const int64_t cols = static_cast<int64_t>(kPage / 2);  // kRows rows: 2 pages
+  const uint64_t region_offset = 3 * kPage, region_bytes = 2 * kPage;
+  const uint64_t offset = region_bytes - 3 * kPage / 4;
+  const void* data = nullptr;
+  {
+    TestRing ring;
+    ring.header().shared_count = 2;
+    ring.header().shared[0] = {kPage, 2 * kPage};
+    ring.header().shared[1] = {region_offset, region_bytes};
+    const size_t fds = OpenFds();
+    auto reader = ring.Open(ring.Info(), rows.Dup());
+    REQUIRE(reader.ok());
+    CHECK(OpenFds() == fds);  // both descriptors closed once mapped
+    ring.Publish(0);
+    DescribeShared(ring.slot(0), 2, offset, cols);
+    auto next = (*reader)->Next();
+    REQUIRE(next.ok());
+    REQUIRE(next->has_value());
+    const RawTensor& tensor = (**next).tensors[0];
+    CHECK(tensor.name == "rows");
+    CHECK(tensor.shape == std::vector<int64_t>{kRows, cols});
+    REQUIRE(tensor.nbytes == 2 * kPage);
+    const auto* bytes = static_cast<const uint8_t*>(tensor.data);
+    const auto* ring_base = static_cast<const uint8_t*>((*reader)->ring_base());
+    CHECK((bytes + tensor.nbytes <= ring_base || bytes >= ring_base + (*reader)->ring_size()));
+    uint64_t wrong = 0;
+    for (uint64_t i = 0; i < tensor.nbytes; ++i)
+      wrong += bytes[i] != SharedByte(region_offset + (offset + i) % region_bytes);
+    CHECK(wrong == 0);
+    // The slot's own tensor is as before.
+    const auto* tag = static_cast<const uint8_t*>((**next).tensors[1].data);
+    for (int64_t r = 0; r < kRows; ++r) CHECK(tag[r] == Tag(0, r));
+    data = bytes;
+    CHECK(Mapped(data, tensor.nbytes));
+  }
+  // The reader and its batch are gone: so are the region's mappings.
+  CHECK_FALSE(Mapped(data, 1));
+}
+
+TEST_CASE("the reader checks the shared regions and names the bad field") {
+  struct Case {
+    std::string field;
+    std::function<void(ring::RingHeader&)> corrupt;
+    bool with_fd = true;
+  };
+  const std::vector<Case> cases = {
+      {"shared_count", [](ring::RingHeader& h) { h.shared_count = ring::kMaxTensors + 1; }},
+      // Regions but no memory to map them from.
+      {"shared_count", [](ring::RingHeader&) {}, /*with_fd=*/false},
+      {"shared[0].offset", [](ring::RingHeader& h) { h.shared[0].offset = 100; }},
+      {"shared[0].offset", [](ring::RingHeader& h) { h.shared[0].offset = 4 * kPage; }},
+      {"shared[0].offset", [](ring::RingHeader& h) { h.shared[0].offset = uint64_t{0} - kPage; }},
+      {"shared[0].bytes", [](ring::RingHeader& h) { h.shared[0].bytes = 0; }},
+      {"shared[0].bytes", [](ring::RingHeader& h) { h.shared[0].bytes = kPage + 64; }},
+      {"shared[1].bytes", [](ring::RingHeader& h) { h.shared[1].bytes = 3 * kPage; }},
+      {"shared[1].bytes", [](ring::RingHeader& h) { h.shared[1].bytes = uint64_t{0} - kPage; }},
+  };
+  for (const Case& c : cases) {
+    SharedRows rows(4);
+    TestRing ring;
+    ring.header().shared_count = 2;
+    ring.header().shared[0] = {0, kPage};
+    ring.header().shared[1] = {2 * kPage, 2 * kPage};
+    c.corrupt(ring.header());
+    const size_t fds = OpenFds();
+    auto reader = ring.Open(ring.Info(), c.with_fd ? rows.Dup() : -1);
+    INFO("corrupted " << c.field);
+    REQUIRE_FALSE(reader.ok());
+    CHECK(OpenFds() == fds);  // closed on error too
+    CHECK(reader.status().code() == StatusCode::kDataLoss);
+    CHECK(Contains(reader.status().message(), "ring header: " + c.field));
+  }
+}
+
+TEST_CASE("the reader checks where a tensor lies in a shared region and names the field") {
+  struct Case {
+    std::string field;
+    std::function<void(ring::SlotHeader&, uint64_t region_bytes)> corrupt;
+    uint32_t shared_count = 1;
+  };
+  const std::vector<Case> cases = {
+      {"tensors[0].region", [](ring::SlotHeader& s, uint64_t) { s.tensors[0].region = 2; }},
+      {"tensors[1].region", [](ring::SlotHeader& s, uint64_t) { s.tensors[1].region = 1; },
+       /*shared_count=*/0},
+      {"tensors[0].region",
+       [](ring::SlotHeader& s, uint64_t) { s.tensors[0].region = uint32_t{0} - 1; }},
+      {"tensors[0].offset", [](ring::SlotHeader& s, uint64_t bytes) {
+         DescribeShared(s, 1, bytes, 8);
+       }},
+      {"tensors[0].offset", [](ring::SlotHeader& s, uint64_t) {
+         DescribeShared(s, 1, uint64_t{0} - 8, 8);
+       }},
+      // Starts inside the region, ends past its second mapping.
+      {"tensors[0].nbytes", [](ring::SlotHeader& s, uint64_t bytes) {
+         DescribeShared(s, 1, bytes / 2, static_cast<int64_t>(bytes / 2));
+       }},
+  };
+  for (const Case& c : cases) {
+    SharedRows rows(2);
+    TestRing ring;
+    ring.header().shared_count = c.shared_count;
+    ring.header().shared[0] = {0, rows.bytes()};
+    auto reader = ring.Open(ring.Info(), c.shared_count > 0 ? rows.Dup() : -1);
+    REQUIRE(reader.ok());
+    ring.Publish(0);
+    c.corrupt(ring.slot(0), rows.bytes());
+    INFO("corrupted " << c.field);
+    auto next = (*reader)->Next();
+    REQUIRE_FALSE(next.ok());
+    CHECK(next.status().code() == StatusCode::kDataLoss);
+    CHECK(Contains(next.status().message(), "ring slot 0 (batch 0): " + c.field));
+    CHECK((*reader)->batches_read() == 0);
+  }
+}
+
+TEST_CASE("a share group's memory that the ring does not use is closed, not mapped") {
+  SharedRows rows(1);
+  TestRing ring;
+  const size_t fds = OpenFds();
+  auto reader = ring.Open(ring.Info(), rows.Dup());
+  REQUIRE(reader.ok());
+  CHECK(OpenFds() == fds);
+  ring.Publish(0);
+  MustNext(**reader, 0);
 }
 
 TEST_CASE("the end marker's status reaches the reader") {

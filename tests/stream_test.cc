@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "daemon/stream/stream_testing.h"
-#include "sdk/src/ring_reader.h"
+#include "tests/support/ring_reader_testing.h"
 
 namespace ember::daemon {
 namespace {
@@ -27,16 +27,6 @@ struct Harness {
   DecodePool pool{3};
 };
 
-std::unique_ptr<StreamReader> Reader(const Stream& stream) {
-  StreamInfo info;
-  info.slot_count = stream.slot_count();
-  info.slot_size = stream.slot_size();
-  info.ring_bytes = stream.ring_bytes();
-  info.batches_per_epoch = stream.batches_per_epoch();
-  auto reader = sdk::OpenRingReader(dup(stream.ring_fd()), info, [] { return true; }, nullptr);
-  REQUIRE(reader.ok());
-  return std::move(reader).value();
-}
 
 StreamParams Params(uint32_t batch, uint32_t epochs) {
   StreamParams p;
@@ -56,7 +46,7 @@ TEST_CASE("a decoding source is spread over the pool and lands in place, row by 
   auto stream = Stream::Start(1, *h.env, h.ledger, source->info(), Ready(source), &h.pool,
                               Params(32, 2));
   REQUIRE(stream.ok());
-  auto reader = Reader(**stream);
+  auto reader = ReaderOf(**stream);
   std::set<int32_t> decoders;
   for (uint64_t epoch = 0; epoch < 2; ++epoch) {
     std::multiset<int32_t> ids;
@@ -100,7 +90,7 @@ TEST_CASE("the next batch starts decoding while the last row of the one before i
   CHECK(source->WaitUntilRead(7, std::chrono::seconds(5)));  // batch 1, while 0 is unfinished
   CHECK_FALSE(source->WaitUntilRead(8, std::chrono::milliseconds(200)));  // not a third
   source->Unblock();
-  auto reader = Reader(**stream);
+  auto reader = ReaderOf(**stream);
   std::vector<int32_t> ids;
   uint64_t index = 0;
   while (true) {
@@ -123,7 +113,7 @@ TEST_CASE("an in-memory source is filled inline by the producer") {
   auto stream = Stream::Start(1, *h.env, h.ledger, source->info(), Ready(source), &h.pool,
                               Params(8, 1));
   REQUIRE(stream.ok());
-  auto reader = Reader(**stream);
+  auto reader = ReaderOf(**stream);
   std::set<int32_t> decoders;
   uint64_t rows = 0;
   while (true) {
@@ -144,7 +134,7 @@ TEST_CASE("a corrupt sample in a parallel batch ends the stream with its message
   auto stream = Stream::Start(1, *h.env, h.ledger, source->info(), Ready(source), &h.pool,
                               Params(64, 1));
   REQUIRE(stream.ok());
-  auto reader = Reader(**stream);
+  auto reader = ReaderOf(**stream);
   auto next = reader->Next();
   REQUIRE_FALSE(next.ok());
   CHECK(next.status().code() == StatusCode::kDataLoss);
@@ -162,7 +152,7 @@ TEST_CASE("under on_error: skip a corrupt sample is left out of its batch and co
     auto stream = Stream::Start(1, *h.env, ledger, source->info(), Ready(source), &h.pool,
                                 Params(64, 2));
     REQUIRE(stream.ok());
-    auto reader = Reader(**stream);
+    auto reader = ReaderOf(**stream);
     for (int epoch = 0; epoch < 2; ++epoch) {
       auto next = reader->Next();
       REQUIRE(next.ok());
@@ -200,7 +190,7 @@ TEST_CASE("the time the reader waited for a batch is the stream's data stall") {
   auto stream = Stream::Start(1, *h.env, h.ledger, source->info(), Ready(source), &h.pool,
                               Params(4, 1));
   REQUIRE(stream.ok());
-  auto reader = Reader(**stream);
+  auto reader = ReaderOf(**stream);
   REQUIRE(source->WaitUntilBlocked(std::chrono::seconds(10)));
   CHECK((*stream)->Stats().data_stall_seconds == 0);
   std::thread unblock([&] {

@@ -134,7 +134,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "metrics_names", "peer_threads",
                                                   "max_world_size", "trust_root_from",
                                                   "idle_exit", "cache_dir", "cache_limit",
-                                                  "cache_prefetch_steps", "cache_eviction"}));
+                                                  "cache_prefetch_steps", "cache_eviction",
+                                                  "share_window"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -158,6 +159,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.cache_dir, yaml.String(value, Key(key), "a directory"));
     } else if (key == "cache_limit") {
       EMBER_ASSIGN_OR_RETURN(config.cache_limit_bytes, PositiveBytes(yaml, value, Key(key)));
+    } else if (key == "share_window") {
+      EMBER_ASSIGN_OR_RETURN(config.share_window, yaml.Unsigned(value, Key(key), 1, 64));
     } else if (key == "cache_prefetch_steps") {
       EMBER_ASSIGN_OR_RETURN(config.cache_prefetch_steps, yaml.Unsigned(value, Key(key), 0, 4096));
     } else if (key == "cache_eviction") {

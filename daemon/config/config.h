@@ -38,6 +38,9 @@ struct DaemonConfig {
   // fetched (0..4096). key: cache_eviction; "belady" (the entry whose next use is
   // farthest; the default) or "lru" (least recently used: only to measure against).
   uint32_t cache_prefetch_steps = 64;
+  // key: share_window; how many steps (1..64) of the job that starts a share group its
+  // rows are held for: a member further behind the group decodes its own batches.
+  uint32_t share_window = 4;
   std::string cache_eviction = "belady";
   uint32_t default_slots = 8;             // key: ring_slots; 2..1024
   std::string log_level = "info";         // key: log_level; trace|debug|info|warn|error|off

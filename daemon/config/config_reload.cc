@@ -89,6 +89,8 @@ ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded
           ByteSizeText(loaded.cache_limit_bytes));
   restart("cache_prefetch_steps", std::to_string(running.cache_prefetch_steps),
           std::to_string(loaded.cache_prefetch_steps));
+  restart("share_window", std::to_string(running.share_window),
+          std::to_string(loaded.share_window));
   restart("cache_eviction", running.cache_eviction, loaded.cache_eviction);
   restart("decode_threads", std::to_string(running.decode_threads),
           std::to_string(loaded.decode_threads));

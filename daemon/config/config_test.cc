@@ -285,6 +285,13 @@ TEST_CASE("trust_root_from is a list of node names") {
   CHECK_THAT(ErrorOf("trust_root_from: node0\n"), Catch::Contains("must be a list of node names"));
 }
 
+TEST_CASE("share_window is a number of steps") {
+  CHECK(ParseConfig("", "w.yaml")->share_window == 4);
+  CHECK(ParseConfig("share_window: 16\n", "w.yaml")->share_window == 16);
+  CHECK_THAT(ErrorOf("share_window: 0\n"), Catch::Contains("key 'share_window'"));
+  CHECK_THAT(ErrorOf("share_window: 65\n"), Catch::Contains("key 'share_window'"));
+}
+
 TEST_CASE("max_world_size is a number of ranks") {
   CHECK(ParseConfig("", "w.yaml")->max_world_size == 65536);
   CHECK(ParseConfig("max_world_size: 1024\n", "w.yaml")->max_world_size == 1024);

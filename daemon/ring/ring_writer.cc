@@ -64,6 +64,12 @@ ring::SlotHeader* RingWriter::Slot(uint32_t i) const {
   return reinterpret_cast<ring::SlotHeader*>(base + slots_offset_ + uint64_t{i} * slot_size_);
 }
 
+void RingWriter::SetSharedRegions(const std::vector<ring::SharedRegion>& regions) {
+  const size_t n = std::min<size_t>(regions.size(), ring::kMaxTensors);
+  for (size_t i = 0; i < n; ++i) header_->shared[i] = regions[i];
+  header_->shared_count = static_cast<uint32_t>(n);
+}
+
 uint32_t RingWriter::IndexOf(const ring::SlotHeader* slot) const {
   auto* base = static_cast<const uint8_t*>(shm_->data()) + slots_offset_;
   return static_cast<uint32_t>((reinterpret_cast<const uint8_t*>(slot) - base) / slot_size_);

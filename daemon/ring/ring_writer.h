@@ -66,6 +66,9 @@ class RingWriter {
   // Gives back an acquired slot without publishing it.
   void Abandon(ring::SlotHeader* slot) { Untake(slot); }
 
+  // Records the share group's regions in the header (before the reader attaches).
+  void SetSharedRegions(const std::vector<ring::SharedRegion>& regions);
+
   // Index (0..slot_count-1) of a slot returned by Acquire.
   uint32_t IndexOf(const ring::SlotHeader* slot) const;
 

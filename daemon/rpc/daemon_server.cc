@@ -54,7 +54,8 @@ kj::Promise<T> WithTimeout(kj::Timer& timer, kj::Promise<T> result, std::unique_
   return result.attach(kj::mv(expire), kj::mv(wait));
 }
 
-// Carries the ring's memfd to the trainer: the peer calls getFd() on this capability.
+// Carries the ring's memfd (or a share group's) to the trainer: the peer calls getFd() on
+// this capability.
 class RingServer final : public rpc::Ring::Server {
  public:
   explicit RingServer(int fd) : fd_(dup(fd)) {}
@@ -118,6 +119,7 @@ StreamParams FromRpc(rpc::StreamRequest::Reader r) {
   params.rejoin = r.getRejoin();
   params.rejoin_epoch = r.getRejoinEpoch();
   params.rejoin_received = r.getRejoinReceived();
+  params.share = ToStd(r.getShare());
   return params;
 }
 
@@ -129,6 +131,7 @@ void ToRpc(const OpenedStream& s, rpc::StreamInfo::Builder info) {
   info.setBatchesPerEpoch(s.batches_per_epoch);
   info.setSamplesPerEpoch(s.samples_per_epoch);
   info.setFingerprint(s.fingerprint);
+  info.setShare(s.share);
 }
 
 }  // namespace
@@ -168,6 +171,7 @@ kj::Promise<void> DaemonServer::openStream(OpenStreamContext context) {
   auto results = context.getResults();
   results.setStream(kj::heap<StreamServer>(session_, opened.id));
   results.setRing(kj::heap<RingServer>(opened.ring_fd));
+  if (opened.shared_fd >= 0) results.setShared(kj::heap<RingServer>(opened.shared_fd));
   ToRpc(opened, results.initInfo());
   return kj::READY_NOW;
 }

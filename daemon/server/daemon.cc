@@ -314,6 +314,7 @@ Status Daemon::Parts::StartService() {
   limits.shm_user_share = config_.user_limits.shm_share;
   limits.max_streams_per_user = config_.user_limits.streams;
   limits.max_world_size = config_.max_world_size;
+  limits.share_window = config_.share_window;
   streams_ = std::make_unique<StreamManager>(env_, catalog_.get(), &ledger_, cache_.get(),
                                              decode_pool_.get(), limits);
   streams_->set_coordinator_resolver(

@@ -54,6 +54,8 @@ StreamStatus StreamStatusOf(const StreamStats& stream) {
   out.bytes_published = stream.bytes_published;
   out.decode_errors = stream.decode_errors;
   out.data_stall_seconds = stream.data_stall_seconds;
+  out.share = stream.params.share;
+  out.shared_batches = stream.shared_batches;
   return out;
 }
 
@@ -322,6 +324,8 @@ Result<OpenedStream> DaemonService::OpenStream(const StreamParams& params) {
   OpenedStream opened;
   opened.id = s.id();
   opened.ring_fd = s.ring_fd();
+  opened.shared_fd = s.shared_fd();
+  opened.share = params.share;
   opened.slot_count = s.slot_count();
   opened.slot_size = s.slot_size();
   opened.ring_bytes = s.ring_bytes();

@@ -70,6 +70,10 @@ struct ServiceDeps {
 struct OpenedStream {
   uint64_t id = 0;
   int ring_fd = -1;  // the stream's memfd, owned by the stream: dup it to pass it on
+  // The share group's memfd that the ring's shared regions lie in, owned by the stream
+  // (dup it to pass it on); -1 when the stream reads no group.
+  int shared_fd = -1;
+  std::string share;  // the share group (StreamParams::share); empty: none
   uint32_t slot_count = 0;
   uint64_t slot_size = 0;
   uint64_t ring_bytes = 0;

@@ -77,6 +77,7 @@ DaemonStatus Session::GetStatus() const {
   for (StreamStatus& stream : status.streams) {
     stream.job = CallerName(principal_, stream.job);
     stream.dataset = CallerName(principal_, stream.dataset);
+    stream.share = CallerName(principal_, stream.share);
   }
   for (PendingSegmentStatus& segment : status.pending_segments)
     segment.job = CallerName(principal_, segment.job);
@@ -117,6 +118,7 @@ Result<OpenedStream> Session::OpenStream(const StreamParams& params) {
   EMBER_ASSIGN_OR_RETURN(OpenedStream opened,
                          CallerNames(principal_, service_.OpenStream(own)));
   streams_.insert(opened.id);
+  opened.share = params.share;  // as the caller named it
   return opened;
 }
 

@@ -36,6 +36,13 @@ struct Stream::Filling {
   RingWriter* ring = nullptr;
   ring::SlotHeader* slot = nullptr;  // null once published
   BatchLease lease;
+  const Source* source = nullptr;
+  // Served from the share group: its rows [group_begin, group_end), pinned for the slot
+  // once taken.
+  ShareGroup* group = nullptr;
+  ShareGroup::MemberId member = 0;
+  bool from_group = false;
+  uint64_t group_begin = 0, group_end = 0;
   std::array<uint8_t*, ring::kMaxTensors> columns{};
   std::array<uint64_t, ring::kMaxTensors> sample_bytes{};
   // The rows go to whoever claims them next: a row at a time, so that no decode thread
@@ -64,7 +71,9 @@ struct Stream::Filling {
   }
   ~Filling() {
     Wait();
-    if (slot != nullptr) ring->Abandon(slot);
+    if (slot == nullptr) return;
+    if (group != nullptr) group->Unpin(member, ring->IndexOf(slot));
+    ring->Abandon(slot);
   }
 };
 
@@ -85,7 +94,16 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
                                               const DatasetInfo& info,
                                               DatasetCache::SourceFuture source,
                                               DecodePool* decode_pool,
-                                              const StreamParams& params) {
+                                              const StreamParams& asked,
+                                              std::shared_ptr<ShareGroup> group) {
+  StreamParams params = asked;
+  if (group != nullptr && !params.rejoin && params.start_epoch == 0 && params.start_position == 0) {
+    // A job that joins the group after it wrote over the order's first rows starts at the
+    // group's next epoch (it would miss the rows decoded before it came).
+    const uint64_t start = group->StartEpochFor(params.job);
+    params.start_epoch = static_cast<uint32_t>(start);
+    if (params.epochs != 0) params.epochs += static_cast<uint32_t>(start);
+  }
   const std::vector<TensorSpec> tensors = StreamTensors(info, params.sample_ids);
   if (info.tensors.empty() || tensors.size() > ring::kMaxTensors)
     return InvalidArgument("dataset '" + info.spec.name + "' has " +
@@ -125,9 +143,10 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
     coordinator.Leave(params.job, params.rank);
     return ring.status();
   }
+  if (group != nullptr) (*ring)->SetSharedRegions(group->regions());
   std::unique_ptr<Stream> stream(new Stream(id, env, coordinator, info, std::move(source),
                                             decode_pool, params, *batches,
-                                            std::move(ring).value()));
+                                            std::move(ring).value(), std::move(group)));
   stream->forecast_ = std::make_shared<StreamForecast>(job_params, params.rank, params.epochs);
   stream->producer_ = std::thread([s = stream.get()] { s->Run(); });
   return stream;
@@ -135,7 +154,8 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
 
 Stream::Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo info,
                DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
-               uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring)
+               uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring,
+               std::shared_ptr<ShareGroup> group)
     : id_(id),
       env_(env),
       coordinator_(coordinator),
@@ -147,8 +167,12 @@ Stream::Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo i
       params_(std::move(params)),
       batches_per_epoch_(batches_per_epoch),
       ring_(std::move(ring)),
+      group_(std::move(group)),
       epoch_(params_.start_epoch),
-      in_slot_(ring_->slot_count()) {}
+      in_slot_(ring_->slot_count()) {
+  if (group_ != nullptr)
+    member_ = group_->Join(ring_.get(), uint64_t{params_.epochs} * info_.count);
+}
 
 Stream::~Stream() {
   Stop();
@@ -163,6 +187,7 @@ Stream::~Stream() {
 void Stream::Stop() {
   stop_.store(true, std::memory_order_release);
   ring_->Wake();
+  if (group_ != nullptr) group_->Leave(member_);
   MutexLock lock(&coordinator_mu_);
   if (left_job_) return;
   left_job_ = true;
@@ -203,6 +228,7 @@ Status Stream::Produce() {
   std::shared_ptr<const Source> source = *loaded;
   source_future_ = DatasetCache::SourceFuture();  // keep only the shared_ptr
   source->Follow(forecast_);  // what this rank reads next (sources of remote data use it)
+  if (group_ != nullptr) group_->SetSource(source);
 
   // Batches being decoded, oldest first: at most two. When a decode thread runs out of
   // the current batch's rows and nothing else waits for the pool (no other stream's
@@ -211,7 +237,7 @@ Status Stream::Produce() {
   // finish and the producer publishes. Declared after `source`, so that the decode tasks
   // end before it goes.
   std::deque<std::unique_ptr<Filling>> filling;
-  const bool overlap = decode_pool_ != nullptr && source->ParallelDecode();
+  const bool overlap = decode_pool_ != nullptr && source->ParallelDecode() && group_ == nullptr;
   std::optional<BatchLease> ahead;  // the next batch, leased early for prefetching
   for (uint64_t epoch = params_.rejoin ? params_.rejoin_epoch : params_.start_epoch;
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
@@ -277,7 +303,7 @@ Status Stream::StartNext(ring::SlotHeader* slot, uint64_t epoch, const Source& s
   epoch_done = lease->last_in_epoch;
   forecast_->Advance(lease->epoch, lease->batch);
   if (!source.ParallelDecode()) source.Prefetch(lease->sample_ids.data(), lease->sample_ids.size());
-  if (source.ParallelDecode() && !epoch_done) {
+  if (source.ParallelDecode() && !epoch_done && group_ == nullptr) {
     // Lease the next batch now so the source can start reading its files while this one
     // decodes.
     Result<BatchLease> next = NextLease(epoch);
@@ -300,6 +326,7 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
   f->ring = ring_.get();
   f->slot = slot;
   f->lease = std::move(lease);
+  f->source = &source;
   uint8_t* base = ring_->SlotBase(slot);
   const uint64_t rows = f->lease.sample_ids.size();
   uint64_t offset = ring_->payload_offset();
@@ -320,15 +347,35 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
     desc.shape[0] = static_cast<int64_t>(rows);
     for (size_t k = 0; k < spec.shape.size(); ++k) desc.shape[k + 1] = spec.shape[k];
     desc.offset = offset;
+    desc.region = 0;
     desc.nbytes = f->sample_bytes[t] * rows;
     f->columns[t] = base + offset;
     offset += ring::AlignUp(desc.nbytes, ring::kCacheLine);
   }
   f->errors.resize(rows);
+  if (group_ != nullptr) {
+    group_->Unpin(member_, ring_->IndexOf(slot));  // the slot's last batch is read
+    const PositionRange& positions = f->lease.positions;
+    if (positions.end - positions.begin == rows && rows > 0) {
+      f->group = group_.get();
+      f->member = member_;
+      f->from_group = true;
+      f->group_begin = f->lease.epoch * info_.count + positions.begin;
+      f->group_end = f->group_begin + rows;
+      group_->Want(member_, f->group_begin, f->group_end);
+      return f;
+    }
+  }
+  StartDecode(*f, source);
+  return f;
+}
 
+void Stream::StartDecode(Filling& filling, const Source& source) {
+  Filling* f = &filling;
+  const uint64_t rows = f->lease.sample_ids.size();
   // Decodes rows straight into the slot until none is left. A stop ends it too, so that a
   // slow source delays closing by one sample, not a batch.
-  auto read_rows = [this, &source, f = f.get()] {
+  auto read_rows = [this, &source, f] {
     const SampleContext context{params_.seed, f->lease.epoch};
     const bool skip_bad = info_.spec.on_error == "skip";
     const uint64_t rows = f->lease.sample_ids.size();
@@ -351,7 +398,7 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
   };
   if (decode_pool_ == nullptr || !source.ParallelDecode() || rows < 2) {
     read_rows();
-    return f;
+    return;
   }
   // One task per decode thread; FinishFill waits for all of them.
   const uint64_t tasks = std::min<uint64_t>(rows, decode_pool_->threads);
@@ -361,17 +408,45 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
   }
   f->unstarted.store(tasks, std::memory_order_relaxed);
   for (uint64_t c = 0; c < tasks; ++c) {
-    decode_pool_->Post([read_rows, f = f.get()] {
+    decode_pool_->Post([read_rows, f] {
       f->unstarted.fetch_sub(1, std::memory_order_relaxed);
       read_rows();
       MutexLock lock(&f->mu);
       if (--f->pending == 0) f->done_cv.SignalAll();
     });
   }
-  return f;
+}
+
+bool Stream::TakeFromGroup(Filling& f) {
+  const uint32_t index = ring_->IndexOf(f.slot);
+  const std::optional<uint64_t> first =
+      group_->Take(member_, index, f.group_begin, f.group_end, stop_);
+  if (!first) return false;
+  const uint64_t rows = f.group_end - f.group_begin;
+  const uint64_t capacity = group_->capacity();
+  for (size_t t = 0; t < info_.tensors.size(); ++t) {
+    const uint64_t row_bytes = f.sample_bytes[t];
+    if (const uint32_t region = group_->RegionOf(t); region != 0) {
+      ring::TensorDesc& desc = f.slot->tensors[t];
+      desc.region = region;
+      desc.offset = *first * row_bytes;
+      continue;
+    }
+    for (uint64_t r = 0; r < rows; ++r)
+      std::memcpy(f.columns[t] + r * row_bytes, group_->Row(t, (*first + r) % capacity), row_bytes);
+  }
+  return true;
 }
 
 Result<uint64_t> Stream::FinishFill(Filling& f) {
+  if (f.from_group) {
+    if (TakeFromGroup(f)) {
+      shared_batches_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      f.from_group = false;  // decoded here, with the same bytes
+      StartDecode(f, *f.source);
+    }
+  }
   f.Wait();
   ring::SlotHeader* slot = f.slot;
   const BatchLease& lease = f.lease;
@@ -472,6 +547,7 @@ Status Stream::CommitConsumed() {
 Status Stream::Publish(ring::SlotHeader* slot, BatchLease lease, uint64_t rows) {
   MutexLock lock(&coordinator_mu_);
   if (left_job_) return Cancelled("stream closed");
+  if (group_ != nullptr) group_->Published(member_, ring_->IndexOf(slot));
   in_slot_[ring_->IndexOf(slot)] = std::move(lease);
   // Counted before the reader can see the batch, so that its stats never lag behind it.
   samples_published_.fetch_add(rows, std::memory_order_relaxed);
@@ -499,6 +575,7 @@ StreamStats Stream::Stats() const {
   stats.bytes_published = bytes_published_.load(std::memory_order_relaxed);
   stats.decode_errors = decode_errors_.load(std::memory_order_relaxed);
   stats.data_stall_seconds = ring_->reader_wait_nanos() / 1e9;
+  stats.shared_batches = shared_batches_.load(std::memory_order_relaxed);
   MutexLock lock(&rate_mu_);
   stats.samples_per_second = samples_per_second_;
   return stats;

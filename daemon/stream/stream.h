@@ -21,9 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
-
 #include "common/mutex.h"
 #include "daemon/catalog/dataset.h"
 #include "daemon/coordinator/job_coordinator.h"
@@ -31,6 +28,8 @@
 #include "common/log_budget.h"
 #include "daemon/data/dataset_cache.h"
 #include "daemon/ring/ring_writer.h"
+#include "daemon/stream/decode_pool.h"
+#include "daemon/stream/share_group.h"
 #include "daemon/stream/stream_forecast.h"
 #include "ember/status.h"
 
@@ -57,6 +56,10 @@ struct StreamParams {
   bool rejoin = false;
   uint64_t rejoin_epoch = 0;
   uint64_t rejoin_received = 0;
+  // A share group (empty: none): jobs that read the dataset with the same seed and name
+  // the same group read rows the group decoded once (share_group.h). Per uid, unless
+  // the dataset is shared.
+  std::string share;
   // Who opens the stream (the connection's principal, not the client's say): it must
   // be allowed to read the dataset and join the job, and its ring counts against its
   // share of the budget.
@@ -84,23 +87,8 @@ struct StreamStats {
   uint64_t bytes_published = 0;
   uint64_t decode_errors = 0;
   double data_stall_seconds = 0;
-};
-
-// The daemon's decode threads, shared by all streams (sized by the decode_threads key).
-struct DecodePool {
-  explicit DecodePool(unsigned n) : threads(n == 0 ? 1 : n), pool(threads) {}
-  // Runs `task` on one of the threads.
-  template <typename Task>
-  void Post(Task task) {
-    queued.fetch_add(1, std::memory_order_relaxed);
-    boost::asio::post(pool, [this, task = std::move(task)]() mutable {
-      queued.fetch_sub(1, std::memory_order_relaxed);
-      task();
-    });
-  }
-  const unsigned threads;
-  boost::asio::thread_pool pool;
-  std::atomic<uint64_t> queued{0};  // tasks posted and not yet started
+  // Batches served from the share group's rows (the rest were decoded for this stream).
+  uint64_t shared_batches = 0;
 };
 
 // Bytes of payload one batch of `batch_size` samples with `tensors` needs in a slot.
@@ -116,12 +104,14 @@ class Stream {
   // creates the ring and starts the producer. The dataset loads in the background; a load
   // error ends the stream with it (the reader sees kDataLoss and the message). Sources
   // that decode spread each batch over `decode_pool` (may be null: all work inline);
-  // the pool must outlive the stream.
+  // the pool must outlive the stream. With `group` (params.share), batches come from the
+  // group's rows where it holds them.
   static Result<std::unique_ptr<Stream>> Start(uint64_t id, Env& env, JobCoordinator& coordinator,
                                                const DatasetInfo& info,
                                                DatasetCache::SourceFuture source,
                                                DecodePool* decode_pool,
-                                               const StreamParams& params);
+                                               const StreamParams& params,
+                                               std::shared_ptr<ShareGroup> group = nullptr);
   // Stop()s, then waits for the producer, which may take as long as the Source call it
   // is in. A reader still attached learns that the stream was cancelled.
   ~Stream();
@@ -145,6 +135,9 @@ class Stream {
 
   uint64_t id() const { return id_; }
   int ring_fd() const { return ring_->fd(); }
+  // The share group's memfd (the reader maps it read-only), -1 without a group.
+  int shared_fd() const { return group_ ? group_->fd() : -1; }
+  const std::shared_ptr<ShareGroup>& group() const { return group_; }
   size_t ring_bytes() const { return ring_->size(); }
   uint32_t slot_count() const { return ring_->slot_count(); }
   uint64_t slot_size() const { return ring_->slot_size(); }
@@ -158,7 +151,8 @@ class Stream {
  private:
   Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo info,
          DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
-         uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring);
+         uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring,
+         std::shared_ptr<ShareGroup> group);
   void Run();
   Status Produce();
   // Starts decoding the lease's samples into the slot (on the decode pool if the source
@@ -166,6 +160,11 @@ class Stream {
   struct Filling;
   std::unique_ptr<Filling> StartFill(ring::SlotHeader* slot, BatchLease lease,
                                      const Source& source);
+  // Lays the slot's tensors out in its payload and starts decoding the rows into it.
+  void StartDecode(Filling& f, const Source& source);
+  // The batch's rows from the share group, pinned for its slot: false if the group does
+  // not hold them all (the batch is decoded for this stream instead).
+  bool TakeFromGroup(Filling& f);
   // Leases the next batch of `epoch` into `slot` and starts it; `epoch_done` becomes
   // whether it is the epoch's last. Gives the slot back on error.
   Status StartNext(ring::SlotHeader* slot, uint64_t epoch, const Source& source,
@@ -193,6 +192,9 @@ class Stream {
   std::shared_ptr<StreamForecast> forecast_;  // sources hold it weakly
   const uint64_t batches_per_epoch_;
   std::unique_ptr<RingWriter> ring_;
+  const std::shared_ptr<ShareGroup> group_;  // null without params_.share
+  ShareGroup::MemberId member_ = 0;
+  std::atomic<uint64_t> shared_batches_{0};
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<uint64_t> samples_skipped_{0};

@@ -13,6 +13,7 @@ namespace {
 
 // How often the reaper looks for closed streams whose producers have stopped.
 constexpr auto kReapInterval = std::chrono::milliseconds(20);
+constexpr auto kGroupSweepInterval = std::chrono::milliseconds(200);
 
 }  // namespace
 
@@ -55,7 +56,15 @@ StreamManager::~StreamManager() {
 void StreamManager::Reap() {
   MutexLock lock(&mu_);
   while (true) {
-    while (closing_.empty() && !shutting_down_) closing_cv_.Wait(&mu_);
+    while (closing_.empty() && !shutting_down_) {
+      // A group goes with the last reference to it, which a caller of Open may hold:
+      // look for gone ones now and then while any is open.
+      SweepGroupsLocked();
+      if (groups_.empty())
+        closing_cv_.Wait(&mu_);
+      else
+        (void)closing_cv_.WaitFor(&mu_, kGroupSweepInterval);
+    }
     if (closing_.empty()) return;
     std::vector<std::shared_ptr<Stream>> done;
     for (auto it = closing_.begin(); it != closing_.end();) {
@@ -74,6 +83,7 @@ void StreamManager::Reap() {
         stream.reset();  // joins the finished producer and unmaps the ring
       }
       UnreserveLocked(owner, bytes);
+      SweepGroupsLocked();
       spdlog::info("stream {} closed", id);
     }
     if (done.empty() && !closing_.empty()) (void)closing_cv_.WaitFor(&mu_, kReapInterval);
@@ -131,8 +141,21 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   {
     MutexLock lock(&mu_);
     if (draining_) return Unavailable("emberd is shutting down: no new streams");
-    EMBER_RETURN_IF_ERROR(ReserveLocked(params, ring_bytes));
+    EMBER_RETURN_IF_ERROR(ReserveLocked(params.owner, ring_bytes,
+                                        "a ring of " + std::to_string(ring_bytes) + " bytes (" +
+                                            std::to_string(params.slots) + " slots of batch " +
+                                            std::to_string(params.batch_size) + ")"));
     id = next_id_++;
+  }
+  std::shared_ptr<ShareGroup> group;
+  if (!params.share.empty()) {
+    auto joined = JoinGroup(params, *info);
+    if (!joined.ok()) {
+      MutexLock lock(&mu_);
+      UnreserveLocked(params.owner, ring_bytes);
+      return joined.status();
+    }
+    group = std::move(joined).value();
   }
   JobCoordinator* coordinator = local_coordinator_;
   if (!params.coordinator.empty()) {
@@ -142,15 +165,19 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
                        "coordinator: this daemon cannot reach other daemons"));
     if (!resolved.ok()) {
       MutexLock lock(&mu_);
+      group.reset();
+      SweepGroupsLocked();
       UnreserveLocked(params.owner, ring_bytes);
       return resolved.status().WithContext("coordinator '" + params.coordinator + "'");
     }
     coordinator = *resolved;
   }
   auto stream =
-      Stream::Start(id, *env_, *coordinator, *info, load_source_(*info), decode_pool_, params);
+      Stream::Start(id, *env_, *coordinator, *info, load_source_(*info), decode_pool_, params,
+                    std::move(group));
   MutexLock lock(&mu_);
   if (!stream.ok()) {
+    SweepGroupsLocked();
     UnreserveLocked(params.owner, ring_bytes);
     if (stream.status().code() == StatusCode::kAlreadyExists)
       for (const auto& [open_id, open] : streams_)
@@ -170,16 +197,13 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   return shared;
 }
 
-Status StreamManager::ReserveLocked(const StreamParams& params, uint64_t bytes) {
-  const std::string ring = "a ring of " + std::to_string(bytes) + " bytes (" +
-                           std::to_string(params.slots) + " slots of batch " +
-                           std::to_string(params.batch_size) + ")";
+Status StreamManager::ReserveLocked(const Principal& owner, uint64_t bytes,
+                                    const std::string& ring) {
   const uint64_t budget = shm_budget_bytes_.load();
   if (reserved_bytes_ + bytes > budget)
     return ResourceExhausted(ring + " does not fit: " + std::to_string(reserved_bytes_) +
                              " of the shm_budget of " + std::to_string(budget) + " bytes in use");
   const uint64_t share = static_cast<uint64_t>(static_cast<double>(budget) * limits_.shm_user_share);
-  const Principal& owner = params.owner;
   if (!owner.privileged) {
     UserUse& use = users_[owner.uid];
     if (use.streams >= limits_.max_streams_per_user)
@@ -204,6 +228,74 @@ void StreamManager::UnreserveLocked(const Principal& owner, uint64_t bytes) {
   if (it == users_.end()) return;
   it->second.bytes -= bytes;
   if (--it->second.streams == 0) users_.erase(it);
+}
+
+Result<std::shared_ptr<ShareGroup>> StreamManager::JoinGroup(const StreamParams& params,
+                                                              const DatasetInfo& info) {
+  const std::string& name = params.share;
+  if (name.size() > kMaxShareName ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos)
+    return InvalidArgument("share: '" + name + "' is not a group name (1.." +
+                           std::to_string(kMaxShareName) + " of A-Z a-z 0-9 . _ -)");
+  const std::string group = "share group '" + name + "'";
+  if (info.spec.shuffle == "shards")
+    return InvalidArgument("share: dataset '" + info.spec.name +
+                           "' is shuffled by shards; a " + group +
+                           " reads one order of samples (shuffle: full or none)");
+  if (!params.coordinator.empty())
+    return InvalidArgument("share: a " + group +
+                           " decodes its order on one node; a job coordinated by another "
+                           "daemon (coordinator '" + params.coordinator + "') cannot share");
+  // A group is its users' own, unless the dataset is shared.
+  const std::string key =
+      (info.spec.shared ? std::string("*") : std::to_string(params.owner.uid)) + "/" + name;
+  MutexLock lock(&mu_);
+  SweepGroupsLocked();
+  if (auto it = groups_.find(key); it != groups_.end()) {
+    std::shared_ptr<ShareGroup> g = it->second.group.lock();
+    if (g != nullptr) {
+      if (g->dataset() != info.spec.name || g->fingerprint() != info.fingerprint)
+        return InvalidArgument("share: " + group + " reads dataset '" + g->dataset() +
+                               "'; this job reads '" + info.spec.name +
+                               "' (name another group)");
+      if (g->params().seed != params.seed || g->params().shuffle != params.shuffle)
+        return InvalidArgument("share: " + group + " reads with seed " +
+                               std::to_string(g->params().seed) + " and shuffle " +
+                               (g->params().shuffle ? "on" : "off") + "; this job asks for seed " +
+                               std::to_string(params.seed) + " and shuffle " +
+                               (params.shuffle ? "on" : "off") +
+                               " (a group has one order: use its seed, or another group)");
+      return g;
+    }
+  }
+  ShareGroup::Params gp;
+  gp.name = name;
+  gp.seed = params.seed;
+  gp.shuffle = params.shuffle;
+  gp.step_rows = uint64_t{params.batch_size} * params.world_size;
+  gp.rows = (uint64_t{limits_.share_window} + 2) * gp.step_rows;
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<ShareGroup> g,
+                         ShareGroup::Create(*env_, info, decode_pool_, std::move(gp)));
+  EMBER_RETURN_IF_ERROR(ReserveLocked(
+      params.owner, g->bytes(),
+      group + "'s rows, " + std::to_string(g->bytes()) + " bytes (" +
+          std::to_string(g->capacity()) + " rows)"));
+  groups_[key] = GroupEntry{g, g->bytes(), params.owner};
+  spdlog::info("{} started: dataset '{}' seed {} {} rows ({} bytes)", group, info.spec.name,
+               params.seed, g->capacity(), g->bytes());
+  return g;
+}
+
+void StreamManager::SweepGroupsLocked() {
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    if (it->second.group.expired()) {
+      UnreserveLocked(it->second.owner, it->second.bytes);
+      it = groups_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void StreamManager::SetBudget(uint64_t shm_budget_bytes, uint32_t default_slots) {

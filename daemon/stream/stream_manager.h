@@ -37,6 +37,9 @@ struct StreamLimits {
   uint32_t max_slots = 1024;
   uint32_t max_batch_size = 1 << 20;
   uint32_t max_world_size = 65536;  // config max_world_size
+  // A share group holds its members' rows for this many steps of the job that started
+  // it (config share_window): a member further behind decodes its own batches.
+  uint32_t share_window = 4;
 };
 
 class StreamManager {
@@ -93,9 +96,19 @@ class StreamManager {
  private:
   // Reserves a ring of `bytes` for `owner` (kResourceExhausted with the numbers past the
   // budget, the owner's share or its stream count); Unreserve gives it back.
-  Status ReserveLocked(const StreamParams& params, uint64_t bytes) REQUIRES(mu_);
+  Status ReserveLocked(const Principal& owner, uint64_t bytes, const std::string& what)
+      REQUIRES(mu_);
   void UnreserveLocked(const Principal& owner, uint64_t bytes) REQUIRES(mu_);
 
+  // The stream's share group (params.share): the one open under that name for the
+  // owner's uid (any uid's, for a shared dataset), or a new one whose rows are reserved
+  // from the budget like a ring. kInvalidArgument naming the field if the group reads
+  // another dataset, seed or shuffle.
+  static constexpr size_t kMaxShareName = 64;
+  Result<std::shared_ptr<ShareGroup>> JoinGroup(const StreamParams& params,
+                                                const DatasetInfo& info);
+  // Forgets groups whose last stream is gone, returning their bytes to the budget.
+  void SweepGroupsLocked() REQUIRES(mu_);
   // The reaper thread: destroys closed streams as their producers finish, returning
   // their bytes to the budget; exits once shutting down with none left.
   void Reap();
@@ -119,6 +132,12 @@ class StreamManager {
   std::map<uid_t, UserUse> users_ GUARDED_BY(mu_);  // by the streams' owners' uid
   std::map<uint64_t, std::shared_ptr<Stream>> streams_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Stream>> closing_ GUARDED_BY(mu_);  // stopped, not yet reaped
+  struct GroupEntry {
+    std::weak_ptr<ShareGroup> group;
+    uint64_t bytes = 0;
+    Principal owner;
+  };
+  std::map<std::string, GroupEntry> groups_ GUARDED_BY(mu_);  // by "<uid or *>/<name>"
   bool shutting_down_ GUARDED_BY(mu_) = false;
   bool draining_ GUARDED_BY(mu_) = false;
   CondVar closing_cv_;            // closing_ or shutting_down_ changed

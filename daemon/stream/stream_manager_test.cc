@@ -204,5 +204,58 @@ TEST_CASE("a world larger than max_world_size is refused") {
         "world_size: 1000000 is more than 65536 ranks (max_world_size)");
 }
 
+TEST_CASE("share groups: one per name, refused when their order differs, freed with their last stream") {
+  Harness h("share");
+  StreamParams a = Harness::Params(0);
+  a.job = "a";
+  a.world_size = 1;
+  a.seed = 3;
+  a.share = "hp-search";
+  auto first = h.streams->Open(a);
+  REQUIRE(first.ok());
+  REQUIRE((*first)->group() != nullptr);
+  CHECK((*first)->shared_fd() >= 0);
+  const uint64_t ring_bytes = (*first)->ring_bytes();
+  const uint64_t group_bytes = (*first)->group()->bytes();
+  CHECK(h.streams->shm_bytes_in_use() == ring_bytes + group_bytes);
+
+  StreamParams b = a;
+  b.job = "b";
+  b.batch_size = 12;
+  auto second = h.streams->Open(b);
+  REQUIRE(second.ok());
+  CHECK((*second)->group() == (*first)->group());  // the group's rows are reserved once
+  CHECK(h.streams->shm_bytes_in_use() == (*first)->ring_bytes() + (*second)->ring_bytes() + group_bytes);
+
+  StreamParams c = a;
+  c.job = "c";
+  c.seed = 4;
+  auto other_seed = h.streams->Open(c);
+  REQUIRE_FALSE(other_seed.ok());
+  CHECK(other_seed.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(other_seed.status().message(),
+             Catch::Contains("share group 'hp-search' reads with seed 3") &&
+                 Catch::Contains("asks for seed 4"));
+  c.seed = 3;
+  c.share = "no spaces";
+  auto bad_name = h.streams->Open(c);
+  REQUIRE_FALSE(bad_name.ok());
+  CHECK_THAT(bad_name.status().message(), Catch::StartsWith("share: 'no spaces' is not a group name"));
+  c.share = "hp-search";
+  c.coordinator = "10.0.0.1:7000";
+  auto remote = h.streams->Open(c);
+  REQUIRE_FALSE(remote.ok());
+  CHECK_THAT(remote.status().message(), Catch::Contains("cannot share"));
+
+  h.streams->Close((*first)->id());
+  h.streams->Close((*second)->id());
+  first->reset();
+  second->reset();
+  const auto deadline = Clock::now() + milliseconds(5000);
+  while (h.streams->shm_bytes_in_use() != 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(5));
+  CHECK(h.streams->shm_bytes_in_use() == 0);  // the group went with its last stream
+}
+
 }  // namespace
 }  // namespace ember::daemon

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "common/daemon_status_rpc.h"
@@ -471,8 +472,26 @@ namespace {
 
 struct OpenedStream {
   int fd = -1;
+  int shared_fd = -1;  // the share group's rows; -1: none
   StreamInfo info;
 };
+
+// A copy (O_CLOEXEC) of the descriptor that `cap` carries (the capability owns its own,
+// so it is kept alive until the copy is made); throws, naming `what`, if it carries none.
+kj::Promise<int> CopyFd(rpc::Ring::Client cap, std::string what) {
+  auto fd_promise = cap.getFd();
+  return fd_promise.then([cap = kj::mv(cap), what](kj::Maybe<int> maybe_fd) mutable -> int {
+    KJ_IF_MAYBE(fd, maybe_fd) {
+      const int copy = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+      if (copy < 0)
+        kj::throwFatalException(
+            rpc_status::ToException(ErrnoStatus("duplicating the " + what + " fd", errno)));
+      return copy;
+    }
+    kj::throwFatalException(rpc_status::ToException(
+        Internal("emberd sent no " + what + " descriptor (is the socket a unix socket?)")));
+  });
+}
 
 }  // namespace
 
@@ -497,6 +516,7 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
     r.setRejoin(options.rejoin);
     r.setRejoinEpoch(options.rejoin_epoch);
     r.setRejoinReceived(options.rejoin_received);
+    r.setShare(options.share);
     const char* coordinator_env = std::getenv("EMBER_COORDINATOR");
     r.setCoordinator(!options.coordinator.empty() ? options.coordinator
                      : coordinator_env != nullptr ? coordinator_env
@@ -511,27 +531,31 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
       info.batches_per_epoch = i.getBatchesPerEpoch();
       info.samples_per_epoch = i.getSamplesPerEpoch();
       info.fingerprint = i.getFingerprint();
+      info.share = std::string(i.getShare().cStr(), i.getShare().size());
       s.streams.emplace(info.stream_id, response.getStream());
-      // The fd belongs to the imported capability: keep it alive until we have a copy.
-      rpc::Ring::Client ring = response.getRing();
-      auto fd_promise = ring.getFd();
-      return fd_promise.then(
-          [info, &s, ring = kj::mv(ring)](kj::Maybe<int> maybe_fd) mutable -> OpenedStream {
-            KJ_IF_MAYBE(fd, maybe_fd) {
-              // The capability owns its fd; keep our own copy.
-              OpenedStream opened;
-              opened.fd = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
-              opened.info = info;
-              if (opened.fd < 0) {
-                s.streams.erase(info.stream_id);
-                kj::throwFatalException(rpc_status::ToException(
-                    ErrnoStatus("duplicating the ring fd", errno)));
-              }
-              return opened;
+      kj::Maybe<rpc::Ring::Client> shared;
+      if (response.hasShared()) shared = response.getShared();
+      return CopyFd(response.getRing(), "ring")
+          .then([info, shared = kj::mv(shared)](int fd) mutable -> kj::Promise<OpenedStream> {
+            OpenedStream opened;
+            opened.fd = fd;
+            opened.info = info;
+            KJ_IF_MAYBE(cap, shared) {
+              return CopyFd(kj::mv(*cap), "share group").then(
+                  [opened](int shared_fd) mutable {
+                    opened.shared_fd = shared_fd;
+                    return opened;
+                  },
+                  [fd](kj::Exception&& e) -> OpenedStream {
+                    close(fd);
+                    kj::throwFatalException(kj::mv(e));
+                  });
             }
-            s.streams.erase(info.stream_id);
-            kj::throwFatalException(rpc_status::ToException(Internal(
-                "emberd sent no ring descriptor (is the socket a unix socket?)")));
+            return opened;
+          })
+          .catch_([&s, id = info.stream_id](kj::Exception&& e) -> OpenedStream {
+            s.streams.erase(id);
+            kj::throwFatalException(kj::mv(e));
           });
     }));
   });
@@ -549,8 +573,8 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
         }
       });
   auto connected = impl->connected_flag();
-  return sdk::OpenRingReader(opened->fd, opened->info, [connected] { return connected->load(); },
-                             std::move(handle));
+  return sdk::OpenRingReader(opened->fd, opened->shared_fd, opened->info,
+                             [connected] { return connected->load(); }, std::move(handle));
 }
 
 Status Client::KvSet(const std::string& job, const std::string& key, const std::string& value) {

@@ -113,7 +113,7 @@ class TestRing {
     info.slot_size = slot_size_;
     info.ring_bytes = bytes_;
     info.batches_per_epoch = batches_per_epoch_;
-    auto reader = sdk::OpenRingReader(dup(fd_), info, [] { return true; }, nullptr);
+    auto reader = sdk::OpenRingReader(dup(fd_), -1, info, [] { return true; }, nullptr);
     REQUIRE(reader.ok());
     return std::move(reader).value();
   }

@@ -11,27 +11,42 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ember/ring_layout.h"
 #include "ember/ring_sync.h"
 
 namespace ember {
 
-// Unmaps the ring when the reader and every batch viewing it are gone.
-// Counts the slots handed back, so that the reader knows how many its batches hold
-// without trusting the shared header.
+// Unmaps the ring and its shared regions when the reader and every batch viewing them
+// are gone. Counts the slots handed back, so that the reader knows how many its batches
+// hold without trusting the shared header.
 class RingMapping {
  public:
+  // A shared region: `bytes` of the share group's memfd mapped twice, read-only, at
+  // [base, base + bytes) and [base + bytes, base + 2 * bytes).
+  struct Region {
+    uint8_t* base = nullptr;
+    uint64_t bytes = 0;
+  };
+
   RingMapping(void* base, size_t size) : base_(base), size_(size) {}
-  ~RingMapping() { munmap(base_, size_); }
+  ~RingMapping() {
+    for (const Region& region : regions_) munmap(region.base, 2 * region.bytes);
+    munmap(base_, size_);
+  }
   void* base() const { return base_; }
   size_t size() const { return size_; }
   ring::RingHeader* header() const { return static_cast<ring::RingHeader*>(base_); }
   std::atomic<uint64_t>& released() { return released_; }
+  // Mapped at open (before any batch exists); the mapping unmaps them.
+  const std::vector<Region>& regions() const { return regions_; }
+  void AddRegion(Region region) { regions_.push_back(region); }
 
  private:
   void* base_;
   size_t size_;
+  std::vector<Region> regions_;
   std::atomic<uint64_t> released_{0};
 };
 
@@ -81,7 +96,8 @@ Status BadHeader(const std::string& field, const std::string& what) {
 struct HeaderFields {
   uint64_t magic, slot_size, slots_offset, payload_offset, total_bytes, batches_per_epoch,
       order_offset;
-  uint32_t version, slot_count;
+  uint32_t version, slot_count, shared_count;
+  ring::SharedRegion shared[ring::kMaxTensors];
 };
 
 HeaderFields ReadHeader(const ring::RingHeader& header) {
@@ -95,6 +111,11 @@ HeaderFields ReadHeader(const ring::RingHeader& header) {
   f.total_bytes = header.total_bytes;
   f.batches_per_epoch = header.batches_per_epoch;
   f.order_offset = header.order_offset;
+  f.shared_count = header.shared_count;
+  for (uint32_t i = 0; i < ring::kMaxTensors; ++i) {
+    f.shared[i].offset = header.shared[i].offset;
+    f.shared[i].bytes = header.shared[i].bytes;
+  }
   return f;
 }
 
@@ -154,6 +175,9 @@ Result<Geometry> CheckHeader(const HeaderFields& h, uint64_t size, const StreamI
                                          to_string(sizeof(ring::RingHeader)) +
                                          "-byte ring header and slots_offset " +
                                          to_string(h.slots_offset));
+  if (h.shared_count > ring::kMaxTensors)
+    return BadHeader("shared_count", "is " + to_string(h.shared_count) + ", at most " +
+                                         to_string(ring::kMaxTensors) + " shared regions");
   Geometry g;
   g.slot_count = h.slot_count;
   g.slot_size = h.slot_size;
@@ -161,6 +185,57 @@ Result<Geometry> CheckHeader(const HeaderFields& h, uint64_t size, const StreamI
   g.payload_offset = h.payload_offset;
   g.order_offset = h.order_offset;
   return g;
+}
+
+// Maps `bytes` of `fd` from `offset` twice back to back, read-only: a reservation of
+// 2 * bytes (PROT_NONE) with the region mapped over each half.
+Result<uint8_t*> MapTwice(int fd, uint64_t offset, uint64_t bytes, const std::string& what) {
+  void* reserved =
+      mmap(nullptr, 2 * bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED)
+    return ErrnoStatus("reserving " + std::to_string(2 * bytes) + " bytes for " + what, errno);
+  auto* base = static_cast<uint8_t*>(reserved);
+  for (uint64_t half : {uint64_t{0}, bytes}) {
+    if (mmap(base + half, bytes, PROT_READ, MAP_SHARED | MAP_FIXED, fd,
+             static_cast<off_t>(offset)) == MAP_FAILED) {
+      const int err = errno;
+      munmap(reserved, 2 * bytes);
+      return ErrnoStatus("mmap of " + what, err);
+    }
+  }
+  return base;
+}
+
+// Checks the header's shared regions against the share group's memfd `shared_fd` (-1:
+// none) and maps each twice into `mapping`; kDataLoss naming the first bad field.
+Status MapSharedRegions(const HeaderFields& h, int shared_fd, RingMapping& mapping) {
+  using std::to_string;
+  if (h.shared_count == 0) return Status::Ok();
+  if (shared_fd < 0)
+    return BadHeader("shared_count", "is " + to_string(h.shared_count) +
+                                         " but emberd sent no share group memory to map the "
+                                         "shared regions from");
+  struct stat st;
+  if (fstat(shared_fd, &st) != 0) return ErrnoStatus("share group fd", errno);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  for (uint32_t i = 0; i < h.shared_count; ++i) {
+    const std::string field = "shared[" + to_string(i) + "].";
+    const uint64_t offset = h.shared[i].offset, bytes = h.shared[i].bytes;
+    if (offset % page != 0 || offset >= size)
+      return BadHeader(field + "offset", "is " + to_string(offset) + ": not a multiple of " +
+                                             to_string(page) + " inside the share group's " +
+                                             to_string(size) + " bytes");
+    if (bytes == 0 || bytes % page != 0 || bytes > size - offset)
+      return BadHeader(field + "bytes", "is " + to_string(bytes) + ": not a positive multiple of " +
+                                            to_string(page) + " that fits the share group's " +
+                                            to_string(size) + " bytes from offset " +
+                                            to_string(offset));
+    EMBER_ASSIGN_OR_RETURN(uint8_t* base,
+                           MapTwice(shared_fd, offset, bytes, "shared region " + to_string(i)));
+    mapping.AddRegion({base, bytes});
+  }
+  return Status::Ok();
 }
 
 class RingReader final : public StreamReader {
@@ -295,7 +370,7 @@ class RingReader final : public StreamReader {
   }
 
   // Checks one tensor descriptor (a copy: the shared one may change under us) against
-  // the slot's geometry and its batch's `num_samples`.
+  // the slot's geometry (or its shared region's) and its batch's `num_samples`.
   Result<RawTensor> CheckTensor(uint32_t t, const ring::TensorDesc& d, uint32_t num_samples,
                                 uint8_t* slot_bytes) const {
     using std::to_string;
@@ -322,6 +397,28 @@ class RingReader final : public StreamReader {
     if (d.nbytes != n)
       return BadSlot(tensor + "nbytes", "is " + to_string(d.nbytes) + " but its shape and dtype "
                                             "make " + to_string(n));
+    out.name.assign(d.name, strnlen(d.name, ring::kNameBytes));
+    out.dtype = static_cast<ring::DType>(d.dtype);
+    out.nbytes = d.nbytes;
+    if (d.region != 0) {
+      // In a shared region, mapped twice: rows that wrap past its end are contiguous.
+      const std::vector<RingMapping::Region>& regions = mapping_->regions();
+      if (d.region > regions.size())
+        return BadSlot(tensor + "region", "is " + to_string(d.region) + ", but the ring has " +
+                                              to_string(regions.size()) + " shared regions");
+      const RingMapping::Region& region = regions[d.region - 1];
+      if (d.offset >= region.bytes)
+        return BadSlot(tensor + "offset", "is " + to_string(d.offset) + ": past shared region " +
+                                              to_string(d.region - 1) + "'s " +
+                                              to_string(region.bytes) + " bytes");
+      if (d.nbytes > 2 * region.bytes - d.offset)
+        return BadSlot(tensor + "nbytes", "is " + to_string(d.nbytes) + ": from offset " +
+                                              to_string(d.offset) + " it runs past shared region " +
+                                              to_string(d.region - 1) + " mapped twice (2 x " +
+                                              to_string(region.bytes) + " bytes)");
+      out.data = region.base + d.offset;
+      return out;
+    }
     if (d.offset < geometry_.payload_offset || d.offset % ring::kCacheLine != 0 ||
         d.offset > geometry_.slot_size)
       return BadSlot(tensor + "offset", "is " + to_string(d.offset) + ": not a multiple of " +
@@ -332,10 +429,7 @@ class RingReader final : public StreamReader {
       return BadSlot(tensor + "nbytes", "is " + to_string(d.nbytes) + ": from offset " +
                                             to_string(d.offset) + " it runs past the " +
                                             to_string(geometry_.slot_size) + "-byte slot");
-    out.name.assign(d.name, strnlen(d.name, ring::kNameBytes));
-    out.dtype = static_cast<ring::DType>(d.dtype);
     out.data = slot_bytes + d.offset;
-    out.nbytes = d.nbytes;
     return out;
   }
 
@@ -390,9 +484,17 @@ class RingReader final : public StreamReader {
 
 }  // namespace
 
-Result<std::unique_ptr<StreamReader>> OpenRingReader(int fd, const StreamInfo& info,
+Result<std::unique_ptr<StreamReader>> OpenRingReader(int fd, int shared_fd,
+                                                     const StreamInfo& info,
                                                      std::function<bool()> alive,
                                                      std::shared_ptr<void> stream_handle) {
+  // Closes the share group's fd on every path: its regions stay mapped.
+  struct SharedFd {
+    int fd;
+    ~SharedFd() {
+      if (fd >= 0) close(fd);
+    }
+  } shared{shared_fd};
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int err = errno;
@@ -410,9 +512,9 @@ Result<std::unique_ptr<StreamReader>> OpenRingReader(int fd, const StreamInfo& i
   close(fd);
   if (base == MAP_FAILED) return ErrnoStatus("mmap of the ring", err);
   auto mapping = std::make_shared<RingMapping>(base, size);
-  EMBER_ASSIGN_OR_RETURN(
-      Geometry geometry,
-      CheckHeader(ReadHeader(*static_cast<const ring::RingHeader*>(base)), size, info));
+  const HeaderFields fields = ReadHeader(*static_cast<const ring::RingHeader*>(base));
+  EMBER_ASSIGN_OR_RETURN(Geometry geometry, CheckHeader(fields, size, info));
+  EMBER_RETURN_IF_ERROR(MapSharedRegions(fields, shared.fd, *mapping));
   return std::unique_ptr<StreamReader>(new RingReader(std::move(mapping), geometry, info,
                                                       std::move(alive),
                                                       std::move(stream_handle)));

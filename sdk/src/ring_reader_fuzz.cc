@@ -8,6 +8,9 @@
 //     first (u32 slot_count, u32 slot_size, u32 batches_per_epoch).
 //   flags bit 1 clear: the header's total_bytes is set to the ring's size first.
 //   flags bit 2 set: batches are held until the end (their slots stay kReading).
+//   flags bit 3 set: a share group's memfd of kSharedPages pages is passed along, for the
+//     header's shared regions (shared_count, shared[]) and the tensors whose region is not
+//     0; clear: none.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -29,6 +32,20 @@ namespace ember::sdk {
 namespace {
 
 constexpr size_t kPage = 4096;
+constexpr size_t kSharedPages = 4;
+
+// A share group's memfd of kSharedPages pages of patterned bytes; -1 if none can be made.
+int SharedMemory() {
+  std::string bytes(kSharedPages * kPage, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 31 + i / kPage);
+  const int fd = memfd_create("ring_reader_fuzz_shared", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (pwrite(fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 // Reads every byte of the batch's tensors.
 uint32_t Touch(const RawBatch& batch) {
@@ -79,8 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     close(fd);
     return 0;
   }
+  const int shared_fd = (flags & 8) != 0 ? SharedMemory() : -1;
   Result<std::unique_ptr<StreamReader>> reader =
-      OpenRingReader(fd, info, [] { return true; }, nullptr);
+      OpenRingReader(fd, shared_fd, info, [] { return true; }, nullptr);
   if (!reader.ok()) return 0;
   std::vector<RawBatch> held;
   for (uint32_t i = 0; i < 2 * info.slot_count + 4 && !(*reader)->ended(); ++i) {

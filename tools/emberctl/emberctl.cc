@@ -73,13 +73,19 @@ int Status(Client& client) {
                 j.job.c_str(), j.dataset.c_str(), j.world_size, j.epochs_started, j.batches_leased,
                 j.batches_committed);
   std::printf("\nstreams (%zu)\n", st->streams.size());
-  for (const auto& s : st->streams)
+  for (const auto& s : st->streams) {
     std::printf("#%-4" PRIu64 " job %-24s rank %u/%u epoch %" PRIu64 "  %10.0f samples/s  ring fill "
                 "%3.0f%% of %u slots (depth %u, %u touched)  published %" PRIu64 " consumed %" PRIu64
-                " skipped %" PRIu64 "\n",
+                " skipped %" PRIu64,
                 s.stream_id, s.job.c_str(), s.rank, s.world_size, s.epoch, s.samples_per_second,
                 s.ring_fill * 100, s.slot_count, s.prefetch_depth, s.slots_touched,
                 s.batches_published, s.batches_consumed, s.samples_skipped);
+    // Batches from the share group's rows, of those published (the rest were decoded
+    // for this stream: it was behind the group's window, or joined it late).
+    if (!s.share.empty())
+      std::printf("  share %s: %" PRIu64 " from the group", s.share.c_str(), s.shared_batches);
+    std::printf("\n");
+  }
   if (!st->pending_segments.empty()) {
     // A rendezvous in progress, or one stuck on the ranks listed (segments are dropped
     // 10 minutes after they were created).

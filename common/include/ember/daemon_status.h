@@ -80,6 +80,8 @@ struct StreamStatus {
   uint64_t bytes_published = 0;
   uint64_t decode_errors = 0;
   double data_stall_seconds = 0;
+  std::string share;            // the share group it reads; empty: none
+  uint64_t shared_batches = 0;  // batches served from the group's rows, not decoded for it
 };
 
 // A job's ranks, and a segment's missing ranks, listed in a status at most: the lowest

@@ -7,7 +7,16 @@
 //           (slot_count uint32 slot indexes), then slot_count slots.
 //   slot    slot_size bytes: a SlotHeader, then the batch payload at payload_offset.
 //   batch   up to kMaxTensors tensors laid out in the slot's payload (descriptors in the
-//           SlotHeader, offsets relative to the start of the slot, 64-byte aligned).
+//           SlotHeader, offsets relative to the start of the slot, 64-byte aligned), or
+//           in a shared region (below).
+//   shared region  (streams of a share group, version 6) decoded rows of one tensor that
+//           several jobs' streams read: a second, sealed memfd the reader maps read-only
+//           (RingHeader::shared lists where each region lies in it). A region is a ring
+//           of rows; the reader maps it twice back to back, so that any run of rows that
+//           wraps past its end is still one contiguous tensor. A tensor whose desc has
+//           region k >= 1 lies in shared[k-1] at `offset` from that region's start
+//           (offset < bytes, offset + nbytes <= 2 * bytes). The writer never writes rows
+//           a published slot points to until the reader hands the slot back.
 //
 // Protocol (single producer, single consumer, batches in sequence order):
 //   The writer fills any slot whose state is kFree (the lowest-numbered one, so that a
@@ -39,7 +48,7 @@
 namespace ember::ring {
 
 inline constexpr uint64_t kMagic = 0x31474e4952424d45ull;  // "EMBRING1", little-endian
-inline constexpr uint32_t kVersion = 5;
+inline constexpr uint32_t kVersion = 6;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxTensors = 8;
 inline constexpr uint32_t kMaxDims = 6;
@@ -90,9 +99,11 @@ struct TensorDesc {
   uint32_t dtype;         // a DType
   uint32_t ndim;          // <= kMaxDims; shape[0] is the batch dimension
   int64_t shape[kMaxDims];
-  uint64_t offset;        // from the start of the slot, multiple of kCacheLine
+  uint64_t offset;        // from the start of the slot (region 0, a multiple of
+                          // kCacheLine) or of shared region `region` - 1
   uint64_t nbytes;        // product(shape) * DTypeSize(dtype)
-  uint64_t reserved;
+  uint32_t region;        // 0: in the slot; k >= 1: in RingHeader::shared[k - 1]
+  uint32_t reserved;
 };
 
 struct alignas(kCacheLine) SlotHeader {
@@ -109,6 +120,11 @@ struct alignas(kCacheLine) SlotHeader {
                                   // every rank consumed this batch's global step
   char end_message[kEndMessageBytes];
   TensorDesc tensors[kMaxTensors];
+};
+
+struct SharedRegion {
+  uint64_t offset;  // in the shared memfd, a multiple of the page size
+  uint64_t bytes;   // a multiple of the page size
 };
 
 struct alignas(kCacheLine) RingHeader {
@@ -134,6 +150,11 @@ struct alignas(kCacheLine) RingHeader {
   std::atomic<uint32_t> releases;        // futex word: slots handed back, modulo 2^32
   std::atomic<uint32_t> writer_waiters;  // writers asleep on `releases`
   std::atomic<uint32_t> reader_stalls;   // times the reader found its batch not ready
+  // Written once by the writer before the reader attaches: the shared regions (0 when
+  // the stream reads no share group's rows) and where each lies in the shared memfd.
+  alignas(kCacheLine) uint32_t shared_count;  // <= kMaxTensors
+  uint32_t shared_reserved;
+  SharedRegion shared[kMaxTensors];
 };
 
 static_assert(std::is_standard_layout_v<SlotHeader>);
@@ -143,7 +164,8 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && sizeof(std::atomic<uint64_t>) == 8);
 static_assert(sizeof(TensorDesc) == 96);
 static_assert(sizeof(SlotHeader) % kCacheLine == 0);
-static_assert(sizeof(RingHeader) == 3 * kCacheLine);
+static_assert(sizeof(RingHeader) == 6 * kCacheLine);
+static_assert(offsetof(RingHeader, shared_count) == 3 * kCacheLine);
 static_assert(offsetof(RingHeader, published) == kCacheLine);
 static_assert(offsetof(RingHeader, consumed) == 2 * kCacheLine);
 static_assert(offsetof(RingHeader, reader_wait_nanos) == 2 * kCacheLine + 8);

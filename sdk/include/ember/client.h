@@ -64,6 +64,11 @@ struct StreamOptions {
   bool rejoin = false;
   uint64_t rejoin_epoch = 0;
   uint64_t rejoin_received = 0;
+  // A share group's name; empty: none. The jobs that read the same dataset with the same
+  // seed and name the same group share one producer: each sample is decoded once for all
+  // of them, and each job gets every batch of the group's common order (its batches' rows
+  // lie in the group's memory, mapped read-only: the tensors must not be written).
+  std::string share;
 };
 
 class Client {

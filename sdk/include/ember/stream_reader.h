@@ -25,7 +25,8 @@ struct RawTensor {
   std::string name;
   ring::DType dtype;
   std::vector<int64_t> shape;  // shape[0] is the batch dimension
-  void* data = nullptr;        // inside the ring mapping
+  void* data = nullptr;        // inside the ring mapping, or (a share group's rows) a
+                               // shared region's, which is read-only
   uint64_t nbytes = 0;
 };
 
@@ -50,6 +51,7 @@ struct StreamInfo {
   uint64_t batches_per_epoch = 0;  // per rank
   uint64_t samples_per_epoch = 0;  // whole dataset
   uint64_t fingerprint = 0;        // the dataset's
+  std::string share;               // the share group it reads; empty: none
 };
 
 // Called about every 100 ms while StreamReader::Next waits for the daemon, on the waiting
@@ -76,7 +78,8 @@ class StreamReader {
 
   virtual const StreamInfo& info() const = 0;
 
-  // The ring mapping, for checks that batch memory lies inside it.
+  // The ring mapping, for checks that batch memory lies inside it (tensors in a shared
+  // region lie outside it).
   virtual const void* ring_base() const = 0;
   virtual size_t ring_size() const = 0;
 

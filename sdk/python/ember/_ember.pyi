@@ -41,6 +41,8 @@ class StreamStatus:
     bytes_published: int
     decode_errors: int
     data_stall_seconds: float
+    share: str
+    shared_batches: int
 
 class RankProgress:
     rank: int
@@ -174,7 +176,7 @@ class _Loader:
     def __init__(self, client: Client, job: str, dataset: str, batch_size: int, seed: int,
                  rank: int, world_size: int, epochs: int, shuffle: bool, slots: int,
                  sample_ids: bool, coordinator: str, resume: Optional[LoaderState],
-                 reconnect_timeout: float) -> None: ...
+                 reconnect_timeout: float, share: str = "") -> None: ...
     def next(self, capsules: bool = False) -> Optional[Tuple[Dict[str, Any], int, int, bool]]: ...
     state: LoaderState
     batches_per_epoch: int

@@ -234,6 +234,13 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
     imports; torch 1.10 and later), "numpy" arrays (numpy 1.22 and later) or "dlpack"
     objects (``__dlpack__``/``__dlpack_device__``, for JAX, CuPy and the like).
 
+    share: a share group's name (None: none). Jobs on the node that read the same dataset
+    with the same seed and pipeline and give the same share name (the same user's, or
+    anyone's for a shared dataset) are served by one producer: each sample is decoded once
+    for all of them, and each job gets every batch of the group's common order. Their
+    batches' tensors may then view the group's memory, which is read-only: clone a tensor
+    before changing it in place.
+
     Checkpoint and resume with ``state_dict()`` / ``load_state_dict()`` (the
     StatefulDataLoader convention), also onto another world size or batch size. If the
     daemon restarts, the loader reconnects for up to ``reconnect_timeout`` seconds and
@@ -249,11 +256,15 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
                  coordinator: Optional[str] = None, reconnect_timeout: float = 60.0,
                  output: Optional[str] = None, split: str = "train",
                  format: Optional[str] = None, pipeline: str = "",
-                 on_error: str = "fail", endpoint: str = "") -> None:
+                 on_error: str = "fail", endpoint: str = "",
+                 share: Optional[str] = None) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgument(f"batch_size must be a positive int, not {batch_size!r}")
         if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
             raise InvalidArgument(f"epochs must be a positive int or None, not {epochs!r}")
+        if share is not None and not isinstance(share, str):
+            raise InvalidArgument(f"share must be a share group's name (a str) or None, "
+                                  f"not {share!r}")
         if output is None:
             output = _default_output()
         if output not in _OUTPUTS:
@@ -288,6 +299,7 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
         self.sample_ids = sample_ids
         self.slots = slots
         self.coordinator = env["coordinator"] if coordinator is None else coordinator
+        self.share = share or None
         self.reconnect_timeout = reconnect_timeout
         self._client = client
         self._resume: Optional[_ember.LoaderState] = None
@@ -303,7 +315,7 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
                 self._client, self.job, self.dataset, self.batch_size, self.seed, self.rank,
                 self.world_size, 0 if self.epochs is None else self.epochs, self.shuffle,
                 self.slots, self.sample_ids, self.coordinator, self._resume,
-                self.reconnect_timeout)
+                self.reconnect_timeout, share=self.share or "")
         return self._native
 
     def _over(self, epoch: int) -> bool:

@@ -77,7 +77,9 @@ void BindRecords(py::module_& m) {
       .def_readonly("samples_published", &StreamStatus::samples_published)
       .def_readonly("bytes_published", &StreamStatus::bytes_published)
       .def_readonly("decode_errors", &StreamStatus::decode_errors)
-      .def_readonly("data_stall_seconds", &StreamStatus::data_stall_seconds);
+      .def_readonly("data_stall_seconds", &StreamStatus::data_stall_seconds)
+      .def_readonly("share", &StreamStatus::share)
+      .def_readonly("shared_batches", &StreamStatus::shared_batches);
 
   py::class_<RankProgress>(m, "RankProgress", "Where one rank of a job stands.")
       .def_readonly("rank", &RankProgress::rank)

@@ -182,7 +182,8 @@ py::dict LaunchEnvDict(const std::string& default_job) {
 StreamOptions MakeStreamOptions(const std::string& job, const std::string& dataset,
                                 uint32_t batch_size, uint64_t seed, uint32_t rank,
                                 uint32_t world_size, uint32_t epochs, bool shuffle,
-                                uint32_t slots, bool sample_ids, const std::string& coordinator) {
+                                uint32_t slots, bool sample_ids, const std::string& coordinator,
+                                const std::string& share) {
   StreamOptions options;
   options.job = job;
   options.dataset = dataset;
@@ -195,6 +196,7 @@ StreamOptions MakeStreamOptions(const std::string& job, const std::string& datas
   options.slots = slots;
   options.sample_ids = sample_ids;
   options.coordinator = coordinator;
+  options.share = share;
   return options;
 }
 
@@ -222,17 +224,18 @@ void BindLoader(py::module_& m) {
                        const std::string& dataset, uint32_t batch_size, uint64_t seed,
                        uint32_t rank, uint32_t world_size, uint32_t epochs, bool shuffle,
                        uint32_t slots, bool sample_ids, const std::string& coordinator,
-                       std::optional<LoaderState> resume, double reconnect_timeout) {
+                       std::optional<LoaderState> resume, double reconnect_timeout,
+                       const std::string& share) {
              return new PyLoader(std::move(client),
                                  MakeStreamOptions(job, dataset, batch_size, seed, rank,
                                                    world_size, epochs, shuffle, slots,
-                                                   sample_ids, coordinator),
+                                                   sample_ids, coordinator, share),
                                  resume, reconnect_timeout);
            }),
            py::arg("client"), py::arg("job"), py::arg("dataset"), py::arg("batch_size"),
            py::arg("seed"), py::arg("rank"), py::arg("world_size"), py::arg("epochs"),
            py::arg("shuffle"), py::arg("slots"), py::arg("sample_ids"), py::arg("coordinator"),
-           py::arg("resume"), py::arg("reconnect_timeout"))
+           py::arg("resume"), py::arg("reconnect_timeout"), py::arg("share") = "")
       .def("next", &PyLoader::Next, py::arg("capsules") = false)
       .def_property_readonly("state", [](const PyLoader& l) { return l.loader().state(); })
       .def_property_readonly("batches_per_epoch",

@@ -20,7 +20,8 @@ void BindLoader(pybind11::module_& m);
 StreamOptions MakeStreamOptions(const std::string& job, const std::string& dataset,
                                 uint32_t batch_size, uint64_t seed, uint32_t rank,
                                 uint32_t world_size, uint32_t epochs, bool shuffle,
-                                uint32_t slots, bool sample_ids, const std::string& coordinator);
+                                uint32_t slots, bool sample_ids, const std::string& coordinator,
+                                const std::string& share);
 
 }  // namespace ember::python
 

@@ -1,7 +1,8 @@
 """ember.Loader against a real emberd: zero copy, slots held and released, exactly once
-across ranks, resume from state_dict()."""
+across ranks, resume from state_dict(), share groups."""
 
 import gc
+import os
 import unittest
 
 import numpy
@@ -22,6 +23,17 @@ def address_of(tensor) -> int:
 def in_ring(tensor) -> bool:
     address = address_of(tensor)
     return any(start <= address < end for start, end in et.memfd_ranges())
+
+
+def mapping_permissions(address: int) -> str:
+    """The permissions ("rw-s", ...) of this process's mapping holding `address`."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if start <= address < end:
+                return fields[1]
+    return ""
 
 
 def ids_of(batch) -> list:
@@ -252,6 +264,41 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(stats["batches"], n)
         self.assertGreaterEqual(stats["data_stall_seconds"], 0.0)
         self.assertEqual(stats["reconnects"], 0)
+
+    def test_a_share_group_serves_its_jobs_the_same_rows(self):
+        # 64x64 images: a row is a page, so the group shares the image tensor as a region.
+        data = os.path.join(self.daemon.dir, "share-rows")
+        os.makedirs(data)
+        et.write_synthetic_idx(data, "train", 400, rows=64, cols=64)
+        self.client.add_dataset("share-rows", data)
+        loaders = [ember.Loader("share-rows", 20, epochs=1, rank=0, world_size=1, seed=5,
+                                client=self.client, sample_ids=True, job=f"share-{k}",
+                                share="g") for k in range(2)]
+        self.assertEqual(loaders[0].share, "g")
+        epochs = [iter(loader) for loader in loaders]
+        batches = 0
+        for a, b in zip(*epochs):
+            self.assertEqual(ids_of(a), ids_of(b))
+            self.assertTrue(torch.equal(a["image"], b["image"]))
+            pixels = a["image"][:, 0, :4].to(torch.int64)
+            carried = pixels[:, 0] | pixels[:, 1] << 8 | pixels[:, 2] << 16 | pixels[:, 3] << 24
+            self.assertEqual(carried.tolist(), ids_of(a))
+            if batches == 0:
+                # The images lie in the group's memory, mapped read-only, not in the ring.
+                address, size, _ = loaders[0]._native.ring
+                image = a["image"].data_ptr()
+                self.assertFalse(address <= image < address + size)
+                self.assertEqual(mapping_permissions(image), "r--s")
+                self.assertTrue(address <= a["label"].data_ptr() < address + size)
+            batches += 1
+            a.release()
+            b.release()
+        self.assertEqual(batches, len(loaders[0]))
+        streams = [s for s in self.client.status().streams if s.job.startswith("share-")]
+        self.assertEqual(sorted(s.share for s in streams), ["g", "g"])
+        self.assertGreater(sum(s.shared_batches for s in streams), 0)
+        with self.assertRaises(ember.InvalidArgument):
+            ember.Loader("share-rows", 20, client=self.client, share=7)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,254 @@
+// Share groups without RPC, in one process: the streams of several jobs read one
+// ShareGroup's rows through the SDK's ring reader (the rows' tensor mapped read-only,
+// twice back to back), each job at its own pace. (Under tests/: it links both the daemon
+// and the SDK.)
+#include "daemon/stream/share_group.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "daemon/coordinator/job_ledger.h"
+#include "daemon/stream/stream.h"
+#include "daemon/stream/stream_testing.h"
+#include "tests/support/ring_reader_testing.h"
+
+namespace ember::daemon {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint64_t kRowBytes = 8192;  // two pages: the group shares it as a region
+
+// Sample i is "image" uint8[8192] (id, seed and epoch as uint64s, then bytes that follow
+// from them) and "label" int64 i. Counts each (id, epoch) decoded.
+class RowSource : public Source {
+ public:
+  explicit RowSource(uint64_t count) {
+    info_.spec.name = "rows";
+    info_.spec.on_error = "fail";
+    info_.count = count;
+    info_.fingerprint = 77;
+    info_.tensors.push_back({"image", ring::DType::kUInt8, {int64_t{kRowBytes}}});
+    info_.tensors.push_back({"label", ring::DType::kInt64, {}});
+  }
+  const DatasetInfo& info() const override { return info_; }
+  bool ParallelDecode() const override { return true; }
+  Status ReadSample(uint64_t id, const SampleContext& ctx, void* const* dsts) const override {
+    Expected(id, ctx.seed, ctx.epoch, static_cast<uint8_t*>(dsts[0]));
+    *static_cast<int64_t*>(dsts[1]) = static_cast<int64_t>(id);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++decoded_[{id, ctx.epoch}];
+    return Status::Ok();
+  }
+  static void Expected(uint64_t id, uint64_t seed, uint64_t epoch, uint8_t* row) {
+    const uint64_t head[3] = {id, seed, epoch};
+    std::memcpy(row, head, sizeof(head));
+    for (uint64_t b = sizeof(head); b < kRowBytes; ++b)
+      row[b] = static_cast<uint8_t>(id * 31 + epoch * 7 + b);
+  }
+  // How many times (id, epoch) was decoded, for each.
+  std::map<std::pair<uint64_t, uint64_t>, int> decoded() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return decoded_;
+  }
+
+ private:
+  DatasetInfo info_;
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<uint64_t, uint64_t>, int> decoded_;
+};
+
+struct Harness {
+  explicit Harness(uint64_t count, uint64_t window_rows, uint64_t step_rows = 8)
+      : source(std::make_shared<RowSource>(count)) {
+    ShareGroup::Params p;
+    p.name = "g";
+    p.seed = 5;
+    p.shuffle = true;
+    p.rows = window_rows;
+    p.step_rows = step_rows;
+    auto created = ShareGroup::Create(*env, source->info(), &pool, p);
+    REQUIRE(created.ok());
+    group = std::move(created).value();
+  }
+  std::unique_ptr<Stream> Start(const std::string& job, uint32_t batch, uint32_t epochs,
+                                uint32_t slots = 3) {
+    StreamParams p;
+    p.job = job;
+    p.dataset = "rows";
+    p.batch_size = batch;
+    p.seed = 5;
+    p.epochs = epochs;
+    p.slots = slots;
+    p.sample_ids = true;
+    p.share = "g";
+    auto stream = Stream::Start(next_id++, *env, ledger, source->info(), Ready(source), &pool, p,
+                                group);
+    REQUIRE(stream.ok());
+    return std::move(stream).value();
+  }
+  std::unique_ptr<Env> env = NewPosixEnv();
+  std::shared_ptr<RowSource> source;
+  JobLedger ledger;
+  DecodePool pool{2};
+  std::shared_ptr<ShareGroup> group;
+  uint64_t next_id = 1;
+};
+
+
+// Reads a batch's rows: each image must be its sample's bytes; returns the ids.
+std::vector<uint64_t> CheckRows(const RawBatch& b) {
+  REQUIRE(b.tensors.size() == 3);
+  const auto* image = static_cast<const uint8_t*>(b.tensors[0].data);
+  const auto* label = static_cast<const int64_t*>(b.tensors[1].data);
+  const auto* ids = static_cast<const int64_t*>(b.tensors[2].data);
+  std::vector<uint8_t> want(kRowBytes);
+  std::vector<uint64_t> seen;
+  for (uint32_t r = 0; r < b.num_samples; ++r) {
+    RowSource::Expected(static_cast<uint64_t>(ids[r]), 5, b.epoch, want.data());
+    CHECK(std::memcmp(image + r * kRowBytes, want.data(), kRowBytes) == 0);
+    CHECK(label[r] == ids[r]);
+    seen.push_back(static_cast<uint64_t>(ids[r]));
+  }
+  return seen;
+}
+
+// Reads the stream to its end (Next() gives nullopt at each epoch's end): the ids of
+// each epoch.
+std::map<uint64_t, std::multiset<uint64_t>> ReadAll(StreamReader& reader) {
+  std::map<uint64_t, std::multiset<uint64_t>> epochs;
+  while (!reader.ended()) {
+    auto next = reader.Next();
+    REQUIRE(next.ok());
+    if (!next->has_value()) continue;
+    for (uint64_t id : CheckRows(**next)) epochs[(*next)->epoch].insert(id);
+  }
+  return epochs;
+}
+
+std::multiset<uint64_t> AllIds(uint64_t count) {
+  std::multiset<uint64_t> all;
+  for (uint64_t i = 0; i < count; ++i) all.insert(i);
+  return all;
+}
+
+TEST_CASE("three jobs with different batch sizes share one decoding: each reads every sample once") {
+  Harness h(200, /*window_rows=*/512);  // the whole epoch fits: nothing is written over
+  auto a = h.Start("a", 8, 1), b = h.Start("b", 12, 1), c = h.Start("c", 20, 1);
+  std::map<std::string, std::map<uint64_t, std::multiset<uint64_t>>> read;
+  std::mutex mu;
+  std::vector<std::thread> readers;
+  for (auto* s : {a.get(), b.get(), c.get()})
+    readers.emplace_back([&, s] {
+      auto reader = ReaderOf(*s);
+      auto epochs = ReadAll(*reader);
+      std::lock_guard<std::mutex> lock(mu);
+      read[s->params().job] = std::move(epochs);
+    });
+  for (auto& t : readers) t.join();
+  for (const char* job : {"a", "b", "c"}) {
+    INFO(job);
+    REQUIRE(read[job].size() == 1);
+    CHECK(read[job][0] == AllIds(200));
+  }
+  // Every sample decoded once for the three jobs, and every batch came from the group.
+  const auto decoded = h.source->decoded();
+  CHECK(decoded.size() == 200);
+  for (const auto& [key, n] : decoded) CHECK(n == 1);
+  CHECK(h.group->stats().rows_decoded == 200);
+  CHECK(a->Stats().shared_batches == 25);
+  CHECK(b->Stats().shared_batches == 17);
+  CHECK(c->Stats().shared_batches == 10);
+}
+
+TEST_CASE("a job that stops reading holds only the rows of its batches; the others go on") {
+  Harness h(400, /*window_rows=*/48);
+  auto slow = h.Start("slow", 8, 1), fast = h.Start("fast", 8, 1);
+  auto slow_reader = ReaderOf(*slow);
+  std::vector<RawBatch> held;  // its slots stay with the reader
+  for (int i = 0; i < 2; ++i) {
+    auto next = slow_reader->Next();
+    REQUIRE(next.ok());
+    REQUIRE(next->has_value());
+    held.push_back(std::move(**next));
+  }
+  const auto began = std::chrono::steady_clock::now();
+  auto fast_reader = ReaderOf(*fast);
+  auto epochs = ReadAll(*fast_reader);
+  CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds(20));
+  CHECK(epochs[0] == AllIds(400));
+  CHECK(fast->Stats().shared_batches >= 40);  // of 50: a few straddle the held rows
+  // The held batches still read their own rows: the group wrote around them.
+  for (const RawBatch& b : held) CheckRows(b);
+  held.clear();
+  // The slow job, far behind the window now, decodes its own batches, the same bytes.
+  auto rest = ReadAll(*slow_reader);
+  CHECK(rest[0].size() == 400 - 16);
+}
+
+TEST_CASE("a member whose stream closes mid-epoch does not hold the group") {
+  Harness h(400, /*window_rows=*/48);
+  auto gone = h.Start("gone", 8, 1), stays = h.Start("stays", 8, 1);
+  {
+    auto reader = ReaderOf(*gone);
+    auto next = reader->Next();
+    REQUIRE(next.ok());
+    REQUIRE(next->has_value());
+    gone->Stop();  // the trainer died: its connection closed the stream
+  }
+  auto epochs = ReadAll(*ReaderOf(*stays));
+  CHECK(epochs[0] == AllIds(400));
+  CHECK(stays->Stats().shared_batches == 50);
+  CHECK(h.group->stats().members == 1);
+}
+
+TEST_CASE("a job that joins after the group wrote over the first rows starts at the next epoch") {
+  Harness h(200, /*window_rows=*/48);
+  auto first = h.Start("first", 8, 2);
+  auto first_reader = ReaderOf(*first);
+  std::map<uint64_t, std::multiset<uint64_t>> first_read;
+  for (int i = 0; i < 10; ++i) {  // 80 rows: row 0 is gone
+    auto next = first_reader->Next();
+    REQUIRE(next.ok());
+    for (uint64_t id : CheckRows(**next)) first_read[(*next)->epoch].insert(id);
+  }
+  auto late = h.Start("late", 8, 1);
+  CHECK(late->params().start_epoch == 1);
+  CHECK(late->params().epochs == 2);
+  std::map<uint64_t, std::multiset<uint64_t>> late_read;
+  std::thread late_thread([&] { late_read = ReadAll(*ReaderOf(*late)); });
+  for (const auto& [epoch, ids] : ReadAll(*first_reader))
+    first_read[epoch].insert(ids.begin(), ids.end());
+  late_thread.join();
+  CHECK(first_read[0] == AllIds(200));
+  CHECK(first_read[1] == AllIds(200));
+  REQUIRE(late_read.size() == 1);
+  CHECK(late_read[1] == AllIds(200));
+  CHECK(late->Stats().shared_batches > 0);
+}
+
+TEST_CASE("the group's memfd takes no writable mapping from anyone else") {
+  Harness h(10, 16);
+  const int fd = dup(h.group->fd());
+  const size_t bytes = h.group->bytes();
+  CHECK(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED);
+  void* ro = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  REQUIRE(ro != MAP_FAILED);
+  CHECK(mprotect(ro, bytes, PROT_READ | PROT_WRITE) != 0);
+  munmap(ro, bytes);
+  close(fd);
+}
+
+}  // namespace
+}  // namespace ember::daemon
