@@ -87,6 +87,11 @@ struct StreamInfo {
   samplesPerEpoch @5 :UInt64;   # whole dataset
   fingerprint @6 :UInt64;       # the dataset's (DatasetInfo.fingerprint)
   share @7 :Text;               # the share group (StreamRequest.share); empty: none
+  # The epochs the stream serves, [startEpoch, epochs) (epochs 0: no end): as asked,
+  # except for a new job that joined its share group late, which starts at the group's
+  # next epoch and keeps its number of epochs (both then count the group's epochs).
+  startEpoch @8 :UInt32;
+  epochs @9 :UInt32;
 }
 
 # A capability whose only purpose is to carry the ring's memfd (or a share group's

@@ -197,6 +197,28 @@ TEST_CASE("a job that stops reading holds only the rows of its batches; the othe
   CHECK(rest[0].size() == 400 - 16);
 }
 
+TEST_CASE("the group waits for a member that falls behind for a while: nothing is decoded twice") {
+  Harness h(400, /*window_rows=*/48);
+  auto steady = h.Start("steady", 8, 1), pausing = h.Start("pausing", 8, 1);
+  std::map<uint64_t, std::multiset<uint64_t>> steady_read;
+  std::thread steady_thread([&] { steady_read = ReadAll(*ReaderOf(*steady)); });
+  auto reader = ReaderOf(*pausing);
+  std::multiset<uint64_t> pausing_read;
+  for (int i = 0; i < 5; ++i) {
+    auto next = reader->Next();
+    REQUIRE(next.ok());
+    for (uint64_t id : CheckRows(**next)) pausing_read.insert(id);
+  }
+  std::this_thread::sleep_for(milliseconds(300));  // a slow step: far more than the window
+  for (const auto& [epoch, ids] : ReadAll(*reader)) pausing_read.insert(ids.begin(), ids.end());
+  steady_thread.join();
+  CHECK(steady_read[0] == AllIds(400));
+  CHECK(pausing_read == AllIds(400));
+  CHECK(steady->Stats().shared_batches == 50);
+  CHECK(pausing->Stats().shared_batches == 50);
+  for (const auto& [key, n] : h.source->decoded()) CHECK(n == 1);
+}
+
 TEST_CASE("a member whose stream closes mid-epoch does not hold the group") {
   Harness h(400, /*window_rows=*/48);
   auto gone = h.Start("gone", 8, 1), stays = h.Start("stays", 8, 1);

@@ -132,6 +132,8 @@ void ToRpc(const OpenedStream& s, rpc::StreamInfo::Builder info) {
   info.setSamplesPerEpoch(s.samples_per_epoch);
   info.setFingerprint(s.fingerprint);
   info.setShare(s.share);
+  info.setStartEpoch(s.start_epoch);
+  info.setEpochs(s.epochs);
 }
 
 }  // namespace

@@ -325,6 +325,8 @@ Result<OpenedStream> DaemonService::OpenStream(const StreamParams& params) {
   opened.id = s.id();
   opened.ring_fd = s.ring_fd();
   opened.shared_fd = s.shared_fd();
+  opened.start_epoch = s.params().start_epoch;
+  opened.epochs = s.params().epochs;
   opened.share = params.share;
   opened.slot_count = s.slot_count();
   opened.slot_size = s.slot_size();

@@ -74,6 +74,8 @@ struct OpenedStream {
   // (dup it to pass it on); -1 when the stream reads no group.
   int shared_fd = -1;
   std::string share;  // the share group (StreamParams::share); empty: none
+  uint32_t start_epoch = 0;  // the epochs served, [start_epoch, epochs): StreamInfo's
+  uint32_t epochs = 0;
   uint32_t slot_count = 0;
   uint64_t slot_size = 0;
   uint64_t ring_bytes = 0;

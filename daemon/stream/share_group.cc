@@ -20,6 +20,12 @@ constexpr size_t kKeptOrders = 3;
 constexpr size_t kMaxRuns = 4096;
 constexpr size_t kMaxJobStarts = 1024;
 
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 uint64_t PageSize() {
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   return page;
@@ -167,7 +173,9 @@ std::optional<uint64_t> ShareGroup::Take(MemberId member, uint32_t slot, uint64_
       return std::nullopt;
     }
     // Woken by decoded rows; the timeout also catches slots the readers freed (pins).
+    waiting_ends_.push_back(end);
     (void)changed_.WaitFor(&mu_, std::chrono::milliseconds(20));
+    waiting_ends_.erase(std::find(waiting_ends_.begin(), waiting_ends_.end(), end));
   }
   return std::nullopt;
 }
@@ -255,6 +263,24 @@ uint64_t ShareGroup::SampleOfLocked(uint64_t row) {
   return it->second[position];
 }
 
+uint64_t ShareGroup::KeepFromLocked(Member** slowest) {
+  uint64_t keep = std::numeric_limits<uint64_t>::max();
+  *slowest = nullptr;
+  for (auto& [id, m] : members_) {
+    if (m.want_end <= m.want_begin || m.want_begin > next_row_) continue;  // waits ahead
+    if (m.let_go) {
+      // Waited for again once it moved on and its next rows are still held.
+      if (m.want_begin <= m.let_go_at || !PositionOfLocked(m.want_begin)) continue;
+      m.let_go = false;
+    }
+    if (m.want_begin < keep) {
+      keep = m.want_begin;
+      *slowest = &m;
+    }
+  }
+  return keep;
+}
+
 void ShareGroup::AssignLocked() {
   if (source_ == nullptr || closing_) return;
   // Members near the last row handed out drive the group; when there are none, it jumps
@@ -266,6 +292,7 @@ void ShareGroup::AssignLocked() {
     if (m.want_begin <= next_row_ + capacity_) demand_end = std::max(demand_end, m.want_end);
   }
   if (demand_end <= next_row_ && nearest != std::numeric_limits<uint64_t>::max()) {
+    if (decoded_below_ == next_row_) decoded_below_ = nearest;  // nothing in between
     next_row_ = nearest;
     for (const auto& [id, m] : members_)
       if (m.want_end > m.want_begin && m.want_begin <= next_row_ + capacity_)
@@ -283,6 +310,9 @@ void ShareGroup::AssignLocked() {
     last_end = std::max(last_end, m.end_row);
   }
   demand_end = std::max(demand_end, std::min(demand_end + params_.step_rows, last_end));
+  Member* slowest = nullptr;
+  uint64_t keep_from = KeepFromLocked(&slowest);
+  bool held = false;
   bool skipped = false;
   while (next_row_ < demand_end) {
     uint64_t tried = 0;
@@ -293,6 +323,20 @@ void ShareGroup::AssignLocked() {
       skipped = true;
     }
     if (tried == capacity_) break;  // every position held: wait for a slot to be freed
+    if (row_at_[cursor_] != 0 && row_at_[cursor_] - 1 >= keep_from) {
+      // Writing here drops a row the slowest member still wants: wait for it, up to hold_ms.
+      const int64_t now = NowMs();
+      if (slowest->holding_since < 0) slowest->holding_since = now;
+      if (now - slowest->holding_since < static_cast<int64_t>(params_.hold_ms)) {
+        held = true;
+        break;
+      }
+      slowest->let_go = true;  // it held the others back long enough
+      slowest->let_go_at = slowest->want_begin;
+      slowest->holding_since = -1;
+      keep_from = KeepFromLocked(&slowest);
+      continue;
+    }
     const std::optional<uint64_t> previous = next_row_ == 0 ? std::nullopt
                                                             : PositionOfLocked(next_row_ - 1);
     if (skipped || !previous || (*previous + 1) % capacity_ != cursor_) {
@@ -306,6 +350,8 @@ void ShareGroup::AssignLocked() {
     ++next_row_;
     cursor_ = (cursor_ + 1) % capacity_;
   }
+  if (!held)
+    for (auto& [id, m] : members_) m.holding_since = -1;
   const uint32_t threads = pool_ == nullptr ? 1 : pool_->threads;
   while (tasks_ < threads && tasks_ < queue_.size()) {
     ++tasks_;
@@ -337,7 +383,18 @@ void ShareGroup::DecodeTask() {
     if (row_at_[position] != row + 1) continue;  // cannot happen: kDecoding is not reused
     state_[position] = read.ok() ? RowState::kReady : RowState::kFailed;
     ++(read.ok() ? rows_decoded_ : rows_failed_);
-    changed_.SignalAll();
+    // Wake the waiters only when the rows below the frontier now cover one's batch.
+    const uint64_t before = decoded_below_;
+    while (decoded_below_ < next_row_) {
+      const std::optional<uint64_t> at = PositionOfLocked(decoded_below_);
+      if (at && state_[*at] == RowState::kDecoding) break;
+      ++decoded_below_;
+    }
+    for (uint64_t end : waiting_ends_)
+      if (end > before && end <= decoded_below_) {
+        changed_.SignalAll();
+        break;
+      }
   }
   --tasks_;
   changed_.SignalAll();

@@ -11,10 +11,13 @@
 // the furthest of them; when no member wants rows near the last one decoded, it jumps to
 // the nearest one wanted (a job that starts later in the order). It never writes over a
 // row a member's slot holds (Take until the reader hands the slot back): it skips those
-// positions. Otherwise it writes over the oldest rows, so a member more than the window
-// (capacity less one step ahead and one batch) behind the furthest one finds its rows
-// gone: Take says so and the member decodes that batch itself, with the same bytes
-// (the slow job falls back to its own decoding; the group never waits for it).
+// positions. Otherwise it writes over the oldest rows, but not over rows its slowest
+// member still wants (from that member's next batch on): it waits for that member. When
+// the member has held it back for hold_ms, it is let go: the group runs on, and the
+// member, finding its rows gone, decodes its batches itself, with the same bytes, until
+// it reaches rows the group still holds (the group then waits for it again). So members
+// that read at the same pace stay together through jitter, and a slower or stopped one
+// holds the others back for hold_ms at most.
 //
 // Thread-safety: all methods are safe from any thread. Decoding runs on the DecodePool.
 #ifndef EMBER_DAEMON_STREAM_SHARE_GROUP_H_
@@ -48,6 +51,9 @@ class ShareGroup {
     bool shuffle = true;
     uint64_t rows = 0;     // capacity wanted, in rows (rounded up to whole pages)
     uint64_t step_rows = 0;  // how far past the furthest member the group decodes ahead
+    // How long the group waits for a member a window behind the furthest one before that
+    // member decodes its own batches (see above).
+    uint64_t hold_ms = 2000;
   };
   // The memfd holds, for each of the dataset's tensors, a ring of `rows` rows. A tensor
   // whose rows are at least a page goes to the members' readers as a shared region;
@@ -126,6 +132,9 @@ class ShareGroup {
     const RingWriter* ring = nullptr;
     uint64_t want_begin = 0, want_end = 0;
     uint64_t end_row = 0;  // 0: none
+    bool let_go = false;         // the group no longer waits for it
+    uint64_t let_go_at = 0;      // its want_begin when it was let go
+    int64_t holding_since = -1;  // steady-clock ms since it holds the group back, or -1
     std::map<uint32_t, Pin> pins;  // by slot
   };
   enum class RowState : uint8_t { kEmpty, kDecoding, kReady, kFailed };
@@ -135,6 +144,9 @@ class ShareGroup {
              std::unique_ptr<SharedMemory> shm);
   // Hands rows to positions as demand and pins allow and starts decode tasks.
   void AssignLocked() REQUIRES(mu_);
+  // The first row to keep for the members the group waits for: the slowest one's next
+  // (*slowest); a member let go is waited for again once it moved on to rows still held.
+  uint64_t KeepFromLocked(Member** slowest) REQUIRES(mu_);
   bool PinnedLocked(uint64_t position) REQUIRES(mu_);
   uint64_t FirstHeldRowLocked() const REQUIRES(mu_);
   // Where row `row` was put, if it was (it may since have been written over).
@@ -172,6 +184,10 @@ class ShareGroup {
   uint64_t rows_failed_ GUARDED_BY(mu_) = 0;
   bool closing_ GUARDED_BY(mu_) = false;
   std::map<std::string, uint64_t> job_starts_ GUARDED_BY(mu_);  // StartEpochFor's answers
+  // Rows below it are decoded (or failed), above it some may still be decoding; Take's
+  // waiters are woken when it passes the end they wait for.
+  uint64_t decoded_below_ GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> waiting_ends_ GUARDED_BY(mu_);
 };
 
 }  // namespace ember::daemon

@@ -532,6 +532,8 @@ Result<std::unique_ptr<StreamReader>> Client::OpenStream(const StreamOptions& op
       info.samples_per_epoch = i.getSamplesPerEpoch();
       info.fingerprint = i.getFingerprint();
       info.share = std::string(i.getShare().cStr(), i.getShare().size());
+      info.start_epoch = i.getStartEpoch();
+      info.epochs = i.getEpochs();
       s.streams.emplace(info.stream_id, response.getStream());
       kj::Maybe<rpc::Ring::Client> shared;
       if (response.hasShared()) shared = response.getShared();

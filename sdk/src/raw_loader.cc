@@ -34,6 +34,16 @@ Status RawLoader::Init(const StreamOptions& options, const std::optional<LoaderS
                                        "' for job '" + options.job + "' rank " +
                                        std::to_string(options.rank));
   reader_ = std::move(reader).value();
+  if (!resume && reader_->info().start_epoch > opened.start_epoch) {
+    // A new job that joined its share group late: its epochs are the group's from here.
+    std::fprintf(stderr,
+                 "ember: job '%s' rank %u: joined share group '%s' after its first epoch began; "
+                 "starting at its epoch %u\n",
+                 options.job.c_str(), options.rank, options.share.c_str(),
+                 reader_->info().start_epoch);
+    opened.start_epoch = reader_->info().start_epoch;
+    opened.epochs = reader_->info().epochs;
+  }
   opened_ = opened;
   batches_per_epoch_ = reader_->info().batches_per_epoch;
   received_epoch_ = opened.start_epoch;

@@ -50,6 +50,10 @@ class RawLoader {
 
   bool ended() const { return reader_ != nullptr && reader_->ended(); }
   uint64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // The epochs the loader serves, [start_epoch, end_epoch) (0: no end): as asked, but
+  // counted as the share group's for a new job that joined its group late.
+  uint32_t start_epoch() const { return opened_.start_epoch; }
+  uint32_t end_epoch() const { return opened_.epochs; }
   // The open stream's reader; not while a reconnect is under way (TryNext interrupted).
   const StreamReader& reader() const { return *reader_; }
   // Over every stream this loader opened (reconnects included): the time spent waiting

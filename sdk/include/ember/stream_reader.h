@@ -52,6 +52,11 @@ struct StreamInfo {
   uint64_t samples_per_epoch = 0;  // whole dataset
   uint64_t fingerprint = 0;        // the dataset's
   std::string share;               // the share group it reads; empty: none
+  // The epochs it serves, [start_epoch, epochs) (epochs 0: no end): as asked, except for a
+  // new job that joined its share group late (it starts at the group's next epoch and
+  // keeps its number of epochs).
+  uint32_t start_epoch = 0;
+  uint32_t epochs = 0;
 };
 
 // Called about every 100 ms while StreamReader::Next waits for the daemon, on the waiting

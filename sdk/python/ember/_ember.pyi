@@ -179,6 +179,8 @@ class _Loader:
                  reconnect_timeout: float, share: str = "") -> None: ...
     def next(self, capsules: bool = False) -> Optional[Tuple[Dict[str, Any], int, int, bool]]: ...
     state: LoaderState
+    start_epoch: int
+    end_epoch: int
     batches_per_epoch: int
     ended: bool
     reconnects: int

@@ -316,6 +316,10 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
                 self.world_size, 0 if self.epochs is None else self.epochs, self.shuffle,
                 self.slots, self.sample_ids, self.coordinator, self._resume,
                 self.reconnect_timeout, share=self.share or "")
+            if self.epochs is not None and self._native.end_epoch > self.epochs:
+                # A new job that joined its share group late starts at the group's next
+                # epoch: its epochs are numbered as the group's (state_dict() too).
+                self.epochs = int(self._native.end_epoch)
         return self._native
 
     def _over(self, epoch: int) -> bool:

@@ -238,6 +238,10 @@ void BindLoader(py::module_& m) {
            py::arg("resume"), py::arg("reconnect_timeout"), py::arg("share") = "")
       .def("next", &PyLoader::Next, py::arg("capsules") = false)
       .def_property_readonly("state", [](const PyLoader& l) { return l.loader().state(); })
+      .def_property_readonly("start_epoch",
+                             [](const PyLoader& l) { return l.loader().start_epoch(); })
+      .def_property_readonly("end_epoch",
+                             [](const PyLoader& l) { return l.loader().end_epoch(); })
       .def_property_readonly("batches_per_epoch",
                              [](const PyLoader& l) { return l.loader().batches_per_epoch(); })
       .def_property_readonly("ended", [](const PyLoader& l) { return l.loader().ended(); })

@@ -3,6 +3,7 @@ across ranks, resume from state_dict(), share groups."""
 
 import gc
 import os
+import threading
 import unittest
 
 import numpy
@@ -299,6 +300,43 @@ class LoaderTest(unittest.TestCase):
         self.assertGreater(sum(s.shared_batches for s in streams), 0)
         with self.assertRaises(ember.InvalidArgument):
             ember.Loader("share-rows", 20, client=self.client, share=7)
+
+    def test_a_job_that_joins_its_share_group_late_starts_at_the_next_epoch(self):
+        data = os.path.join(self.daemon.dir, "share-late")
+        os.makedirs(data)
+        et.write_synthetic_idx(data, "train", 400, rows=64, cols=64)
+        self.client.add_dataset("share-late", data)
+        early = ember.Loader("share-late", 20, epochs=2, seed=5, client=self.client,
+                             sample_ids=True, job="share-early", share="late")
+        early_epochs = [iter(early)]
+        seen_early = [ids_of(next(early_epochs[0])) for _ in range(12)]  # row 0 is gone
+        late = ember.Loader("share-late", 20, epochs=1, seed=5, client=self.client,
+                            sample_ids=True, job="share-late", share="late")
+        done = threading.Event()
+
+        def read_early():
+            for batch in early_epochs[0]:
+                seen_early.append(ids_of(batch))
+            for batch in early:
+                seen_early.append(ids_of(batch))
+            done.set()
+
+        thread = threading.Thread(target=read_early)
+        thread.start()
+        late_ids, late_epochs = [], set()
+        for batch in late:
+            late_ids += ids_of(batch)
+            late_epochs.add(batch.epoch)
+        thread.join(60)
+        self.assertTrue(done.is_set())
+        # Its one epoch is the group's second, every sample once; its epochs count the group's.
+        self.assertEqual(late_epochs, {1})
+        self.assertEqual(sorted(late_ids), list(range(400)))
+        self.assertEqual(late.epochs, 2)
+        self.assertEqual(late.state_dict()["epoch"], 2)
+        with self.assertRaises(ember.FailedPrecondition):
+            iter(late)
+        self.assertEqual(sorted(i for ids in seen_early for i in ids), sorted(list(range(400)) * 2))
 
 
 if __name__ == "__main__":
