@@ -1,14 +1,20 @@
 // loader_bench: reads a registered dataset through the SDK as fast as it can, from R reader
 // processes (one stream each, ranks of one job), and reports samples per second and how
-// long the readers waited for data. Run by `bench/compare loader_bench` and `image_bench`.
+// long the readers waited for data. Run by `bench/compare loader_bench`, `image_bench`,
+// `share_bench` and the scenarios.
 //
 //   loader_bench DATASET [--socket S] [--ranks R] [--batch-size B] [--seconds S]
-//                [--compute-ms MS [--busy-compute]] [--touch] [--epochs E]
+//                [--compute-ms MS [--busy-compute]] [--touch] [--epochs E] [--share NAME]
 //
 // Each reader prints, as they happen, when its first batch came ("reader R: first batch
 // ...") and when its measured window starts and ends (unix seconds, to match a trace or
 // samples of the daemon); with --epochs E it reads E whole epochs instead of 1 s of
 // warm-up and --seconds, and prints each epoch's samples, time and wall-clock span.
+// --share NAME names a share group (StreamOptions::share): jobs reading the same dataset
+// with the same seed in one group get their batches from one producer. Each reader then
+// prints, after its measured window, its stream's share counters from the daemon's status
+// ("reader R: share NAME: group=G shared_batches=... published=... consumed=...
+// slots_touched=...").
 // Last line: bench: samples_per_s=<float> ranks=<R> batch=<B>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,6 +50,7 @@ struct BenchOptions {
   bool busy_compute = false;
   bool touch = false;
   uint32_t epochs = 0;  // 0: warm-up, then `seconds`; else this many whole epochs
+  std::string share;    // StreamOptions::share: a share group's name; empty: none
 };
 
 double UnixSeconds() {
@@ -55,6 +62,35 @@ double UnixSeconds() {
 void PrintNow(const std::string& line) {
   std::fputs(line.c_str(), stdout);
   std::fflush(stdout);
+}
+
+// With a share group: the reader's stream's share counters from the daemon's status (found
+// by job and rank), printed at once; a line saying so if the status has no such stream.
+void PrintShareCounters(Client& client, const std::string& job, uint32_t rank,
+                        const std::string& share) {
+  auto st = client.GetStatus();
+  char text[256];
+  if (!st.ok()) {
+    std::snprintf(text, sizeof(text), "reader %u: share %s: status failed: %s\n", rank,
+                  share.c_str(), st.status().message().c_str());
+    PrintNow(text);
+    return;
+  }
+  for (const auto& s : st->streams) {
+    if (s.job != job || s.rank != rank) continue;
+    std::snprintf(text, sizeof(text),
+                  "reader %u: share %s: group=%s shared_batches=%llu published=%llu "
+                  "consumed=%llu slots_touched=%u\n",
+                  rank, share.c_str(), s.share.empty() ? "-" : s.share.c_str(),
+                  static_cast<unsigned long long>(s.shared_batches),
+                  static_cast<unsigned long long>(s.batches_published),
+                  static_cast<unsigned long long>(s.batches_consumed), s.slots_touched);
+    PrintNow(text);
+    return;
+  }
+  std::snprintf(text, sizeof(text), "reader %u: share %s: no stream of job %s in the status\n",
+                rank, share.c_str(), job.c_str());
+  PrintNow(text);
 }
 
 // One bench reader process: pulls batches as fast as it can; with `touch`, reads every
@@ -79,6 +115,7 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
   so.rank = rank;
   so.world_size = ranks;
   so.epochs = bench.epochs;
+  so.share = bench.share;
   const double open_unix = UnixSeconds();
   const auto open_start = Clock::now();
   auto reader = (*client)->OpenStream(so);
@@ -153,6 +190,7 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
       epoch_start = Clock::now();
       ++epoch;
     }
+    if (!bench.share.empty()) PrintShareCounters(**client, job, rank, bench.share);
     return report(total, seconds_since(open_start),
                   std::chrono::duration<double>((*reader)->wait_time()).count());
   }
@@ -177,6 +215,7 @@ int BenchReader(const std::string& socket, const std::string& job, const std::st
   std::snprintf(text, sizeof(text), "reader %u: measured %llu samples until unix %.6f\n", rank,
                 static_cast<unsigned long long>(samples), UnixSeconds());
   PrintNow(text);
+  if (!bench.share.empty()) PrintShareCounters(**client, job, rank, bench.share);
   return report(samples, elapsed, waited);
 }
 
@@ -270,6 +309,10 @@ int main(int argc, char** argv) {
                  "each epoch's time and wall-clock span; 0: warm-up, then --seconds")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
+  app.add_option("--share", bench.share,
+                 "a share group's name (StreamOptions::share): jobs of the same dataset and "
+                 "seed in one group share one producer; prints each stream's share counters")
+      ->check([](const std::string& v) { return v.empty() ? "--share takes a name" : ""; });
   app.add_flag("--touch", bench.touch,
                "read every byte of every batch in the readers (as a CPU training step would)");
   try {

@@ -40,7 +40,8 @@ DAEMON_BUILD = ["//daemon:emberd", "//tools/emberctl:emberctl"]
 SUITE = ("training", "images", "scaling", "datasets")
 BENCHES = ("loader_bench", "image_bench", "train_bench", "resume_accuracy", "sync_bench",
            "nodes_bench", "coordinator_scale", "soak", "python_loaders", "footprint",
-           "python_handoff", "webdataset_bench", "shard_cache_bench", "remote_bench", "nodes_cache_bench")
+           "python_handoff", "webdataset_bench", "shard_cache_bench", "remote_bench", "nodes_cache_bench",
+           "share_bench")
 
 
 class RunFailed(RuntimeError):
