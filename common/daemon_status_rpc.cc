@@ -114,6 +114,7 @@ void ToRpc(const StreamStatus& stream, rpc::StreamStatus::Builder out) {
   out.setDataStallSeconds(stream.data_stall_seconds);
   out.setShare(stream.share);
   out.setSharedBatches(stream.shared_batches);
+  out.setRemoteRows(stream.remote_rows);
 }
 
 StreamStatus FromRpc(rpc::StreamStatus::Reader in) {
@@ -138,7 +139,34 @@ StreamStatus FromRpc(rpc::StreamStatus::Reader in) {
   stream.data_stall_seconds = in.getDataStallSeconds();
   stream.share = ToStd(in.getShare());
   stream.shared_batches = in.getSharedBatches();
+  stream.remote_rows = in.getRemoteRows();
   return stream;
+}
+
+void ToRpc(const DecodeWorkerStatus& worker, rpc::DecodeWorkerStatus::Builder out) {
+  out.setAddress(worker.address);
+  out.setUp(worker.up);
+  out.setLastError(worker.last_error);
+  out.setCalls(worker.calls);
+  out.setRows(worker.rows);
+  out.setBytes(worker.bytes);
+  out.setFailedCalls(worker.failed_calls);
+  out.setRowsPerSecond(worker.rows_per_second);
+  out.setShare(worker.share);
+}
+
+DecodeWorkerStatus FromRpc(rpc::DecodeWorkerStatus::Reader in) {
+  DecodeWorkerStatus worker;
+  worker.address = ToStd(in.getAddress());
+  worker.up = in.getUp();
+  worker.last_error = ToStd(in.getLastError());
+  worker.calls = in.getCalls();
+  worker.rows = in.getRows();
+  worker.bytes = in.getBytes();
+  worker.failed_calls = in.getFailedCalls();
+  worker.rows_per_second = in.getRowsPerSecond();
+  worker.share = in.getShare();
+  return worker;
 }
 
 void ToRpc(const RankProgress& rank, rpc::RankProgress::Builder out) {
@@ -229,6 +257,7 @@ void ToRpc(const DaemonStatus& status, rpc::DaemonStatus::Builder out) {
   ToRpcList(status.pending_segments, out.initPendingSegments(status.pending_segments.size()));
   out.setOpenFds(status.open_fds);
   out.setResidentBytes(status.resident_bytes);
+  ToRpcList(status.decode_workers, out.initDecodeWorkers(status.decode_workers.size()));
 }
 
 DaemonStatus FromRpc(rpc::DaemonStatus::Reader in) {
@@ -244,6 +273,7 @@ DaemonStatus FromRpc(rpc::DaemonStatus::Reader in) {
   status.pending_segments = FromRpcList(in.getPendingSegments());
   status.open_fds = in.getOpenFds();
   status.resident_bytes = in.getResidentBytes();
+  status.decode_workers = FromRpcList(in.getDecodeWorkers());
   return status;
 }
 

@@ -29,6 +29,9 @@ DatasetInfo FromRpc(rpc::DatasetInfo::Reader in);
 void ToRpc(const StreamStatus& stream, rpc::StreamStatus::Builder out);
 StreamStatus FromRpc(rpc::StreamStatus::Reader in);
 
+void ToRpc(const DecodeWorkerStatus& worker, rpc::DecodeWorkerStatus::Builder out);
+DecodeWorkerStatus FromRpc(rpc::DecodeWorkerStatus::Reader in);
+
 void ToRpc(const RankProgress& rank, rpc::RankProgress::Builder out);
 RankProgress FromRpc(rpc::RankProgress::Reader in);
 

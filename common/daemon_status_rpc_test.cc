@@ -34,11 +34,17 @@ auto Fields(const StreamStatus& s) {
   const auto& [stream_id, job, rank, world_size, dataset, epoch, batches_published,
                batches_consumed, samples_per_second, ring_fill, slot_count, prefetch_depth,
                slots_touched, samples_skipped, samples_published, bytes_published,
-               decode_errors, data_stall_seconds, share, shared_batches] = s;
+               decode_errors, data_stall_seconds, share, shared_batches, remote_rows] = s;
   return std::tie(stream_id, job, rank, world_size, dataset, epoch, batches_published,
                   batches_consumed, samples_per_second, ring_fill, slot_count, prefetch_depth,
                   slots_touched, samples_skipped, samples_published, bytes_published,
-                  decode_errors, data_stall_seconds, share, shared_batches);
+                  decode_errors, data_stall_seconds, share, shared_batches, remote_rows);
+}
+auto Fields(const DecodeWorkerStatus& w) {
+  const auto& [address, up, last_error, calls, rows, bytes, failed_calls, rows_per_second,
+               share] = w;
+  return std::tie(address, up, last_error, calls, rows, bytes, failed_calls, rows_per_second,
+                  share);
 }
 auto Fields(const RankProgress& r) {
   const auto& [rank, joined, epoch, consumed, leased, node] = r;
@@ -58,9 +64,9 @@ auto Fields(const PendingSegmentStatus& p) {
 }
 auto Fields(const DaemonStatus& d) {
   const auto& [version, pid, uptime_seconds, datasets, jobs, streams, shm_bytes_in_use,
-               shm_bytes_budget, pending_segments, open_fds, resident_bytes] = d;
+               shm_bytes_budget, pending_segments, open_fds, resident_bytes, decode_workers] = d;
   return std::tie(version, pid, uptime_seconds, datasets, jobs, streams, shm_bytes_in_use,
-                  shm_bytes_budget, pending_segments, open_fds, resident_bytes);
+                  shm_bytes_budget, pending_segments, open_fds, resident_bytes, decode_workers);
 }
 auto Fields(const RegistrationProgress& p) {
   const auto& [dataset, shards_done, shards_total, bytes_done, elapsed_seconds] = p;
@@ -154,7 +160,22 @@ StreamStatus FilledStream() {
   s.data_stall_seconds = 215.75;
   s.share = "stream-share";
   s.shared_batches = 216;
+  s.remote_rows = 217;
   return s;
+}
+
+DecodeWorkerStatus FilledWorker(uint64_t k) {
+  DecodeWorkerStatus w;
+  w.address = "worker-" + std::to_string(k) + ":7000";
+  w.up = true;
+  w.last_error = "worker-error-" + std::to_string(k);
+  w.calls = k + 1201;
+  w.rows = k + 1202;
+  w.bytes = k + 1203;
+  w.failed_calls = k + 1204;
+  w.rows_per_second = k + 1205.5;
+  w.share = 0.375;
+  return w;
 }
 
 RankProgress FilledRank(uint32_t k) {
@@ -213,6 +234,7 @@ DaemonStatus FilledStatus() {
   d.pending_segments = {FilledSegment()};
   d.open_fds = 606;
   d.resident_bytes = 607;
+  d.decode_workers = {FilledWorker(1), FilledWorker(2)};
   return d;
 }
 
@@ -300,6 +322,10 @@ TEST_CASE("DatasetInfo round-trips every field") {
 
 TEST_CASE("StreamStatus round-trips every field") {
   CheckConverter<rpc::StreamStatus>(FilledStream());
+}
+
+TEST_CASE("DecodeWorkerStatus round-trips every field") {
+  CheckConverter<rpc::DecodeWorkerStatus>(FilledWorker(3));
 }
 
 TEST_CASE("RankProgress round-trips every field") {

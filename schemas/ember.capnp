@@ -135,6 +135,21 @@ struct StreamStatus {
   slotsTouched @17 :UInt32;
   share @18 :Text;              # the share group it reads (StreamRequest.share); empty: none
   sharedBatches @19 :UInt64;    # batches served from the group's rows, not decoded for it
+  remoteRows @20 :UInt64;       # rows remote decode workers decoded for it
+}
+
+# A remote decode worker of the node (config decode_workers): another node's emberd that
+# decodes parts of this node's streams' batches. Counters over the daemon's life.
+struct DecodeWorkerStatus {
+  address @0 :Text;             # HOST:PORT
+  up @1 :Bool;                  # false: left out after a failed call until its retry
+  lastError @2 :Text;           # why its last failed call failed; empty: none failed
+  calls @3 :UInt64;
+  rows @4 :UInt64;              # decoded by it and written into slots
+  bytes @5 :UInt64;             # of those rows
+  failedCalls @6 :UInt64;       # their rows were decoded on this node instead
+  rowsPerSecond @7 :Float64;    # its measured rate
+  share @8 :Float64;            # of all rows the node's streams decoded (here and remotely)
 }
 
 struct JobStatus {
@@ -190,6 +205,8 @@ struct DaemonStatus {
   # The daemon process's open descriptors and resident memory; 0 where /proc is unreadable.
   openFds @9 :UInt64;
   residentBytes @10 :UInt64;
+  # The node's remote decode workers, in config order (shown to every caller).
+  decodeWorkers @11 :List(DecodeWorkerStatus);
 }
 
 # How far a registration in progress has got (Daemon.registrationProgress).

@@ -48,6 +48,14 @@ interface Peer {
   # (at least 8; else invalid_argument).
   exchange @3 (job :Text, commits :List(RankBatch), wants :List(RankWant))
       -> (results :List(RankLease), commitErrors :List(Text));
+
+  # Decodes samples of a dataset this daemon holds, for a stream of another node (remote
+  # decode workers: the caller's config decode_workers; this daemon's lend_decode must be
+  # on). Rows as DecodedRows (daemon/decode/decode_request.h): tensor-major, each tensor's
+  # rows back to back; a failed sample's rows are zeros and listed in `failed`.
+  # failed_precondition when lending is off or the dataset's fingerprint differs,
+  # not_found for a dataset the caller may not read, resource_exhausted when busy.
+  decode @4 (request :DecodeRequest) -> (rows :Data, failed :List(FailedRow));
 }
 
 struct RankBatch {
@@ -129,4 +137,18 @@ struct Principal {
   uid @0 :UInt32 = 0xffffffff;  # unknown
   team @1 :Bool;
   privileged @2 :Bool;
+}
+
+struct DecodeRequest {
+  dataset @0 :Text;
+  fingerprint @1 :UInt64;   # the caller's copy's
+  seed @2 :UInt64;
+  epoch @3 :UInt64;
+  ids @4 :List(UInt64);     # at most 1024
+  caller @5 :Principal;     # the stream's owner on the calling node
+}
+
+struct FailedRow {
+  row @0 :UInt32;    # index in the request's ids
+  error @1 :Text;    # "<status code name>: <message>"
 }

@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -19,6 +22,8 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/temp_dir_testing.h"
+#include "daemon/data/image/image_testing.h"
 #include "daemon/peer/certs_testing.h"
 #include "tests/support/multinode_testing.h"
 #include "tests/support/test_env.h"
@@ -222,6 +227,129 @@ TEST_CASE("ranks on nodes in two network namespaces share the coordinator's key-
   auto client_b = b.Connect();
   CheckSharedKeyValueStore(*client_a, *client_b, b);
   ::unsetenv("EMBER_COORDINATOR");
+}
+
+// A folder of `count` JPEGs in two classes, each image its own (so bytes tell them apart).
+std::string WritePhotos(const std::string& root, int count) {
+  for (int i = 0; i < count; ++i) {
+    const std::string dir = root + (i % 2 == 0 ? "/ant" : "/bee");
+    std::filesystem::create_directories(dir);
+    daemon::TestImage image = daemon::GradientImage(320 + i % 7, 240 + i % 5);
+    image.pixels[0] = static_cast<uint8_t>(i);
+    WriteTestFile(dir + "/" + std::to_string(i) + ".jpg", daemon::EncodeJpeg(image));
+  }
+  return root;
+}
+
+DatasetSpec PhotosSpec(const std::string& root) {
+  DatasetSpec spec{"photos", "imagefolder", root, "train"};
+  // Random crops and flips: a worker must decode with the stream's seed and epoch.
+  spec.pipeline =
+      "steps:\n  - random_resized_crop: {size: 96}\n  - horizontal_flip: {p: 0.5}\n";
+  return spec;
+}
+
+// Every row (image bytes) a stream of `options` reads through `daemon`'s `client`, by
+// (epoch, sample id); `midway` runs after the first few batches.
+std::map<std::pair<uint64_t, int64_t>, std::string> ReadRows(Client& client, const Daemon& daemon,
+                                                             StreamOptions options,
+                                                             const std::function<void()>& midway) {
+  options.sample_ids = true;
+  auto reader = client.OpenStream(options);
+  REQUIRE(reader.ok());
+  std::map<std::pair<uint64_t, int64_t>, std::string> rows;
+  int batches = 0;
+  while (!(*reader)->ended()) {
+    auto next = (*reader)->Next();
+    if (!next.ok()) FAIL(next.status().ToString() << "; emberd's log:\n" << daemon.log());
+    if (!next->has_value()) continue;
+    const RawBatch& b = **next;
+    const RawTensor* image = nullptr;
+    const RawTensor* ids = nullptr;
+    for (const RawTensor& t : b.tensors) {
+      if (t.name == "image") image = &t;
+      if (t.name == "sample_id") ids = &t;
+    }
+    REQUIRE(image != nullptr);
+    REQUIRE(ids != nullptr);
+    const uint64_t row = image->nbytes / b.num_samples;
+    for (uint32_t r = 0; r < b.num_samples; ++r) {
+      const int64_t id = static_cast<const int64_t*>(ids->data)[r];
+      const auto* data = static_cast<const char*>(image->data) + r * row;
+      CHECK(rows.emplace(std::pair{b.epoch, id}, std::string(data, row)).second);  // once
+    }
+    if (++batches == 3 && midway) midway();
+  }
+  return rows;
+}
+
+TEST_CASE("a node decodes with a worker node's cores; the worker killed mid-epoch loses its part") {
+  auto nodes = std::make_unique<NamespacedNodes>();
+  std::string why;
+  nodes->net = NamespacePair::Create(nodes->tmp.path(), &why);
+  if (nodes->net == nullptr) {
+    WARN("SKIP: " << why << "; the network-namespace test did not run");
+    return;
+  }
+  const std::string dir = nodes->tmp.path();
+  const std::string certs = dir + "/certs";
+  REQUIRE(NewPosixEnv()->CreateDirs(certs).ok());
+  const TestKeypair ca = MakeTestCa(certs, "ca");
+  const NamespacePair& net = *nodes->net;
+  constexpr int kWorkerPort = 7411;  // fixed: the worker comes back on it after its kill
+  const std::string worker = net.address_b() + ":" + std::to_string(kWorkerPort);
+  // Node b lends its decode pool; node a (the trainer's) sends it parts of its batches.
+  nodes->b = NodeDaemon(dir + "/b", certs, ca, "node-b", net.address_b(), net.ExecInB(),
+                        kWorkerPort, "lend_decode: true\ndecode_threads: 1\n");
+  nodes->a = NodeDaemon(dir + "/a", certs, ca, "node-a", net.address_a(), net.ExecInA(), 0,
+                        "decode_workers: [" + worker + "]\ndecode_threads: 1\n");
+  Daemon& a = *nodes->a;
+  Daemon& b = *nodes->b;
+  const std::string photos = WritePhotos(dir + "/photos", 96);
+  b.Start();
+  a.Start();
+  CheckSeparateNamespaces(a, b);
+  auto client_a = a.Connect();
+  auto client_b = b.Connect();
+  REQUIRE(client_a->AddDataset(PhotosSpec(photos)).ok());
+  REQUIRE(client_b->AddDataset(PhotosSpec(photos)).ok());
+
+  StreamOptions options = ReaderOptions("remote-decode", 8, 2, "photos");
+  options.seed = 21;
+  bool killed = false;
+  const auto trained = ReadRows(*client_a, a, options, [&] {
+    b.Kill();  // SIGKILL mid-epoch
+    killed = true;
+  });
+  REQUIRE(killed);
+  // Every sample once per epoch (ReadRows checks "once"), both epochs whole.
+  CHECK(trained.size() == 2 * 96);
+  auto status = client_a->GetStatus();
+  REQUIRE(status.ok());
+  REQUIRE(status->decode_workers.size() == 1);
+  CHECK(status->decode_workers[0].address == worker);
+  CHECK(status->decode_workers[0].rows > 0);          // it decoded part before it died
+  CHECK(status->decode_workers[0].failed_calls > 0);  // and its calls then failed
+
+  // Restarted, it gets its share again; the rows equal node b's own decoding of the same
+  // samples with the same seed and epochs.
+  b.Start();
+  auto client_b2 = b.Connect();
+  const uint64_t before = status->decode_workers[0].rows;
+  // It is tried again after a backoff (1 s, doubling while it stays down): read until then.
+  bool back = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+  for (int run = 0; !back && std::chrono::steady_clock::now() < deadline; ++run) {
+    options.job = "remote-decode-again-" + std::to_string(run);
+    CHECK(ReadRows(*client_a, a, options, {}) == trained);
+    auto later = client_a->GetStatus();
+    REQUIRE(later.ok());
+    back = later->decode_workers[0].rows > before && later->decode_workers[0].up;
+  }
+  CHECK(back);
+  options.job = "local-on-b";
+  const auto local = ReadRows(*client_b2, b, options, {});
+  CHECK(local == trained);
 }
 
 }  // namespace

@@ -28,46 +28,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr uint64_t kRowBytes = 8192;  // two pages: the group shares it as a region
-
-// Sample i is "image" uint8[8192] (id, seed and epoch as uint64s, then bytes that follow
-// from them) and "label" int64 i. Counts each (id, epoch) decoded.
-class RowSource : public Source {
- public:
-  explicit RowSource(uint64_t count) {
-    info_.spec.name = "rows";
-    info_.spec.on_error = "fail";
-    info_.count = count;
-    info_.fingerprint = 77;
-    info_.tensors.push_back({"image", ring::DType::kUInt8, {int64_t{kRowBytes}}});
-    info_.tensors.push_back({"label", ring::DType::kInt64, {}});
-  }
-  const DatasetInfo& info() const override { return info_; }
-  bool ParallelDecode() const override { return true; }
-  Status ReadSample(uint64_t id, const SampleContext& ctx, void* const* dsts) const override {
-    Expected(id, ctx.seed, ctx.epoch, static_cast<uint8_t*>(dsts[0]));
-    *static_cast<int64_t*>(dsts[1]) = static_cast<int64_t>(id);
-    std::lock_guard<std::mutex> lock(mu_);
-    ++decoded_[{id, ctx.epoch}];
-    return Status::Ok();
-  }
-  static void Expected(uint64_t id, uint64_t seed, uint64_t epoch, uint8_t* row) {
-    const uint64_t head[3] = {id, seed, epoch};
-    std::memcpy(row, head, sizeof(head));
-    for (uint64_t b = sizeof(head); b < kRowBytes; ++b)
-      row[b] = static_cast<uint8_t>(id * 31 + epoch * 7 + b);
-  }
-  // How many times (id, epoch) was decoded, for each.
-  std::map<std::pair<uint64_t, uint64_t>, int> decoded() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return decoded_;
-  }
-
- private:
-  DatasetInfo info_;
-  mutable std::mutex mu_;
-  mutable std::map<std::pair<uint64_t, uint64_t>, int> decoded_;
-};
+constexpr uint64_t kRowBytes = PatternSource::kRowBytes;
+using RowSource = PatternSource;
 
 struct Harness {
   explicit Harness(uint64_t count, uint64_t window_rows, uint64_t step_rows = 8)

@@ -135,7 +135,8 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
                                                   "max_world_size", "trust_root_from",
                                                   "idle_exit", "cache_dir", "cache_limit",
                                                   "cache_prefetch_steps", "cache_eviction",
-                                                  "share_window"}));
+                                                  "share_window", "lend_decode",
+                                                  "decode_workers"}));
   YAML::Node listen_node;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
@@ -161,6 +162,9 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       EMBER_ASSIGN_OR_RETURN(config.cache_limit_bytes, PositiveBytes(yaml, value, Key(key)));
     } else if (key == "share_window") {
       EMBER_ASSIGN_OR_RETURN(config.share_window, yaml.Unsigned(value, Key(key), 1, 64));
+    } else if (key == "lend_decode") {
+      EMBER_ASSIGN_OR_RETURN(const size_t lend, yaml.OneOf(value, Key(key), {"false", "true"}));
+      config.lend_decode = lend == 1;
     } else if (key == "cache_prefetch_steps") {
       EMBER_ASSIGN_OR_RETURN(config.cache_prefetch_steps, yaml.Unsigned(value, Key(key), 0, 4096));
     } else if (key == "cache_eviction") {
@@ -219,6 +223,19 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
       config.metrics_hide_names = hide == 1;
     } else if (key == "tls") {
       EMBER_RETURN_IF_ERROR(ParseTls(yaml, value, file, &config));
+    } else if (key == "decode_workers") {
+      if (!value.IsSequence())
+        return yaml.Error(value, Key(key) + " must be a list of HOST:PORT, got " +
+                                     DescribeYaml(value));
+      for (const YAML::Node& item : value) {
+        EMBER_ASSIGN_OR_RETURN(std::string address, yaml.String(item, Key(key), "a HOST:PORT"));
+        Result<HostPort> parsed = ParseHostPort(address);
+        if (!parsed.ok()) return yaml.Error(item, Key(key) + ": " + parsed.status().message());
+        config.decode_workers.push_back(std::move(address));
+      }
+      if (config.decode_workers.size() > 64)
+        return yaml.Error(value, Key(key) + ": at most 64 workers, got " +
+                                     std::to_string(config.decode_workers.size()));
     } else if (key == "trust_root_from") {
       if (!value.IsSequence())
         return yaml.Error(value, Key(key) + " must be a list of node names, got " +
@@ -237,6 +254,10 @@ Result<DaemonConfig> ParseRoot(const StrictYaml& yaml, const YAML::Node& root,
   }
   Status tls_ok = CheckListenHasTls(config);
   if (!tls_ok.ok()) return yaml.Error(listen_node, tls_ok.message());
+  if (!config.decode_workers.empty() && config.listen.empty())
+    return yaml.Error(root["decode_workers"],
+                      Key("decode_workers") + " needs listen and tls: this daemon reaches "
+                                              "its workers with its peer identity");
   return config;
 }
 

@@ -41,6 +41,13 @@ struct DaemonConfig {
   // key: share_window; how many steps (1..64) of the job that starts a share group its
   // rows are held for: a member further behind the group decodes its own batches.
   uint32_t share_window = 4;
+  // key: lend_decode; true: other nodes' streams may have this daemon decode samples of
+  // its datasets for them (Peer.decode, with `listen`: remote decode workers) on its
+  // decode threads. false (the default): refused.
+  bool lend_decode = false;
+  // key: decode_workers; HOST:PORT of other daemons (their listen endpoints, with
+  // lend_decode on) that decode parts of this daemon's streams' batches (at most 64).
+  std::vector<std::string> decode_workers;
   std::string cache_eviction = "belady";
   uint32_t default_slots = 8;             // key: ring_slots; 2..1024
   std::string log_level = "info";         // key: log_level; trace|debug|info|warn|error|off

@@ -91,10 +91,13 @@ ConfigReload DiffConfigs(const DaemonConfig& running, const DaemonConfig& loaded
           std::to_string(loaded.cache_prefetch_steps));
   restart("share_window", std::to_string(running.share_window),
           std::to_string(loaded.share_window));
+  restart("lend_decode", running.lend_decode ? "true" : "false",
+          loaded.lend_decode ? "true" : "false");
   restart("cache_eviction", running.cache_eviction, loaded.cache_eviction);
   restart("decode_threads", std::to_string(running.decode_threads),
           std::to_string(loaded.decode_threads));
   restart("plugins", Joined(running.plugin_paths), Joined(loaded.plugin_paths));
+  restart("decode_workers", Joined(running.decode_workers), Joined(loaded.decode_workers));
   restart("listen", OrNone(running.listen), OrNone(loaded.listen));
   restart("tls", TlsText(running), TlsText(loaded));
   restart("node", OrNone(running.node_name), OrNone(loaded.node_name));

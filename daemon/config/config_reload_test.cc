@@ -86,5 +86,14 @@ TEST_CASE("keys that need a restart are refused, naming the key and the file, an
   CHECK(reload.config.reconnect_timeout_s == 60);
 }
 
+TEST_CASE("lend_decode needs a restart") {
+  const DaemonConfig running = Parsed("");
+  ConfigReload reload = DiffConfigs(running, Parsed("lend_decode: true\n"), "/etc/e.yaml");
+  CHECK(reload.refused == std::vector<std::string>{
+                              "lend_decode: changed in /etc/e.yaml to true, needs a restart; "
+                              "kept false"});
+  CHECK_FALSE(reload.config.lend_decode);
+}
+
 }  // namespace
 }  // namespace ember::daemon

@@ -36,6 +36,7 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.peer_threads == 0);
   CHECK(c.cache_dir.empty());
   CHECK(c.cache_limit_bytes == (uint64_t{8} << 30));
+  CHECK_FALSE(c.lend_decode);
 }
 
 TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names every key") {
@@ -57,7 +58,7 @@ TEST_CASE("the documented configs/emberd.yaml parses to the defaults and names e
     CHECK_THAT(text, Catch::Contains(std::string("\n") + key + ": "));
   }
   // Keys without a default value are shown commented out.
-  for (const char* key : {"listen", "tls", "node", "metrics_listen", "cache_dir"}) {
+  for (const char* key : {"listen", "tls", "node", "metrics_listen", "cache_dir", "lend_decode"}) {
     INFO(key);
     CHECK_THAT(text, Catch::Contains(std::string("\n# ") + key + ": "));
   }
@@ -285,11 +286,30 @@ TEST_CASE("trust_root_from is a list of node names") {
   CHECK_THAT(ErrorOf("trust_root_from: node0\n"), Catch::Contains("must be a list of node names"));
 }
 
+TEST_CASE("decode_workers is a list of HOST:PORT and needs a peer identity") {
+  const std::string tls = "listen: 10.0.0.1:7000\ntls: {cert: /c, key: /k, ca: /a}\n";
+  auto config = ParseConfig(tls + "decode_workers: [10.0.0.2:7000, gpu-3:7001]\n", "w.yaml");
+  REQUIRE(config.ok());
+  CHECK(config->decode_workers == std::vector<std::string>{"10.0.0.2:7000", "gpu-3:7001"});
+  CHECK_THAT(ErrorOf(tls + "decode_workers: 10.0.0.2:7000\n"),
+             Catch::Contains("key 'decode_workers' must be a list of HOST:PORT"));
+  CHECK_THAT(ErrorOf(tls + "decode_workers: [10.0.0.2]\n"), Catch::Contains("key 'decode_workers'"));
+  CHECK_THAT(ErrorOf("decode_workers: [10.0.0.2:7000]\n"), Catch::Contains("needs listen and tls"));
+}
+
 TEST_CASE("share_window is a number of steps") {
   CHECK(ParseConfig("", "w.yaml")->share_window == 4);
   CHECK(ParseConfig("share_window: 16\n", "w.yaml")->share_window == 16);
   CHECK_THAT(ErrorOf("share_window: 0\n"), Catch::Contains("key 'share_window'"));
   CHECK_THAT(ErrorOf("share_window: 65\n"), Catch::Contains("key 'share_window'"));
+}
+
+TEST_CASE("lend_decode is true or false") {
+  CHECK_FALSE(ParseConfig("", "l.yaml")->lend_decode);
+  CHECK(ParseConfig("lend_decode: true\n", "l.yaml")->lend_decode);
+  CHECK_FALSE(ParseConfig("lend_decode: false\n", "l.yaml")->lend_decode);
+  CHECK_THAT(ErrorOf("lend_decode: yes\n"),
+             Catch::Contains("key 'lend_decode' must be false or true, got 'yes'"));
 }
 
 TEST_CASE("max_world_size is a number of ranks") {

@@ -179,6 +179,19 @@ const std::vector<Family<JobStatus>>& JobFamilies() {
   return families;
 }
 
+const std::vector<Family<DecodeWorkerStatus>>& DecodeWorkerFamilies() {
+  using W = DecodeWorkerStatus;
+  static const std::vector<Family<W>> families = {
+      {"ember_decode_worker_rows_total", "counter",
+       "Rows the remote decode worker decoded for this node's streams.",
+       [](const W& w) { return Value(w.rows); }},
+      {"ember_decode_worker_up", "gauge",
+       "1 if the remote decode worker gets parts of batches, 0 if left out after a failed call.",
+       [](const W& w) { return Value(uint64_t{w.up ? 1u : 0u}); }},
+  };
+  return families;
+}
+
 }  // namespace
 
 std::string EscapeLabelValue(const std::string& value) {
@@ -240,6 +253,12 @@ std::string RenderPrometheusText(const DaemonStatus& status, const MetricNames& 
                            [&names](const StreamStatus& s) { return StreamLabels(s, names); });
   w.Families<JobStatus>(JobFamilies(), status.jobs,
                         [&names](const JobStatus& j) { return JobLabels(j, names); });
+  // Only on a node with decode_workers configured.
+  if (!status.decode_workers.empty())
+    w.Families<DecodeWorkerStatus>(DecodeWorkerFamilies(), status.decode_workers,
+                                   [](const DecodeWorkerStatus& d) -> Labels {
+                                     return {{"worker", d.address}};
+                                   });
   return w.Take();
 }
 

@@ -19,6 +19,8 @@
 //           joined, leases in flight, batches leased and committed; the slowest joined
 //           rank (lowest epoch, then fewest batches consumed of it) and how many batches
 //           it is behind the fastest, for jobs with a rank joined.
+//   worker  label worker (HOST:PORT), only on a node with remote decode workers (config
+//           decode_workers): rows each decoded as a counter, whether it is up as a gauge.
 #ifndef EMBER_DAEMON_METRICS_PROMETHEUS_TEXT_H_
 #define EMBER_DAEMON_METRICS_PROMETHEUS_TEXT_H_
 

@@ -191,6 +191,31 @@ TEST_CASE("without /proc, without ranks joined and for a proxied job, what does 
         std::string::npos);
 }
 
+TEST_CASE("a node's decode workers: rows and up by worker, nothing without them") {
+  DaemonStatus status = KnownStatus();
+  CHECK(RenderPrometheusText(status).find("ember_decode_worker") == std::string::npos);
+  DecodeWorkerStatus up;
+  up.address = "10.0.0.2:7000";
+  up.up = true;
+  up.rows = 4096;
+  DecodeWorkerStatus down;
+  down.address = "10.0.0.3:7000";
+  down.rows = 12;
+  status.decode_workers = {up, down};
+  const std::string text = RenderPrometheusText(status);
+  const std::string expected = R"(# HELP ember_decode_worker_rows_total Rows the remote decode worker decoded for this node's streams.
+# TYPE ember_decode_worker_rows_total counter
+ember_decode_worker_rows_total{worker="10.0.0.2:7000"} 4096
+ember_decode_worker_rows_total{worker="10.0.0.3:7000"} 12
+# HELP ember_decode_worker_up 1 if the remote decode worker gets parts of batches, 0 if left out after a failed call.
+# TYPE ember_decode_worker_up gauge
+ember_decode_worker_up{worker="10.0.0.2:7000"} 1
+ember_decode_worker_up{worker="10.0.0.3:7000"} 0
+)";
+  REQUIRE(text.size() > expected.size());
+  CHECK(text.substr(text.size() - expected.size()) == expected);
+}
+
 TEST_CASE("special floating-point values use the format's spelling") {
   DaemonStatus status = KnownStatus();
   status.streams[0].ring_fill = std::numeric_limits<double>::quiet_NaN();

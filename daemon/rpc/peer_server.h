@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <kj/timer.h>
 
@@ -46,6 +47,10 @@ class PeerServer final : public rpc::Peer::Server {
   kj::Promise<void> openJob(OpenJobContext context) override;
   // PeerSession::Exchange.
   kj::Promise<void> exchange(ExchangeContext context) override;
+  // PeerService::Decode, for the node the peer's certificate names (with tls: off, the node
+  // it named in hello). The decoding runs on the decode pool; its answer comes back to
+  // this loop through a cross-thread fulfiller, so the loop never waits for it.
+  kj::Promise<void> decode(DecodeContext context) override;
 
  private:
   // kPermissionDenied unless `claimed` is the name of the node the peer's certificate is
@@ -58,6 +63,7 @@ class PeerServer final : public rpc::Peer::Server {
   const JobHome job_home_;
   std::unique_ptr<LoopLinks::Link> home_;  // job_home_'s, from the first openJob
   PeerSession session_;
+  std::string hello_node_;  // the node named in hello (CheckNode passed it)
 };
 
 }  // namespace ember::daemon

@@ -27,6 +27,8 @@
 #include "daemon/data/plugin/plugin_registry.h"
 #include "daemon/data/remote/s3_config.h"
 #include "daemon/data/remote/shard_cache.h"
+#include "daemon/decode/decode_lender.h"
+#include "daemon/decode/remote_decoders.h"
 #include "daemon/lifecycle/drain.h"
 #include "daemon/lifecycle/watchdog.h"
 #include "daemon/metrics/metrics_server.h"
@@ -181,7 +183,12 @@ class Daemon::Parts {
   std::unique_ptr<DatasetCache> cache_;
   std::unique_ptr<DecodePool> decode_pool_;
   std::unique_ptr<boost::asio::thread_pool> blocking_;
+  // Other daemons decoding parts of this one's batches (config decode_workers), over the
+  // channels in remotes_; outlives the streams that use it.
+  std::unique_ptr<RemoteDecoders> remote_decoders_;
   std::unique_ptr<StreamManager> streams_;
+  // Other nodes' decoding on decode_pool_ (config lend_decode); null: not lent.
+  std::unique_ptr<DecodeLender> lender_;
   std::unique_ptr<AccessPolicy> access_;
   std::unique_ptr<DaemonService> service_;
   RemoteJobOpener open_remote_job_;
@@ -317,6 +324,30 @@ Status Daemon::Parts::StartService() {
   limits.share_window = config_.share_window;
   streams_ = std::make_unique<StreamManager>(env_, catalog_.get(), &ledger_, cache_.get(),
                                              decode_pool_.get(), limits);
+  if (config_.lend_decode) {
+    lender_ = std::make_unique<DecodeLender>(
+        catalog_.get(), [cache = cache_.get()](const DatasetInfo& info) { return cache->Get(info); },
+        decode_pool_.get());
+    if (config_.listen.empty())
+      spdlog::warn("{}: lend_decode: true, but no listen: no other node can reach this daemon",
+                   source_);
+  }
+  if (!config_.decode_workers.empty()) {
+    std::vector<RemoteDecoders::Worker> workers;
+    for (const std::string& address : config_.decode_workers) {
+      Result<Remote*> remote = RemoteAt(address);
+      if (!remote.ok()) return remote.status().WithContext("decode_workers: '" + address + "'");
+      if (*remote == nullptr)
+        return InvalidArgument("decode_workers: '" + address + "' is this daemon");
+      workers.push_back({address, (*remote)->channel.get()});
+    }
+    remote_decoders_ = std::make_unique<RemoteDecoders>(io_->provider->getTimer(),
+                                                         std::move(workers),
+                                                         RemoteDecodersOptions{});
+    streams_->set_remote_decoders(remote_decoders_.get());
+    spdlog::info("decoding parts of its streams' batches with {} worker(s) too (decode_workers)",
+                 config_.decode_workers.size());
+  }
   streams_->set_coordinator_resolver(
       [this](const std::string& address) -> Result<JobCoordinator*> {
         EMBER_ASSIGN_OR_RETURN(Remote * remote, RemoteAt(address));
@@ -374,9 +405,10 @@ Status Daemon::Parts::ListenForPeers() {
   links_ = std::make_unique<LoopLinks>(*io_);
   const std::set<std::string> trusted(config_.trust_root_from.begin(),
                                       config_.trust_root_from.end());
-  peer_jobs_ = std::make_unique<PeerService>(PeerServiceDeps{node_, &ledger_, nullptr, trusted});
-  peer_stores_ =
-      std::make_unique<PeerService>(PeerServiceDeps{node_, nullptr, service_.get(), trusted});
+  peer_jobs_ = std::make_unique<PeerService>(
+      PeerServiceDeps{node_, &ledger_, nullptr, trusted, lender_.get()});
+  peer_stores_ = std::make_unique<PeerService>(
+      PeerServiceDeps{node_, nullptr, service_.get(), trusted, nullptr});
   PeerListenerOptions options;
   options.serve_threads = config_.peer_threads != 0
                               ? config_.peer_threads
@@ -402,9 +434,10 @@ Status Daemon::Parts::ListenForPeers() {
                  "encrypted; set tls: {{cert, key, ca}} for mutual TLS",
                  bound.ToString());
   }
-  spdlog::info("listening for peers on {} (tls: {}) as node '{}', {} peer threads",
+  spdlog::info("listening for peers on {} (tls: {}) as node '{}', {} peer threads{}",
                bound.ToString(), peer_tls_ == nullptr ? "off" : "on", node_,
-               options.serve_threads);
+               options.serve_threads,
+               lender_ != nullptr ? ", lending its decode threads (lend_decode)" : "");
   return Status::Ok();
 }
 
@@ -522,6 +555,7 @@ void Daemon::Parts::Shutdown(const std::string& why) {
                  config_.drain_timeout_s, undrained);
   }
   for (auto& [address, remote] : remotes_) remote.coordinator->Shutdown();
+  if (remote_decoders_) remote_decoders_->Shutdown();
   // Peer connections close on their loops while this one runs (their links end here).
   if (peers_) peers_->Stop().wait(io_->waitScope);
   // Every client connection: their streams close and free their rings.

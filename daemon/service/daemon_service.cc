@@ -56,6 +56,21 @@ StreamStatus StreamStatusOf(const StreamStats& stream) {
   out.data_stall_seconds = stream.data_stall_seconds;
   out.share = stream.params.share;
   out.shared_batches = stream.shared_batches;
+  out.remote_rows = stream.remote_rows;
+  return out;
+}
+
+DecodeWorkerStatus DecodeWorkerStatusOf(const DecodeWorkerStats& worker) {
+  DecodeWorkerStatus out;
+  out.address = worker.address;
+  out.up = worker.up;
+  out.last_error = worker.last_error;
+  out.calls = worker.calls;
+  out.rows = worker.rows;
+  out.bytes = worker.bytes;
+  out.failed_calls = worker.failed_calls;
+  out.rows_per_second = worker.rows_per_second;
+  out.share = worker.share;
   return out;
 }
 
@@ -422,6 +437,9 @@ void DaemonService::Leave(const std::string& job) {
     status.open_fds = process->open_fds;
     status.resident_bytes = process->resident_bytes;
   }
+  // The node's, like the totals: addresses and counts, nothing of any user's.
+  for (const DecodeWorkerStats& worker : deps_.streams->DecodeWorkers())
+    status.decode_workers.push_back(DecodeWorkerStatusOf(worker));
   return status;
 }
 

@@ -1,16 +1,18 @@
 // DaemonService without RPC: datasets, key-value waits and their timeouts, barriers, job
-// membership lifetime, shared-memory segments and status; registrations' progress, a
-// dataset's details and the shard cache's calls.
+// membership lifetime, shared-memory segments and status (decode workers included);
+// registrations' progress, a dataset's details and the shard cache's calls.
 #include "daemon/service/daemon_service.h"
 
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
+#include <kj/async-io.h>
 
 #include <future>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "daemon/decode/remote_decoders.h"
 #include "daemon/service/service_testing.h"
 
 namespace ember::daemon {
@@ -241,6 +243,42 @@ TEST_CASE("status gathers datasets, jobs, streams, memory and pending segments")
   status = service.GetStatus(ServiceFixture::Root());
   CHECK(status.streams.empty());
   CHECK(f.RingMemoryReleased());
+}
+
+// A worker channel that is never called (the status reads the workers' counters only).
+class IdleChannel : public DecodeChannel {
+ public:
+  kj::Promise<Result<RemoteRows>> Decode(const DecodeRequest&) override {
+    return Result<RemoteRows>(Unavailable("idle channel"));
+  }
+};
+
+TEST_CASE("status shows the node's decode workers to every caller, none without them") {
+  ServiceFixture f("decode-workers");
+  DaemonService& service = f.service();
+  CHECK(service.GetStatus(ServiceFixture::Root()).decode_workers.empty());
+
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  IdleChannel one, two;
+  RemoteDecoders remote(io.provider->getTimer(),
+                        {{"w1.example:7000", &one}, {"w2.example:7000", &two}}, {});
+  f.streams().set_remote_decoders(&remote);
+  remote.CountLocal(100);
+  for (const Principal& caller : {ServiceFixture::Root(), ServiceFixture::User(1001)}) {
+    DaemonStatus status = service.GetStatus(caller);
+    REQUIRE(status.decode_workers.size() == 2);
+    CHECK(status.decode_workers[0].address == "w1.example:7000");
+    CHECK(status.decode_workers[1].address == "w2.example:7000");
+    for (const DecodeWorkerStatus& worker : status.decode_workers) {
+      CHECK(worker.up);
+      CHECK(worker.last_error.empty());
+      CHECK(worker.calls == 0);
+      CHECK(worker.rows == 0);
+      CHECK(worker.share == 0);  // every row so far decoded here
+    }
+  }
+  f.streams().set_remote_decoders(nullptr);
+  remote.Shutdown();
 }
 
 TEST_CASE("stream errors name the job and rank") {

@@ -58,6 +58,15 @@ Principal PeerService::Claimed(const std::string& node, Principal reported) cons
   return reported;
 }
 
+void PeerService::Decode(const std::string& node, DecodeRequest request,
+                         DecodeLender::Done done) const {
+  if (deps_.lender == nullptr)
+    return done(FailedPrecondition("node '" + deps_.node +
+                                   "' does not lend its decode pool (config lend_decode)"));
+  request.caller = Claimed(node, request.caller);
+  deps_.lender->Decode(std::move(request), std::move(done));
+}
+
 Result<std::unique_ptr<PeerRank>> PeerSession::Join(const PeerJoin& join) {
   JobLedger* ledger = service_.deps().ledger;
   if (ledger == nullptr) return NoJobs();

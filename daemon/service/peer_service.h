@@ -28,6 +28,8 @@
 #include "daemon/coordinator/coordinator_channel.h"
 #include "daemon/coordinator/job_coordinator.h"
 #include "daemon/coordinator/job_ledger.h"
+#include "daemon/decode/decode_lender.h"
+#include "daemon/decode/decode_request.h"
 #include "daemon/service/daemon_service.h"
 #include "daemon/service/session.h"
 #include "ember/status.h"
@@ -44,6 +46,7 @@ struct PeerServiceDeps {
   JobLedger* ledger = nullptr;       // null: this daemon coordinates no jobs
   DaemonService* service = nullptr;  // the stores (OpenJob); null: not on this thread
   std::set<std::string> trusted_for_root;  // config trust_root_from
+  DecodeLender* lender = nullptr;    // other nodes' decoding; null: config lend_decode off
 };
 
 class PeerService {
@@ -60,6 +63,12 @@ class PeerService {
   // node is trusted for root (config trust_root_from).
   Principal Claimed(const std::string& node, Principal reported) const;
   const PeerServiceDeps& deps() const { return deps_; }
+
+  // Peer.decode: decodes `request` for a stream of node `node` (its caller as Claimed) with
+  // the lender, answering through `done` as DecodeLender::Decode does (any thread; at once
+  // for a refusal). kFailedPrecondition without a lender (config lend_decode off).
+  // Thread-safe.
+  void Decode(const std::string& node, DecodeRequest request, DecodeLender::Done done) const;
 
  private:
   const PeerServiceDeps deps_;

@@ -27,6 +27,7 @@ class ServiceFixture {
   DaemonService& service() { return *service_; }
   KvStore& kv() { return kv_; }
   boost::asio::thread_pool& blocking() { return blocking_; }  // one thread
+  StreamManager& streams() { return *streams_; }
 
   // A tokens dataset called `dataset`: 64 uint16 tokens in windows of 4 (15 samples).
   DatasetSpec TokensSpec(const std::string& dataset) const;

@@ -15,6 +15,8 @@ namespace ember::daemon {
 namespace {
 
 constexpr uint64_t kRateWindowUs = 2'000'000;
+// The most bytes of rows one call to a remote decode worker brings back.
+constexpr uint64_t kMaxRemoteBytes = 16ull << 20;
 
 uint64_t RowBytes(const std::vector<TensorSpec>& tensors) {
   uint64_t bytes = 0;
@@ -51,7 +53,14 @@ struct Stream::Filling {
   // on_error: fail, it ends the batch for every thread.
   std::vector<Status> errors;
   std::atomic<uint64_t> next_row{0};
+  // Rows [0, local_end) are decoded here; the rest went to remote decode workers.
+  uint64_t local_end = 0;
   std::atomic<bool> failed{false};
+  // When this node's own decode tasks of the batch began and ended (its rate, for the
+  // workers' shares).
+  int64_t local_began_us = 0;
+  std::atomic<int64_t> local_ended_us{0};
+  std::atomic<uint64_t> local_tasks{0};
   // Its decode tasks posted and not yet started: the pool's queue holds them, but they
   // find no row once the rows are claimed, so they do not keep the next batch waiting.
   std::atomic<uint64_t> unstarted{0};
@@ -95,7 +104,8 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
                                               DatasetCache::SourceFuture source,
                                               DecodePool* decode_pool,
                                               const StreamParams& asked,
-                                              std::shared_ptr<ShareGroup> group) {
+                                              std::shared_ptr<ShareGroup> group,
+                                              RemoteDecoders* remote) {
   StreamParams params = asked;
   if (group != nullptr && !params.rejoin && params.start_epoch == 0 && params.start_position == 0) {
     // A job that joins the group after it wrote over the order's first rows starts at the
@@ -146,7 +156,7 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
   if (group != nullptr) (*ring)->SetSharedRegions(group->regions());
   std::unique_ptr<Stream> stream(new Stream(id, env, coordinator, info, std::move(source),
                                             decode_pool, params, *batches,
-                                            std::move(ring).value(), std::move(group)));
+                                            std::move(ring).value(), std::move(group), remote));
   stream->forecast_ = std::make_shared<StreamForecast>(job_params, params.rank, params.epochs);
   stream->producer_ = std::thread([s = stream.get()] { s->Run(); });
   return stream;
@@ -155,7 +165,7 @@ Result<std::unique_ptr<Stream>> Stream::Start(uint64_t id, Env& env, JobCoordina
 Stream::Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo info,
                DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
                uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring,
-               std::shared_ptr<ShareGroup> group)
+               std::shared_ptr<ShareGroup> group, RemoteDecoders* remote)
     : id_(id),
       env_(env),
       coordinator_(coordinator),
@@ -168,6 +178,7 @@ Stream::Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo i
       batches_per_epoch_(batches_per_epoch),
       ring_(std::move(ring)),
       group_(std::move(group)),
+      remote_(remote),
       epoch_(params_.start_epoch),
       in_slot_(ring_->slot_count()) {
   if (group_ != nullptr)
@@ -370,47 +381,130 @@ std::unique_ptr<Stream::Filling> Stream::StartFill(ring::SlotHeader* slot, Batch
   return f;
 }
 
-void Stream::StartDecode(Filling& filling, const Source& source) {
+void Stream::ReadRows(Filling& f, const Source& source, std::atomic<uint64_t>& next,
+                      uint64_t end) {
+  const SampleContext context{params_.seed, f.lease.epoch};
+  const bool skip_bad = info_.spec.on_error == "skip";
+  std::array<void*, ring::kMaxTensors> dsts{};
+  while (!stop_.load(std::memory_order_relaxed) && !f.failed.load(std::memory_order_relaxed)) {
+    const uint64_t r = next.fetch_add(1, std::memory_order_relaxed);
+    if (r >= end) return;
+    for (size_t t = 0; t < info_.tensors.size(); ++t)
+      dsts[t] = f.columns[t] + r * f.sample_bytes[t];
+    f.errors[r] = source.ReadSample(f.lease.sample_ids[r], context, dsts.data());
+    if (!f.errors[r].ok() && !skip_bad) f.failed.store(true, std::memory_order_relaxed);
+  }
+}
+
+void Stream::SendToWorkers(Filling& filling, const Source& source) {
   Filling* f = &filling;
   const uint64_t rows = f->lease.sample_ids.size();
+  f->local_end = rows;
+  if (remote_ == nullptr || decode_pool_ == nullptr || !source.ParallelDecode()) return;
+  // Answers of at most kMaxRemoteBytes (row_bytes_ covers the sample id too: a bound).
+  const std::vector<RemoteDecoders::Part> parts =
+      remote_->Split(rows, local_rate_, std::max<uint64_t>(1, kMaxRemoteBytes / row_bytes_));
+  if (parts.empty()) return;
+  f->local_end = parts.back().begin;
+  for (const RemoteDecoders::Part& part : parts) {
+    DecodeRequest request;
+    request.dataset = info_.spec.name;
+    request.fingerprint = info_.fingerprint;
+    request.seed = params_.seed;
+    request.epoch = f->lease.epoch;
+    request.ids.assign(f->lease.sample_ids.begin() + part.begin,
+                       f->lease.sample_ids.begin() + part.end);
+    request.caller = params_.owner;
+    {
+      MutexLock lock(&f->mu);
+      ++f->pending;
+    }
+    remote_->Send(part.worker, std::move(request),
+                  [this, f, &source, part](Result<RemoteRows> got) {
+                    if (!WriteRemoteRows(*f, part.begin, part.end, got)) {
+                      // Decoded here instead, over the pool (the rows were written by
+                      // no one: the answer is dropped whole).
+                      auto next = std::make_shared<std::atomic<uint64_t>>(part.begin);
+                      const uint64_t tasks =
+                          std::min<uint64_t>(part.end - part.begin, decode_pool_->threads);
+                      {
+                        MutexLock lock(&f->mu);
+                        f->pending += tasks;
+                      }
+                      for (uint64_t c = 0; c < tasks; ++c)
+                        decode_pool_->Post([this, f, &source, next, end = part.end] {
+                          ReadRows(*f, source, *next, end);
+                          MutexLock lock(&f->mu);
+                          if (--f->pending == 0) f->done_cv.SignalAll();
+                        });
+                    }
+                    MutexLock lock(&f->mu);
+                    if (--f->pending == 0) f->done_cv.SignalAll();
+                  });
+  }
+}
+
+bool Stream::WriteRemoteRows(Filling& f, uint64_t begin, uint64_t end,
+                             const Result<RemoteRows>& got) {
+  if (!got.ok()) return false;
+  const uint64_t n = end - begin;
+  uint64_t expected = 0;
+  for (size_t t = 0; t < info_.tensors.size(); ++t) expected += n * f.sample_bytes[t];
+  if (got->size != expected) {
+    spdlog::warn("stream {}: a decode worker sent {} bytes for {} rows of dataset '{}', not {}",
+                 id_, got->size, n, info_.spec.name, expected);
+    return false;
+  }
+  const uint8_t* from = got->data;
+  for (size_t t = 0; t < info_.tensors.size(); ++t) {
+    const uint64_t bytes = n * f.sample_bytes[t];
+    std::memcpy(f.columns[t] + begin * f.sample_bytes[t], from, bytes);
+    from += bytes;
+  }
+  for (const auto& [row, error] : got->failed) {
+    if (row >= n) continue;
+    f.errors[begin + row] = error;
+    if (info_.spec.on_error != "skip") f.failed.store(true, std::memory_order_relaxed);
+  }
+  remote_rows_.fetch_add(n, std::memory_order_relaxed);
+  return true;
+}
+
+void Stream::StartDecode(Filling& filling, const Source& source) {
+  Filling* f = &filling;
+  f->local_began_us = static_cast<int64_t>(env_.NowMicros());
+  SendToWorkers(filling, source);
+  const uint64_t rows = f->local_end;
   // Decodes rows straight into the slot until none is left. A stop ends it too, so that a
   // slow source delays closing by one sample, not a batch.
   auto read_rows = [this, &source, f] {
-    const SampleContext context{params_.seed, f->lease.epoch};
-    const bool skip_bad = info_.spec.on_error == "skip";
-    const uint64_t rows = f->lease.sample_ids.size();
-    std::array<void*, ring::kMaxTensors> dsts{};
-    while (!stop_.load(std::memory_order_relaxed) && !f->failed.load(std::memory_order_relaxed)) {
-      const uint64_t r = f->next_row.fetch_add(1, std::memory_order_relaxed);
-      if (r >= rows) {
-        MutexLock lock(&f->mu);
-        if (!f->rows_claimed) {
-          f->rows_claimed = true;
-          f->done_cv.SignalAll();
-        }
-        return;
-      }
-      for (size_t t = 0; t < info_.tensors.size(); ++t)
-        dsts[t] = f->columns[t] + r * f->sample_bytes[t];
-      f->errors[r] = source.ReadSample(f->lease.sample_ids[r], context, dsts.data());
-      if (!f->errors[r].ok() && !skip_bad) f->failed.store(true, std::memory_order_relaxed);
+    ReadRows(*f, source, f->next_row, f->local_end);
+    if (f->next_row.load(std::memory_order_relaxed) < f->local_end) return;  // stopped, failed
+    MutexLock lock(&f->mu);
+    if (!f->rows_claimed) {
+      f->rows_claimed = true;
+      f->done_cv.SignalAll();
     }
   };
   if (decode_pool_ == nullptr || !source.ParallelDecode() || rows < 2) {
     read_rows();
+    f->local_ended_us.store(static_cast<int64_t>(env_.NowMicros()));
     return;
   }
   // One task per decode thread; FinishFill waits for all of them.
   const uint64_t tasks = std::min<uint64_t>(rows, decode_pool_->threads);
   {
     MutexLock lock(&f->mu);
-    f->pending = tasks;
+    f->pending += tasks;
   }
   f->unstarted.store(tasks, std::memory_order_relaxed);
+  f->local_tasks.store(tasks, std::memory_order_relaxed);
   for (uint64_t c = 0; c < tasks; ++c) {
-    decode_pool_->Post([read_rows, f] {
+    decode_pool_->Post([this, read_rows, f] {
       f->unstarted.fetch_sub(1, std::memory_order_relaxed);
       read_rows();
+      if (f->local_tasks.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        f->local_ended_us.store(static_cast<int64_t>(env_.NowMicros()));
       MutexLock lock(&f->mu);
       if (--f->pending == 0) f->done_cv.SignalAll();
     });
@@ -448,6 +542,15 @@ Result<uint64_t> Stream::FinishFill(Filling& f) {
     }
   }
   f.Wait();
+  if (remote_ != nullptr && !f.from_group) {
+    // This node's rate over its part of the batch: the workers' shares follow from it.
+    const int64_t took = f.local_ended_us.load() - f.local_began_us;
+    if (f.local_end > 0 && took > 0) {
+      const double rate = f.local_end * 1e6 / static_cast<double>(took);
+      local_rate_ = local_rate_ == 0 ? rate : 0.7 * local_rate_ + 0.3 * rate;
+    }
+    remote_->CountLocal(f.local_end);
+  }
   ring::SlotHeader* slot = f.slot;
   const BatchLease& lease = f.lease;
   const std::vector<Status>& errors = f.errors;
@@ -576,6 +679,7 @@ StreamStats Stream::Stats() const {
   stats.decode_errors = decode_errors_.load(std::memory_order_relaxed);
   stats.data_stall_seconds = ring_->reader_wait_nanos() / 1e9;
   stats.shared_batches = shared_batches_.load(std::memory_order_relaxed);
+  stats.remote_rows = remote_rows_.load(std::memory_order_relaxed);
   MutexLock lock(&rate_mu_);
   stats.samples_per_second = samples_per_second_;
   return stats;

@@ -27,6 +27,7 @@
 #include "common/env.h"
 #include "common/log_budget.h"
 #include "daemon/data/dataset_cache.h"
+#include "daemon/decode/remote_decoders.h"
 #include "daemon/ring/ring_writer.h"
 #include "daemon/stream/decode_pool.h"
 #include "daemon/stream/share_group.h"
@@ -89,6 +90,8 @@ struct StreamStats {
   double data_stall_seconds = 0;
   // Batches served from the share group's rows (the rest were decoded for this stream).
   uint64_t shared_batches = 0;
+  // Rows remote decode workers decoded for this stream.
+  uint64_t remote_rows = 0;
 };
 
 // Bytes of payload one batch of `batch_size` samples with `tensors` needs in a slot.
@@ -105,13 +108,15 @@ class Stream {
   // error ends the stream with it (the reader sees kDataLoss and the message). Sources
   // that decode spread each batch over `decode_pool` (may be null: all work inline);
   // the pool must outlive the stream. With `group` (params.share), batches come from the
-  // group's rows where it holds them.
+  // group's rows where it holds them. With `remote` (which must outlive the stream), parts
+  // of the batches it decodes go to remote decode workers.
   static Result<std::unique_ptr<Stream>> Start(uint64_t id, Env& env, JobCoordinator& coordinator,
                                                const DatasetInfo& info,
                                                DatasetCache::SourceFuture source,
                                                DecodePool* decode_pool,
                                                const StreamParams& params,
-                                               std::shared_ptr<ShareGroup> group = nullptr);
+                                               std::shared_ptr<ShareGroup> group = nullptr,
+                                               RemoteDecoders* remote = nullptr);
   // Stop()s, then waits for the producer, which may take as long as the Source call it
   // is in. A reader still attached learns that the stream was cancelled.
   ~Stream();
@@ -152,7 +157,7 @@ class Stream {
   Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo info,
          DatasetCache::SourceFuture source, DecodePool* decode_pool, StreamParams params,
          uint64_t batches_per_epoch, std::unique_ptr<RingWriter> ring,
-         std::shared_ptr<ShareGroup> group);
+         std::shared_ptr<ShareGroup> group, RemoteDecoders* remote);
   void Run();
   Status Produce();
   // Starts decoding the lease's samples into the slot (on the decode pool if the source
@@ -160,8 +165,16 @@ class Stream {
   struct Filling;
   std::unique_ptr<Filling> StartFill(ring::SlotHeader* slot, BatchLease lease,
                                      const Source& source);
-  // Lays the slot's tensors out in its payload and starts decoding the rows into it.
+  // Starts decoding the batch's rows into its slot: parts go to remote decode workers
+  // (SendToWorkers), the rest to this node's decode pool.
   void StartDecode(Filling& f, const Source& source);
+  // Sends parts of the batch to the remote decode workers, if any are up, and sets
+  // f.local_end; a part whose worker fails is decoded here.
+  void SendToWorkers(Filling& f, const Source& source);
+  // Copies a worker's answer for rows [begin, end) into the slot; false if it has none.
+  bool WriteRemoteRows(Filling& f, uint64_t begin, uint64_t end, const Result<RemoteRows>& got);
+  // Decodes rows from `next` (claimed one at a time) below `end` into the slot.
+  void ReadRows(Filling& f, const Source& source, std::atomic<uint64_t>& next, uint64_t end);
   // The batch's rows from the share group, pinned for its slot: false if the group does
   // not hold them all (the batch is decoded for this stream instead).
   bool TakeFromGroup(Filling& f);
@@ -193,6 +206,9 @@ class Stream {
   const uint64_t batches_per_epoch_;
   std::unique_ptr<RingWriter> ring_;
   const std::shared_ptr<ShareGroup> group_;  // null without params_.share
+  RemoteDecoders* const remote_;             // null: no remote decode workers
+  double local_rate_ = 0;  // rows/s this node decodes a batch's part at (producer thread)
+  std::atomic<uint64_t> remote_rows_{0};
   ShareGroup::MemberId member_ = 0;
   std::atomic<uint64_t> shared_batches_{0};
   std::atomic<bool> stop_{false};

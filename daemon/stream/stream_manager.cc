@@ -174,7 +174,7 @@ Result<std::shared_ptr<Stream>> StreamManager::Open(StreamParams params) {
   }
   auto stream =
       Stream::Start(id, *env_, *coordinator, *info, load_source_(*info), decode_pool_, params,
-                    std::move(group));
+                    std::move(group), remote_.load());
   MutexLock lock(&mu_);
   if (!stream.ok()) {
     SweepGroupsLocked();
@@ -343,6 +343,12 @@ std::vector<StreamStats> StreamManager::Stats() const {
   std::vector<StreamStats> stats;
   for (const auto& s : streams) stats.push_back(s->Stats());
   return stats;
+}
+
+std::vector<DecodeWorkerStats> StreamManager::DecodeWorkers() const {
+  const RemoteDecoders* remote = remote_.load();
+  if (remote == nullptr) return {};
+  return remote->Stats();
 }
 
 uint64_t StreamManager::shm_bytes_in_use() const {

@@ -60,6 +60,9 @@ class StreamManager {
   // Streams with a coordinator address go through `resolve` (set before the first Open;
   // without it such streams are refused with kFailedPrecondition).
   void set_coordinator_resolver(CoordinatorResolver resolve) { resolve_ = std::move(resolve); }
+  // Streams opened from now on send parts of their batches to `remote` (config
+  // decode_workers; it must outlive the streams).
+  void set_remote_decoders(RemoteDecoders* remote) { remote_.store(remote); }
 
   // Closes every stream and waits for all their producers.
   ~StreamManager();
@@ -78,6 +81,9 @@ class StreamManager {
   void Close(uint64_t id);
 
   std::vector<StreamStats> Stats() const;
+  // What each remote decode worker (set_remote_decoders) has done, in config order;
+  // empty without any.
+  std::vector<DecodeWorkerStats> DecodeWorkers() const;
   // Ring bytes reserved by open streams and by closed ones whose producers still run.
   uint64_t shm_bytes_in_use() const;
   uint64_t shm_bytes_budget() const { return shm_budget_bytes_.load(); }
@@ -117,6 +123,7 @@ class StreamManager {
   Catalog* catalog_;
   JobCoordinator* local_coordinator_;
   CoordinatorResolver resolve_;
+  std::atomic<RemoteDecoders*> remote_{nullptr};
   const SourceLoader load_source_;
   DecodePool* decode_pool_;
   const StreamLimits limits_;  // its shm_budget_bytes and default_slots: the two below

@@ -84,7 +84,22 @@ int Status(Client& client) {
     // for this stream: it was behind the group's window, or joined it late).
     if (!s.share.empty())
       std::printf("  share %s: %" PRIu64 " from the group", s.share.c_str(), s.shared_batches);
+    // Rows of its batches that remote decode workers decoded (config decode_workers).
+    if (s.remote_rows > 0) std::printf("  remote rows %" PRIu64, s.remote_rows);
     std::printf("\n");
+  }
+  if (!st->decode_workers.empty()) {
+    // This node's remote decode workers: the rows each decoded of all the rows its
+    // streams decoded (here and remotely); a worker down is left out until its retry.
+    std::printf("\ndecode workers (%zu)\n", st->decode_workers.size());
+    for (const auto& w : st->decode_workers) {
+      std::printf("%-28s %-4s rows %12" PRIu64 " (%5.1f%%)  %10.0f rows/s  calls %" PRIu64
+                  " failed %" PRIu64,
+                  w.address.c_str(), w.up ? "up" : "down", w.rows, w.share * 100,
+                  w.rows_per_second, w.calls, w.failed_calls);
+      if (!w.up && !w.last_error.empty()) std::printf("  last error: %s", w.last_error.c_str());
+      std::printf("\n");
+    }
   }
   if (!st->pending_segments.empty()) {
     // A rendezvous in progress, or one stuck on the ranks listed (segments are dropped

@@ -1,7 +1,7 @@
 // What emberd reports and the SDK returns, one definition for both sides: datasets
 // (DatasetSpec, TensorInfo, DatasetInfo, DatasetDetails, RegistrationProgress), the
 // daemon's state (DaemonStatus with its JobStatus, RankProgress, StreamStatus,
-// PendingSegmentStatus) and the node's shard cache (ShardCacheStatus, ShardCacheEntry,
+// PendingSegmentStatus, DecodeWorkerStatus) and the node's shard cache (ShardCacheStatus, ShardCacheEntry,
 // ShardCacheCleared). Plain std values, copied freely; std and ember headers only, so the
 // public SDK header ember/client.h includes it.
 //
@@ -82,6 +82,21 @@ struct StreamStatus {
   double data_stall_seconds = 0;
   std::string share;            // the share group it reads; empty: none
   uint64_t shared_batches = 0;  // batches served from the group's rows, not decoded for it
+  uint64_t remote_rows = 0;     // rows remote decode workers decoded for it
+};
+
+// A remote decode worker of this node (config decode_workers): another node's emberd
+// that decodes parts of this node's streams' batches. Counters over the daemon's life.
+struct DecodeWorkerStatus {
+  std::string address;       // HOST:PORT
+  bool up = false;           // false: left out after a failed call until its retry
+  std::string last_error;    // why its last failed call failed; empty: none failed
+  uint64_t calls = 0;
+  uint64_t rows = 0;         // decoded by it and written into slots
+  uint64_t bytes = 0;        // of those rows
+  uint64_t failed_calls = 0;  // their rows were decoded on this node instead
+  double rows_per_second = 0;  // its measured rate
+  double share = 0;  // of all rows this node's streams decoded (here and remotely), 0..1
 };
 
 // A job's ranks, and a segment's missing ranks, listed in a status at most: the lowest
@@ -142,6 +157,9 @@ struct DaemonStatus {
   std::vector<PendingSegmentStatus> pending_segments;  // waiting for ranks
   uint64_t open_fds = 0;        // the daemon's; 0: unknown (/proc unreadable)
   uint64_t resident_bytes = 0;  // the daemon's resident memory; 0: unknown
+  // The node's remote decode workers (config decode_workers), in config order; shown to
+  // every caller (they are the node's, like the totals).
+  std::vector<DecodeWorkerStatus> decode_workers;
 };
 
 // How far a registration in progress (Client::AddDataset) has got, for the user who

@@ -18,8 +18,8 @@ _BUNDLED_EMBERD = _os.path.join(_os.path.dirname(__file__), "bin", "emberd")
 if "EMBER_EMBERD" not in _os.environ and _os.access(_BUNDLED_EMBERD, _os.X_OK):
     _os.environ["EMBER_EMBERD"] = _BUNDLED_EMBERD
 
-from ._ember import (Client, DaemonStatus, DatasetInfo, JobStatus, LoaderState,
-                     PendingSegmentStatus, RankProgress, StreamStatus, TensorInfo)
+from ._ember import (Client, DaemonStatus, DatasetInfo, DecodeWorkerStatus, JobStatus,
+                     LoaderState, PendingSegmentStatus, RankProgress, StreamStatus, TensorInfo)
 from ._errors import (AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
                       FailedPrecondition, Internal, InvalidArgument, NotFound,
                       PermissionDenied, ResourceExhausted, Unavailable)
@@ -39,9 +39,9 @@ def __getattr__(name):
 
 __all__ = [
     "AlreadyExists", "Batch", "Cancelled", "Client", "DaemonStatus", "DataLoss",
-    "DatasetInfo", "DeadlineExceeded", "DeviceLoader", "Error", "FailedPrecondition", "Internal",
-    "InvalidArgument", "JobStatus", "Loader", "LoaderState", "NotFound",
-    "PendingSegmentStatus", "PermissionDenied", "RankProgress", "ResourceExhausted",
-    "Store", "StreamStatus", "TensorInfo", "Unavailable", "detect_format",
-    "init_process_group", "launch_env",
+    "DatasetInfo", "DeadlineExceeded", "DecodeWorkerStatus", "DeviceLoader", "Error",
+    "FailedPrecondition", "Internal", "InvalidArgument", "JobStatus", "Loader", "LoaderState",
+    "NotFound", "PendingSegmentStatus", "PermissionDenied", "RankProgress", "ResourceExhausted",
+    "Store", "StreamStatus", "TensorInfo", "Unavailable", "detect_format", "init_process_group",
+    "launch_env",
 ]

@@ -43,6 +43,18 @@ class StreamStatus:
     data_stall_seconds: float
     share: str
     shared_batches: int
+    remote_rows: int
+
+class DecodeWorkerStatus:
+    address: str
+    up: bool
+    last_error: str
+    calls: int
+    rows: int
+    bytes: int
+    failed_calls: int
+    rows_per_second: float
+    share: float
 
 class RankProgress:
     rank: int
@@ -127,6 +139,7 @@ class DaemonStatus:
     pending_segments: List[PendingSegmentStatus]
     open_fds: int
     resident_bytes: int
+    decode_workers: List[DecodeWorkerStatus]
 
 class Client:
     def __init__(self, socket: Optional[str] = None, *, connect_timeout: float = 5.0,

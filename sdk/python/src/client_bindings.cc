@@ -79,7 +79,27 @@ void BindRecords(py::module_& m) {
       .def_readonly("decode_errors", &StreamStatus::decode_errors)
       .def_readonly("data_stall_seconds", &StreamStatus::data_stall_seconds)
       .def_readonly("share", &StreamStatus::share)
-      .def_readonly("shared_batches", &StreamStatus::shared_batches);
+      .def_readonly("shared_batches", &StreamStatus::shared_batches)
+      .def_readonly("remote_rows", &StreamStatus::remote_rows,
+                    "Rows remote decode workers decoded for it.");
+
+  py::class_<DecodeWorkerStatus>(
+      m, "DecodeWorkerStatus",
+      "A remote decode worker of the node (config decode_workers) and what it has done.")
+      .def_readonly("address", &DecodeWorkerStatus::address, "HOST:PORT.")
+      .def_readonly("up", &DecodeWorkerStatus::up,
+                    "False: left out after a failed call until its retry.")
+      .def_readonly("last_error", &DecodeWorkerStatus::last_error,
+                    "Why its last failed call failed ('': none failed).")
+      .def_readonly("calls", &DecodeWorkerStatus::calls)
+      .def_readonly("rows", &DecodeWorkerStatus::rows, "Rows it decoded.")
+      .def_readonly("bytes", &DecodeWorkerStatus::bytes, "Bytes of those rows.")
+      .def_readonly("failed_calls", &DecodeWorkerStatus::failed_calls,
+                    "Calls that failed (their rows were decoded on this node).")
+      .def_readonly("rows_per_second", &DecodeWorkerStatus::rows_per_second,
+                    "Its measured rate.")
+      .def_readonly("share", &DecodeWorkerStatus::share,
+                    "Its rows of all the rows the node's streams decoded (0..1).");
 
   py::class_<RankProgress>(m, "RankProgress", "Where one rank of a job stands.")
       .def_readonly("rank", &RankProgress::rank)
@@ -170,7 +190,9 @@ void BindRecords(py::module_& m) {
       .def_readonly("shm_bytes_budget", &DaemonStatus::shm_bytes_budget)
       .def_readonly("pending_segments", &DaemonStatus::pending_segments)
       .def_readonly("open_fds", &DaemonStatus::open_fds)
-      .def_readonly("resident_bytes", &DaemonStatus::resident_bytes);
+      .def_readonly("resident_bytes", &DaemonStatus::resident_bytes)
+      .def_readonly("decode_workers", &DaemonStatus::decode_workers,
+                    "The node's remote decode workers (config decode_workers).");
 }
 
 }  // namespace
