@@ -1,10 +1,13 @@
 #include "daemon/data/image/imagefolder.h"
 
 #include <cstring>
+#include <deque>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "daemon/data/image/decode.h"
 #include "daemon/data/image/pipeline.h"
 #include "pack/imagefolder_pack.h"
@@ -60,18 +63,17 @@ Status FileFailure(const Status& status) {
   return DataLoss(status.message());
 }
 
-// Reads the whole file at `path` into `buffer`.
-Status ReadImageFile(Env& env, const std::string& path, PixelBuffer& buffer, size_t* size) {
-  Result<std::unique_ptr<ReadableFile>> file = env.OpenForRead(path);
-  if (!file.ok()) return FileFailure(file.status());
-  const uint64_t file_size = (*file)->Size();
+// Reads the opened `file` (at `path`) into `buffer`.
+Status ReadImageFile(const ReadableFile& file, const std::string& path, PixelBuffer& buffer,
+                     size_t* size) {
+  const uint64_t file_size = file.Size();
   if (file_size > kMaxFileBytes) {
     return DataLoss(path + ": file is " + std::to_string(file_size) +
                     " bytes, over the limit of " + std::to_string(kMaxFileBytes) +
                     " bytes for one image");
   }
   uint8_t* data = buffer.Reserve(file_size == 0 ? 1 : file_size);
-  Status status = (*file)->ReadAt(0, static_cast<size_t>(file_size), data);
+  Status status = file.ReadAt(0, static_cast<size_t>(file_size), data);
   if (!status.ok()) return FileFailure(status);
   *size = static_cast<size_t>(file_size);
   return Status::Ok();
@@ -114,7 +116,15 @@ class ImageFolderSource : public Source {
     thread_local PixelBuffer file;
     const std::string path = folder_.listing.path(id);
     size_t size = 0;
-    Status status = ReadImageFile(env_, path, file, &size);
+    // The descriptor Prefetch opened for this sample, else one opened now.
+    std::unique_ptr<ReadableFile> opened = TakeKept(id);
+    if (opened == nullptr) {
+      Result<std::unique_ptr<ReadableFile>> now = env_.OpenForRead(path);
+      if (!now.ok()) return FileFailure(now.status());
+      opened = std::move(now).value();
+    }
+    Status status = ReadImageFile(*opened, path, file, &size);
+    opened.reset();
     if (status.ok()) {
       status = folder_.pipeline.Run(path, file.Reserve(size), size, context.seed, context.epoch,
                                     id, dsts[0]);
@@ -128,18 +138,67 @@ class ImageFolderSource : public Source {
 
   bool ParallelDecode() const override { return true; }
 
-  // Open, hint, close: readahead starts in the background and no descriptor is held.
+  // Open and hint: readahead starts in the background, and the descriptor waits for the
+  // sample's ReadSample, which then opens nothing (one open per sample, and for a caller
+  // read as themselves one rights check). A descriptor is kept until its sample is read
+  // or kKeptOpen later prefetches, whichever comes first.
   void Prefetch(const uint64_t* ids, size_t count) const override {
     for (size_t i = 0; i < count; ++i) {
       if (ids[i] >= folder_.info.count) continue;
       Result<std::unique_ptr<ReadableFile>> file = env_.OpenForRead(folder_.listing.path(ids[i]));
-      if (file.ok()) (*file)->WillNeed();  // else ReadSample reports it
+      if (!file.ok()) continue;  // ReadSample reports it
+      (*file)->WillNeed();
+      Keep(ids[i], std::move(file).value());
     }
   }
 
  private:
+  // A stream prefetches one batch ahead: enough for a few streams of 64-sample batches.
+  static constexpr size_t kKeptOpen = 256;
+
+  struct Kept {
+    std::unique_ptr<ReadableFile> file;
+    uint64_t seq = 0;  // its entry in kept_order_
+  };
+
+  void Keep(uint64_t id, std::unique_ptr<ReadableFile> file) const {
+    std::unique_ptr<ReadableFile> replaced, evicted;  // closed after the lock is released
+    MutexLock lock(&kept_mu_);
+    Kept& kept = kept_[id];
+    replaced = std::move(kept.file);
+    kept.file = std::move(file);
+    kept.seq = ++kept_seq_;
+    kept_order_.push_back({id, kept.seq});
+    if (kept_order_.size() > kKeptOpen) {
+      const auto [old_id, old_seq] = kept_order_.front();
+      kept_order_.pop_front();
+      // An entry whose descriptor was read, or replaced by a later prefetch of its sample,
+      // closes nothing.
+      auto old = kept_.find(old_id);
+      if (old != kept_.end() && old->second.seq == old_seq) {
+        evicted = std::move(old->second.file);
+        kept_.erase(old);
+      }
+    }
+  }
+
+  // The descriptor Prefetch kept for sample `id`, or null.
+  std::unique_ptr<ReadableFile> TakeKept(uint64_t id) const {
+    MutexLock lock(&kept_mu_);
+    auto it = kept_.find(id);
+    if (it == kept_.end()) return nullptr;
+    std::unique_ptr<ReadableFile> file = std::move(it->second.file);
+    kept_.erase(it);  // its kept_order_ entry closes nothing when it comes to the front
+    return file;
+  }
+
   Env& env_;
   const Folder folder_;
+  mutable Mutex kept_mu_;
+  mutable std::unordered_map<uint64_t, Kept> kept_ GUARDED_BY(kept_mu_);
+  // (sample, seq) in the order kept, at most kKeptOpen.
+  mutable std::deque<std::pair<uint64_t, uint64_t>> kept_order_ GUARDED_BY(kept_mu_);
+  mutable uint64_t kept_seq_ GUARDED_BY(kept_mu_) = 0;
 };
 
 }  // namespace

@@ -38,10 +38,11 @@ Result<DatasetInfo> ProbeImageFolder(Env& env, const DatasetSpec& spec,
                                      const PluginRegistry* plugins = nullptr);
 
 // As ProbeImageFolder, returning a Source that decodes on demand: ParallelDecode() is
-// true; Prefetch() asks the kernel to read the files ahead (ReadableFile::WillNeed);
-// ReadSample reads the file (Env::OpenForRead), decodes it and writes the pipeline's
-// output into dsts[0] and the label into dsts[1]. Thread-safe. The source reads through
-// `env`, which must outlive it.
+// true; Prefetch() opens the files and asks the kernel to read them ahead
+// (ReadableFile::WillNeed), keeping the descriptors (at most 256) for ReadSample, which
+// reads the file through its prefetched descriptor (else Env::OpenForRead: one open per
+// sample either way), decodes it and writes the pipeline's output into dsts[0] and the
+// label into dsts[1]. Thread-safe. The source reads through `env`, which must outlive it.
 Result<std::unique_ptr<Source>> LoadImageFolder(Env& env, const DatasetSpec& spec,
                                                 const PluginRegistry* plugins = nullptr);
 

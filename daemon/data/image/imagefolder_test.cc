@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/env_wrapper.h"
 #include "common/fault_env.h"
 #include "common/temp_dir_testing.h"
 #include "daemon/data/image/image_testing.h"
@@ -234,7 +237,9 @@ TEST_CASE("a file that cannot be read is a lost sample naming the file, not a fa
   CHECK(Read(*source, 0).status.ok());
   CHECK(Read(*source, 3).status.ok());
   const uint64_t ids[] = {1, 2};
-  source->Prefetch(ids, 2);  // a hint: faults do not matter
+  source->Prefetch(ids, 2);  // a hint: faults do not fail it; the reads report them
+  CHECK(Read(*source, 1).status.message() == io_error.status.message());
+  CHECK(Read(*source, 2).status.message() == truncated.status.message());
 
   // Out of memory or descriptors is not the file's fault: not a lost sample.
   env.FailReadAt(root + "/a/0.jpg", ResourceExhausted("read failed at byte 0: out of memory"));
@@ -242,6 +247,58 @@ TEST_CASE("a file that cannot be read is a lost sample naming the file, not a fa
 
   env.ClearFaults();
   for (uint64_t id = 0; id < 4; ++id) CHECK(Read(*source, id).status.ok());
+}
+
+// Counts OpenForRead calls (the rest goes to the target).
+class CountingEnv : public EnvWrapper {
+ public:
+  using EnvWrapper::EnvWrapper;
+  Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override {
+    opens.fetch_add(1);
+    return target()->OpenForRead(path);
+  }
+  std::atomic<int> opens{0};
+};
+
+TEST_CASE("a prefetched sample is read through the descriptor its prefetch opened: one open each") {
+  auto posix = NewPosixEnv();
+  CountingEnv env(posix.get());
+  const std::string root = MakeFolder("one_open");
+  auto source = MustLoad(env, Spec(root));
+  const int listed = env.opens.load();
+  const uint64_t ids[] = {0, 2, 3};
+  source->Prefetch(ids, 3);
+  CHECK(env.opens.load() == listed + 3);
+  for (uint64_t id : ids) CHECK(Read(*source, id).status.ok());
+  CHECK(env.opens.load() == listed + 3);  // no second open
+  CHECK(Read(*source, 1).status.ok());   // not prefetched: opened when read
+  CHECK(env.opens.load() == listed + 4);
+  CHECK(Read(*source, 0).status.ok());   // its descriptor was used once: opened again
+  CHECK(env.opens.load() == listed + 5);
+  // Prefetching far more than kept: the oldest descriptors close, reads still work.
+  std::vector<uint64_t> many;
+  for (int i = 0; i < 300; ++i) many.push_back(i % 4);
+  source->Prefetch(many.data(), many.size());
+  for (uint64_t id = 0; id < 4; ++id) CHECK(Read(*source, id).status.ok());
+}
+
+TEST_CASE("a read descriptor's place in the prefetch order does not close a later one") {
+  auto posix = NewPosixEnv();
+  CountingEnv env(posix.get());
+  auto source = MustLoad(env, Spec(MakeFolder("kept_order")));
+  const uint64_t zero = 0, one = 1;
+  source->Prefetch(&zero, 1);
+  CHECK(Read(*source, 0).status.ok());  // read: its entry in the order stays, closing nothing
+  source->Prefetch(&zero, 1);           // kept again, behind it
+  // 255 more prefetches (each read): the first entry of sample 0 comes off the front of
+  // the 256 kept; its second descriptor must stay.
+  for (int i = 0; i < 255; ++i) {
+    source->Prefetch(&one, 1);
+    CHECK(Read(*source, 1).status.ok());
+  }
+  const int opens = env.opens.load();
+  CHECK(Read(*source, 0).status.ok());
+  CHECK(env.opens.load() == opens);  // read through the descriptor kept
 }
 
 TEST_CASE("folder errors") {
