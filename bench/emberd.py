@@ -24,7 +24,9 @@ class EmberdError(RuntimeError):
 
 
 class Emberd:
-    def __init__(self, directory, *flags, env=None, log_level="warn"):
+    def __init__(self, directory, *flags, env=None, log_level="warn", prefix=()):
+        """`prefix`: a command that execs emberd (e.g. `ip netns exec NS taskset -c 0`),
+        so that self.pid is still emberd's."""
         self.dir = directory
         self.socket = os.path.join(directory, "emberd.sock")
         self.log_path = os.path.join(directory, "emberd.log")
@@ -32,8 +34,9 @@ class Emberd:
         env = {k: v for k, v in (env or os.environ).items() if k != "NOTIFY_SOCKET"}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [EMBERD, "--socket", self.socket, "--state-dir", os.path.join(directory, "state"),
-                 "--log-level", log_level, *flags],
+                [*prefix, EMBERD, "--socket", self.socket,
+                 "--state-dir", os.path.join(directory, "state"), "--log-level", log_level,
+                 *flags],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:

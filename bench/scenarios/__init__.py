@@ -23,6 +23,7 @@ import functools
 import os
 import re
 import shutil
+import json
 import statistics
 import subprocess
 import tempfile
@@ -41,7 +42,7 @@ SUITE = ("training", "images", "scaling", "datasets")
 BENCHES = ("loader_bench", "image_bench", "train_bench", "resume_accuracy", "sync_bench",
            "nodes_bench", "coordinator_scale", "soak", "python_loaders", "footprint",
            "python_handoff", "webdataset_bench", "shard_cache_bench", "remote_bench", "nodes_cache_bench",
-           "share_bench")
+           "share_bench", "workers_bench")
 
 
 class RunFailed(RuntimeError):
@@ -197,15 +198,30 @@ def by_key(records):
     return out
 
 
-def median_spread(rounds, key, fmt="{:.1f}"):
-    """'median (min-max)' of key over the rounds' records that have it."""
-    values = [r[key] for r in rounds.values() if r.get(key) is not None]
+def append_record(records, jsonl, record, **fields):
+    """Adds `fields` and the time (UTC) to `record`, keeps it in `records` and appends it
+    to the JSON-lines file `jsonl`."""
+    record.update(fields)
+    record["time"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    records.append(record)
+    with open(jsonl, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def spread(values, fmt="{:,.0f}"):
+    """'median (min-max)' of the values that are not None ('' if none)."""
+    values = [v for v in values if v is not None]
     if not values:
         return ""
     m = statistics.median(values)
     if len(values) == 1:
         return fmt.format(m)
     return f"{fmt.format(m)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def median_spread(rounds, key, fmt="{:.1f}"):
+    """'median (min-max)' of key over the rounds' records that have it."""
+    return spread([r.get(key) for r in rounds.values()], fmt)
 
 
 def median(rounds, key):

@@ -35,7 +35,7 @@ import threading
 
 import measure
 from emberd import Emberd
-from scenarios import RunFailed, commit, heading, load1, loadavg
+from scenarios import RunFailed, commit, heading, load1, loadavg, spread, append_record
 from scenarios.images import PIPELINE, folder, packed
 from scenarios.scaling import _touched
 
@@ -208,14 +208,7 @@ def _others_cores(record):
 
 
 def _fmt(values, f="{:,.0f}"):
-    """'median (min-max)' of the values that are not None."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return ""
-    m = statistics.median(values)
-    if len(values) == 1:
-        return f.format(m)
-    return f"{f.format(m)} ({f.format(min(values))}-{f.format(max(values))})"
+    return spread(values, f)
 
 
 def _med(values):
@@ -352,13 +345,9 @@ def main(ctx, args):
                         ctx.log(f"{type(e).__name__}: {e}")
                         record = {"format": fmt, "jobs": j, "mode": mode,
                                   "failed": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
-                    record.update({"round": round_, "loadavg_1min_before": round(load, 2),
-                                   "folder": args.folder, "command": args.command,
-                                   "time": datetime.datetime.now(datetime.timezone.utc)
-                                   .strftime("%Y-%m-%dT%H:%M:%SZ")})
-                    records.append(record)
-                    with open(jsonl, "a", encoding="utf-8") as f:
-                        f.write(json.dumps(record) + "\n")
+                    append_record(records, jsonl, record, round=round_,
+                                  loadavg_1min_before=round(load, 2), folder=args.folder,
+                                  command=args.command)
                     shown = {k: record.get(k) for k in ("images_per_s", "per_job_images_per_s",
                                                          "peak_pss_mib", "shared_batches",
                                                          "consumed_batches", "others_cpu_s",

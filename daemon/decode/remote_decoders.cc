@@ -21,6 +21,7 @@ struct RemoteDecoders::State {
   std::deque<Call> calls;
   SteadyClock::time_point retry_at{};
   std::chrono::milliseconds backoff{0};
+  unsigned calling = 0;  // calls in flight
 };
 
 RemoteDecoders::RemoteDecoders(kj::Timer& timer, std::vector<Worker> workers,
@@ -137,16 +138,20 @@ std::vector<DecodeWorkerStats> RemoteDecoders::Stats() const {
 void RemoteDecoders::CallerLoop(size_t worker) {
   while (true) {
     Call call;
+    unsigned concurrent = 1;
     {
       MutexLock lock(&mu_);
       while (!shut_down_ && states_[worker].calls.empty()) queued_.Wait(&mu_);
       if (shut_down_) return;
       call = std::move(states_[worker].calls.front());
       states_[worker].calls.pop_front();
+      concurrent = ++states_[worker].calling;
     }
     const auto began = SteadyClock::now();
     Result<RemoteRows> rows = CallOnLoop(worker, call.request);
-    const double seconds = std::chrono::duration<double>(SteadyClock::now() - began).count();
+    // The worker served `concurrent` calls side by side: each took that much longer.
+    const double seconds =
+        std::chrono::duration<double>(SteadyClock::now() - began).count() / concurrent;
     if (rows.ok())
       Finished(worker, call.request.ids.size(), rows->size, seconds, Status::Ok());
     else
@@ -191,6 +196,7 @@ void RemoteDecoders::Finished(size_t worker, uint64_t rows, uint64_t bytes, doub
                               const Status& error) {
   MutexLock lock(&mu_);
   State& s = states_[worker];
+  --s.calling;
   ++s.stats.calls;
   if (error.ok()) {
     s.stats.rows += rows;

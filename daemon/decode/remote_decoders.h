@@ -38,7 +38,7 @@ namespace ember::daemon {
 struct RemoteDecodersOptions {
   kj::Duration call_timeout = 10 * kj::SECONDS;
   std::chrono::milliseconds retry_after{1000};
-  unsigned in_flight = 2;  // calls at once per worker
+  unsigned in_flight = 3;  // calls at once per worker
 };
 
 struct DecodeWorkerStats {
@@ -49,7 +49,8 @@ struct DecodeWorkerStats {
   uint64_t rows = 0;        // decoded by it and written into slots
   uint64_t bytes = 0;       // of those rows
   uint64_t failed_calls = 0;  // their rows were decoded here instead
-  double rows_per_second = 0;  // its measured rate (rows of a call / the call's time)
+  double rows_per_second = 0;  // its measured rate (rows of a call / the call's time,
+                               // times the calls it served side by side)
   double share = 0;            // of all rows the streams decoded (here and remotely)
 };
 
