@@ -32,14 +32,17 @@ constexpr uint64_t kRowBytes = PatternSource::kRowBytes;
 using RowSource = PatternSource;
 
 struct Harness {
-  explicit Harness(uint64_t count, uint64_t window_rows, uint64_t step_rows = 8)
+  // `hold_ms`: how long the group waits for a slow member; long by default, so that a
+  // loaded machine's pauses never let a member go where a test expects it waited for.
+  explicit Harness(uint64_t count, uint64_t window_rows, uint64_t hold_ms = 30000)
       : source(std::make_shared<RowSource>(count)) {
     ShareGroup::Params p;
     p.name = "g";
     p.seed = 5;
     p.shuffle = true;
     p.rows = window_rows;
-    p.step_rows = step_rows;
+    p.step_rows = 8;
+    p.hold_ms = hold_ms;
     auto created = ShareGroup::Create(*env, source->info(), &pool, p);
     REQUIRE(created.ok());
     group = std::move(created).value();
@@ -135,7 +138,7 @@ TEST_CASE("three jobs with different batch sizes share one decoding: each reads 
 }
 
 TEST_CASE("a job that stops reading holds only the rows of its batches; the others go on") {
-  Harness h(400, /*window_rows=*/48);
+  Harness h(400, /*window_rows=*/48, /*hold_ms=*/300);
   auto slow = h.Start("slow", 8, 1), fast = h.Start("fast", 8, 1);
   auto slow_reader = ReaderOf(*slow);
   std::vector<RawBatch> held;  // its slots stay with the reader
@@ -150,7 +153,7 @@ TEST_CASE("a job that stops reading holds only the rows of its batches; the othe
   auto epochs = ReadAll(*fast_reader);
   CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds(20));
   CHECK(epochs[0] == AllIds(400));
-  CHECK(fast->Stats().shared_batches >= 40);  // of 50: a few straddle the held rows
+  CHECK(fast->Stats().shared_batches > 25);  // most of 50: some straddle the held rows
   // The held batches still read their own rows: the group wrote around them.
   for (const RawBatch& b : held) CheckRows(b);
   held.clear();

@@ -110,11 +110,15 @@ void ShareGroup::SetSource(std::shared_ptr<const Source> source) {
   AssignLocked();
 }
 
-ShareGroup::MemberId ShareGroup::Join(const RingWriter* ring, uint64_t end_row) {
+ShareGroup::MemberId ShareGroup::Join(const RingWriter* ring, uint64_t first_row,
+                                      uint64_t end_row) {
   MutexLock lock(&mu_);
   const MemberId id = next_member_++;
-  members_[id].ring = ring;
-  members_[id].end_row = end_row;
+  Member& m = members_[id];
+  m.ring = ring;
+  m.end_row = end_row;
+  m.want_begin = first_row;
+  m.want_end = first_row + 1;
   return id;
 }
 

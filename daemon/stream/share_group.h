@@ -80,9 +80,11 @@ class ShareGroup {
   void SetSource(std::shared_ptr<const Source> source);
 
   using MemberId = uint64_t;
-  // A member whose slots are `ring`'s (which must outlive its membership) and that reads
-  // no row at or past `end_row` (0: no end).
-  MemberId Join(const RingWriter* ring, uint64_t end_row);
+  // A member whose slots are `ring`'s (which must outlive its membership), that reads no
+  // row before `first_row` nor at or past `end_row` (0: no end). Until its first Want the
+  // group keeps rows from `first_row` for it (a member joining as another runs is waited
+  // for from the start, not only once it asks).
+  MemberId Join(const RingWriter* ring, uint64_t first_row, uint64_t end_row);
   // Drops the member's wants and its slots' pins.
   void Leave(MemberId member);
   // The member reads rows [begin, end) next.

@@ -181,8 +181,14 @@ Stream::Stream(uint64_t id, Env& env, JobCoordinator& coordinator, DatasetInfo i
       remote_(remote),
       epoch_(params_.start_epoch),
       in_slot_(ring_->slot_count()) {
-  if (group_ != nullptr)
-    member_ = group_->Join(ring_.get(), uint64_t{params_.epochs} * info_.count);
+  if (group_ != nullptr) {
+    // Its first row: at or after its start (ranks past 0 start later in the first step).
+    const uint64_t start_epoch = params_.rejoin ? params_.rejoin_epoch : params_.start_epoch;
+    const uint64_t first_row =
+        start_epoch * info_.count +
+        (params_.rejoin || start_epoch != params_.start_epoch ? 0 : params_.start_position);
+    member_ = group_->Join(ring_.get(), first_row, uint64_t{params_.epochs} * info_.count);
+  }
 }
 
 Stream::~Stream() {
