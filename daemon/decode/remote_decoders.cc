@@ -214,7 +214,7 @@ void RemoteDecoders::Finished(size_t worker, uint64_t rows, uint64_t bytes, doub
   }
   ++s.stats.failed_calls;
   s.stats.last_error = error.ToString();
-  if (error.code() == StatusCode::kCancelled) return;
+  if (error.code() == StatusCode::kCancelled || shut_down_) return;  // nothing to retry
   // Calls that were in flight when it went down fail too: one failure, not several.
   if (!s.stats.up && SteadyClock::now() < s.retry_at) return;
   s.backoff = s.backoff.count() == 0 ? options_.retry_after

@@ -34,7 +34,7 @@ PeerChannel::PeerChannel(kj::AsyncIoProvider& io, PeerTls* tls, std::string addr
       connect_(std::move(connect)),
       error_log_(std::make_unique<rpc_status::ReportFailures>(
           [address = address_](const Status& s) {
-            spdlog::warn("coordinator {}: {}", address, s.ToString());
+            spdlog::warn("peer {}: {}", address, s.ToString());
           })),
       tasks_(kj::heap<kj::TaskSet>(*error_log_)) {}
 
@@ -59,7 +59,8 @@ void PeerChannel::Reset() {
 uint64_t PeerChannel::Connect() {
   if (peer_ != nullptr) return generation_;
   const uint64_t generation = ++generation_;
-  spdlog::info("connecting to coordinator {}", address_);
+  // The same connection serves job coordination and remote decoding: "peer".
+  spdlog::info("connecting to peer {}", address_);
   ++traffic_.connections;
   PeerConnectOptions connect = connect_;
   connect.traffic = bytes_;
@@ -73,7 +74,7 @@ uint64_t PeerChannel::Connect() {
             // Forget the connection when it ends, so the next Connect opens another.
             tasks_->add(connection_->OnDisconnect().then([this, generation] {
               if (generation != generation_) return;
-              spdlog::warn("connection to coordinator {} ended", address_);
+              spdlog::warn("connection to peer {} ended", address_);
               error_ = "the connection ended";
               peer_ = nullptr;
             }));
@@ -81,7 +82,7 @@ uint64_t PeerChannel::Connect() {
             return SayHello(peer, node_).then(
                 [this, peer](Result<PeerHello> hello) mutable -> rpc::Peer::Client {
                   if (!hello.ok()) kj::throwFatalException(rpc_status::ToException(hello.status()));
-                  spdlog::info("coordinator {} is node '{}'", address_, hello->node);
+                  spdlog::info("peer {} is node '{}'", address_, hello->node);
                   error_ = "the connection it joined on ended";
                   return peer;
                 });
