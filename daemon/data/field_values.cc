@@ -37,6 +37,24 @@ bool ParseDecimalDouble(const char* data, size_t size, double& value) {
 }
 
 // IEEE 754 half to single precision (exact).
+bool LoadInt64(const char* data, size_t bytes, bool is_signed, int64_t& value) {
+  auto load = [data](auto v) {
+    std::memcpy(&v, data, sizeof(v));
+    return v;
+  };
+  switch (bytes) {
+    case 1: value = is_signed ? int64_t{load(int8_t{})} : int64_t{load(uint8_t{})}; return true;
+    case 2: value = is_signed ? int64_t{load(int16_t{})} : int64_t{load(uint16_t{})}; return true;
+    case 4: value = is_signed ? int64_t{load(int32_t{})} : int64_t{load(uint32_t{})}; return true;
+    case 8: {
+      const uint64_t wide = load(uint64_t{});
+      value = static_cast<int64_t>(wide);
+      return is_signed || wide <= static_cast<uint64_t>(INT64_MAX);
+    }
+    default: return false;
+  }
+}
+
 float HalfToFloat(uint16_t half) {
   const uint32_t sign = static_cast<uint32_t>(half >> 15) << 31;
   const uint32_t exponent = (half >> 10) & 0x1f;

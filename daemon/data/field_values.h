@@ -30,6 +30,10 @@ bool ParseDecimalInt64(const char* data, size_t size, int64_t& value);
 // whitespace allowed: false for anything else.
 bool ParseDecimalDouble(const char* data, size_t size, double& value);
 
+// The integer of `bytes` (1, 2, 4 or 8) bytes at `data`, in this machine's byte order,
+// signed or not, as int64: false for another width or an unsigned one over INT64_MAX.
+bool LoadInt64(const char* data, size_t bytes, bool is_signed, int64_t& value);
+
 // IEEE 754 half precision to single (exact; NaNs keep their sign).
 float HalfToFloat(uint16_t half);
 

@@ -11,6 +11,23 @@
 namespace ember::daemon {
 namespace {
 
+TEST_CASE("LoadInt64 reads 1, 2, 4 and 8 byte integers, signed or not") {
+  int64_t v = 0;
+  const int16_t minus_two = -2;
+  CHECK(LoadInt64(reinterpret_cast<const char*>(&minus_two), 2, true, v));
+  CHECK(v == -2);
+  CHECK(LoadInt64(reinterpret_cast<const char*>(&minus_two), 2, false, v));
+  CHECK(v == 65534);
+  const uint8_t byte = 200;
+  CHECK(LoadInt64(reinterpret_cast<const char*>(&byte), 1, true, v));
+  CHECK(v == -56);
+  const uint64_t big = uint64_t{1} << 63;
+  CHECK_FALSE(LoadInt64(reinterpret_cast<const char*>(&big), 8, false, v));
+  CHECK(LoadInt64(reinterpret_cast<const char*>(&big), 8, true, v));
+  CHECK(v == INT64_MIN);
+  CHECK_FALSE(LoadInt64(reinterpret_cast<const char*>(&big), 3, true, v));
+}
+
 TEST_CASE("decimal integers and floats: whitespace and a '+' allowed, nothing else") {
   int64_t value = 0;
   const std::string ok = " +42\n";

@@ -437,23 +437,15 @@ Result<Index> BuildIndex(Env& env, const DatasetSpec& spec, const PluginRegistry
 
 // An integer scalar of `type` as int64: false for a uint64 over INT64_MAX.
 bool IntegerValue(MdsType type, const char* data, int64_t& value) {
-  auto load = [data](auto v) {
-    std::memcpy(&v, data, sizeof(v));
-    return v;
-  };
   switch (type) {
-    case MdsType::kUInt8: value = load(uint8_t{}); return true;
-    case MdsType::kInt8: value = load(int8_t{}); return true;
-    case MdsType::kUInt16: value = load(uint16_t{}); return true;
-    case MdsType::kInt16: value = load(int16_t{}); return true;
-    case MdsType::kUInt32: value = load(uint32_t{}); return true;
-    case MdsType::kInt32: value = load(int32_t{}); return true;
-    case MdsType::kInt64: value = load(int64_t{}); return true;
-    case MdsType::kUInt64: {
-      const uint64_t wide = load(uint64_t{});
-      value = static_cast<int64_t>(wide);
-      return wide <= static_cast<uint64_t>(INT64_MAX);
-    }
+    case MdsType::kUInt8: return LoadInt64(data, 1, false, value);
+    case MdsType::kInt8: return LoadInt64(data, 1, true, value);
+    case MdsType::kUInt16: return LoadInt64(data, 2, false, value);
+    case MdsType::kInt16: return LoadInt64(data, 2, true, value);
+    case MdsType::kUInt32: return LoadInt64(data, 4, false, value);
+    case MdsType::kInt32: return LoadInt64(data, 4, true, value);
+    case MdsType::kInt64: return LoadInt64(data, 8, true, value);
+    case MdsType::kUInt64: return LoadInt64(data, 8, false, value);
     default: return false;
   }
 }

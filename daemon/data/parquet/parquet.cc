@@ -577,24 +577,16 @@ Result<Index> BuildIndex(const ParquetBackend& backend, Env& env, const DatasetS
 
 // An integer of `type` at `data` as int64: false for a uint64 over INT64_MAX.
 bool IntegerAt(ParquetType type, const char* data, int64_t& value) {
-  auto load = [data](auto v) {
-    std::memcpy(&v, data, sizeof(v));
-    return v;
-  };
   switch (type) {
     case ParquetType::kBool:
-    case ParquetType::kUInt8: value = load(uint8_t{}); return true;
-    case ParquetType::kInt8: value = load(int8_t{}); return true;
-    case ParquetType::kUInt16: value = load(uint16_t{}); return true;
-    case ParquetType::kInt16: value = load(int16_t{}); return true;
-    case ParquetType::kUInt32: value = load(uint32_t{}); return true;
-    case ParquetType::kInt32: value = load(int32_t{}); return true;
-    case ParquetType::kInt64: value = load(int64_t{}); return true;
-    case ParquetType::kUInt64: {
-      const uint64_t wide = load(uint64_t{});
-      value = static_cast<int64_t>(wide);
-      return wide <= static_cast<uint64_t>(INT64_MAX);
-    }
+    case ParquetType::kUInt8:
+    case ParquetType::kUInt16:
+    case ParquetType::kUInt32:
+    case ParquetType::kUInt64: return LoadInt64(data, ParquetTypeBytes(type), false, value);
+    case ParquetType::kInt8:
+    case ParquetType::kInt16:
+    case ParquetType::kInt32:
+    case ParquetType::kInt64: return LoadInt64(data, ParquetTypeBytes(type), true, value);
     default: return false;
   }
 }
