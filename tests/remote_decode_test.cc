@@ -27,6 +27,7 @@ namespace ember::daemon {
 namespace {
 
 constexpr uint64_t kRowBytes = PatternSource::kRowBytes;
+constexpr uint64_t kSeed = 9;
 
 // A worker daemon's decode pool, faked: its own copy of the data, decoded on the loop.
 class WorkerChannel : public DecodeChannel {
@@ -89,53 +90,21 @@ class WorkerLoop {
   RemoteDecoders* decoders_ = nullptr;
 };
 
-std::unique_ptr<Stream> StartStream(uint64_t count, uint32_t epochs, RemoteDecoders* remote,
+std::unique_ptr<Stream> StartStream(uint32_t epochs, RemoteDecoders* remote,
                                     const std::shared_ptr<PatternSource>& source,
                                     JobLedger& ledger, DecodePool& pool, Env& env) {
   StreamParams p;
   p.job = "remote";
   p.dataset = "rows";
   p.batch_size = 16;
-  p.seed = 9;
+  p.seed = kSeed;
   p.epochs = epochs;
   p.slots = 3;
   p.sample_ids = true;
   auto stream = Stream::Start(1, env, ledger, source->info(), Ready(source), &pool, p, nullptr,
                               remote);
   REQUIRE(stream.ok());
-  (void)count;
   return std::move(stream).value();
-}
-
-// Reads every epoch, checking each row's bytes: the ids of each epoch.
-std::map<uint64_t, std::multiset<uint64_t>> ReadChecked(StreamReader& reader,
-                                                        const std::function<void()>& midway) {
-  std::map<uint64_t, std::multiset<uint64_t>> epochs;
-  std::vector<uint8_t> want(kRowBytes);
-  int batches = 0;
-  while (!reader.ended()) {
-    auto next = reader.Next();
-    REQUIRE(next.ok());
-    if (!next->has_value()) continue;
-    const RawBatch& b = **next;
-    const auto* image = static_cast<const uint8_t*>(b.tensors[0].data);
-    const auto* label = static_cast<const int64_t*>(b.tensors[1].data);
-    const auto* ids = static_cast<const int64_t*>(b.tensors[2].data);
-    for (uint32_t r = 0; r < b.num_samples; ++r) {
-      PatternSource::Expected(static_cast<uint64_t>(ids[r]), 9, b.epoch, want.data());
-      CHECK(std::memcmp(image + r * kRowBytes, want.data(), kRowBytes) == 0);
-      CHECK(label[r] == ids[r]);
-      epochs[b.epoch].insert(static_cast<uint64_t>(ids[r]));
-    }
-    if (++batches == 10) midway();
-  }
-  return epochs;
-}
-
-std::multiset<uint64_t> AllIds(uint64_t count) {
-  std::multiset<uint64_t> all;
-  for (uint64_t i = 0; i < count; ++i) all.insert(i);
-  return all;
 }
 
 TEST_CASE("workers decode parts of each batch; a worker that fails mid-epoch loses them here") {
@@ -146,9 +115,11 @@ TEST_CASE("workers decode parts of each batch; a worker that fails mid-epoch los
   std::unique_ptr<Env> env = NewPosixEnv();
   JobLedger ledger;
   DecodePool pool(2);
-  auto stream = StartStream(kCount, 2, &loop.decoders(), source, ledger, pool, *env);
+  auto stream = StartStream(2, &loop.decoders(), source, ledger, pool, *env);
   auto reader = ReaderOf(*stream);
-  auto epochs = ReadChecked(*reader, [&] { two.down = true; });  // killed after 10 batches
+  auto epochs = ReadPatternRows(*reader, kSeed, [&](int batches) {
+    if (batches == 10) two.down = true;  // killed after 10 batches
+  });
   CHECK(epochs[0] == AllIds(kCount));
   CHECK(epochs[1] == AllIds(kCount));
   // Both workers did part of the work, this node the rest; worker two's failed calls
@@ -178,9 +149,10 @@ TEST_CASE("a worker that comes back gets its share again") {
   std::unique_ptr<Env> env = NewPosixEnv();
   JobLedger ledger;
   DecodePool pool(2);
-  auto stream = StartStream(kCount, 1, &loop.decoders(), source, ledger, pool, *env);
+  auto stream = StartStream(1, &loop.decoders(), source, ledger, pool, *env);
   auto reader = ReaderOf(*stream);
-  auto epochs = ReadChecked(*reader, [&] {
+  auto epochs = ReadPatternRows(*reader, kSeed, [&](int batches) {
+    if (batches != 10) return;
     one.down = false;  // restarted
     std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past its retry time
   });

@@ -10,7 +10,6 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,14 +27,12 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr uint64_t kRowBytes = PatternSource::kRowBytes;
-using RowSource = PatternSource;
 
 struct Harness {
   // `hold_ms`: how long the group waits for a slow member; long by default, so that a
   // loaded machine's pauses never let a member go where a test expects it waited for.
   explicit Harness(uint64_t count, uint64_t window_rows, uint64_t hold_ms = 30000)
-      : source(std::make_shared<RowSource>(count)) {
+      : source(std::make_shared<PatternSource>(count)) {
     ShareGroup::Params p;
     p.name = "g";
     p.seed = 5;
@@ -64,7 +61,7 @@ struct Harness {
     return std::move(stream).value();
   }
   std::unique_ptr<Env> env = NewPosixEnv();
-  std::shared_ptr<RowSource> source;
+  std::shared_ptr<PatternSource> source;
   JobLedger ledger;
   DecodePool pool{2};
   std::shared_ptr<ShareGroup> group;
@@ -72,40 +69,10 @@ struct Harness {
 };
 
 
-// Reads a batch's rows: each image must be its sample's bytes; returns the ids.
-std::vector<uint64_t> CheckRows(const RawBatch& b) {
-  REQUIRE(b.tensors.size() == 3);
-  const auto* image = static_cast<const uint8_t*>(b.tensors[0].data);
-  const auto* label = static_cast<const int64_t*>(b.tensors[1].data);
-  const auto* ids = static_cast<const int64_t*>(b.tensors[2].data);
-  std::vector<uint8_t> want(kRowBytes);
-  std::vector<uint64_t> seen;
-  for (uint32_t r = 0; r < b.num_samples; ++r) {
-    RowSource::Expected(static_cast<uint64_t>(ids[r]), 5, b.epoch, want.data());
-    CHECK(std::memcmp(image + r * kRowBytes, want.data(), kRowBytes) == 0);
-    CHECK(label[r] == ids[r]);
-    seen.push_back(static_cast<uint64_t>(ids[r]));
-  }
-  return seen;
-}
-
-// Reads the stream to its end (Next() gives nullopt at each epoch's end): the ids of
-// each epoch.
+// The harness's seed.
+std::vector<uint64_t> CheckRows(const RawBatch& b) { return CheckPatternRows(b, 5); }
 std::map<uint64_t, std::multiset<uint64_t>> ReadAll(StreamReader& reader) {
-  std::map<uint64_t, std::multiset<uint64_t>> epochs;
-  while (!reader.ended()) {
-    auto next = reader.Next();
-    REQUIRE(next.ok());
-    if (!next->has_value()) continue;
-    for (uint64_t id : CheckRows(**next)) epochs[(*next)->epoch].insert(id);
-  }
-  return epochs;
-}
-
-std::multiset<uint64_t> AllIds(uint64_t count) {
-  std::multiset<uint64_t> all;
-  for (uint64_t i = 0; i < count; ++i) all.insert(i);
-  return all;
+  return ReadPatternRows(reader, 5);
 }
 
 TEST_CASE("three jobs with different batch sizes share one decoding: each reads every sample once") {
