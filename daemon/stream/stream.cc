@@ -66,8 +66,19 @@ struct Stream::Filling {
   std::atomic<uint64_t> unstarted{0};
   Mutex mu;
   CondVar done_cv;
-  uint64_t pending GUARDED_BY(mu) = 0;      // decode tasks not yet done
+  uint64_t pending GUARDED_BY(mu) = 0;      // decode tasks and remote parts not yet done
   bool rows_claimed GUARDED_BY(mu) = false;  // a task found no row left to claim
+
+  // Work that writes into the slot (decode tasks, a remote worker's part): Wait() waits
+  // for every piece added to end.
+  void AddPending(uint64_t n) {
+    MutexLock lock(&mu);
+    pending += n;
+  }
+  void EndPending() {
+    MutexLock lock(&mu);
+    if (--pending == 0) done_cv.SignalAll();
+  }
 
   void Wait() {
     MutexLock lock(&mu);
@@ -421,10 +432,7 @@ void Stream::SendToWorkers(Filling& filling, const Source& source) {
     request.ids.assign(f->lease.sample_ids.begin() + part.begin,
                        f->lease.sample_ids.begin() + part.end);
     request.caller = params_.owner;
-    {
-      MutexLock lock(&f->mu);
-      ++f->pending;
-    }
+    f->AddPending(1);
     remote_->Send(part.worker, std::move(request),
                   [this, f, &source, part](Result<RemoteRows> got) {
                     if (!WriteRemoteRows(*f, part.begin, part.end, got)) {
@@ -433,19 +441,14 @@ void Stream::SendToWorkers(Filling& filling, const Source& source) {
                       auto next = std::make_shared<std::atomic<uint64_t>>(part.begin);
                       const uint64_t tasks =
                           std::min<uint64_t>(part.end - part.begin, decode_pool_->threads);
-                      {
-                        MutexLock lock(&f->mu);
-                        f->pending += tasks;
-                      }
+                      f->AddPending(tasks);
                       for (uint64_t c = 0; c < tasks; ++c)
                         decode_pool_->Post([this, f, &source, next, end = part.end] {
                           ReadRows(*f, source, *next, end);
-                          MutexLock lock(&f->mu);
-                          if (--f->pending == 0) f->done_cv.SignalAll();
+                          f->EndPending();
                         });
                     }
-                    MutexLock lock(&f->mu);
-                    if (--f->pending == 0) f->done_cv.SignalAll();
+                    f->EndPending();
                   });
   }
 }
@@ -499,10 +502,7 @@ void Stream::StartDecode(Filling& filling, const Source& source) {
   }
   // One task per decode thread; FinishFill waits for all of them.
   const uint64_t tasks = std::min<uint64_t>(rows, decode_pool_->threads);
-  {
-    MutexLock lock(&f->mu);
-    f->pending += tasks;
-  }
+  f->AddPending(tasks);
   f->unstarted.store(tasks, std::memory_order_relaxed);
   f->local_tasks.store(tasks, std::memory_order_relaxed);
   for (uint64_t c = 0; c < tasks; ++c) {
@@ -511,8 +511,7 @@ void Stream::StartDecode(Filling& filling, const Source& source) {
       read_rows();
       if (f->local_tasks.fetch_sub(1, std::memory_order_acq_rel) == 1)
         f->local_ended_us.store(static_cast<int64_t>(env_.NowMicros()));
-      MutexLock lock(&f->mu);
-      if (--f->pending == 0) f->done_cv.SignalAll();
+      f->EndPending();
     });
   }
 }
