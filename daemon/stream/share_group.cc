@@ -208,22 +208,12 @@ uint64_t ShareGroup::StartEpochFor(const std::string& job) {
   return epoch;
 }
 
-uint64_t ShareGroup::FirstHeldRow() const {
-  MutexLock lock(&mu_);
-  return FirstHeldRowLocked();
-}
-
 uint64_t ShareGroup::FirstHeldRowLocked() const {
   if (!started_) return 0;
   uint64_t first = next_row_;
   for (uint64_t p = 0; p < capacity_; ++p)
     if (row_at_[p] != 0) first = std::min(first, row_at_[p] - 1);
   return first;
-}
-
-uint64_t ShareGroup::NextRow() const {
-  MutexLock lock(&mu_);
-  return next_row_;
 }
 
 ShareGroup::Stats ShareGroup::stats() const {

@@ -107,12 +107,6 @@ class ShareGroup {
   // rows decoded before it came.
   uint64_t StartEpochFor(const std::string& job);
 
-  // The first row the group still holds or has yet to decode: a job that would start
-  // before it cannot be served from the group.
-  uint64_t FirstHeldRow() const;
-  // The next row the group will decode.
-  uint64_t NextRow() const;
-
   struct Stats {
     uint64_t rows_decoded = 0;  // each once
     uint64_t rows_failed = 0;
@@ -150,6 +144,8 @@ class ShareGroup {
   // (*slowest); a member let go is waited for again once it moved on to rows still held.
   uint64_t KeepFromLocked(Member** slowest) REQUIRES(mu_);
   bool PinnedLocked(uint64_t position) REQUIRES(mu_);
+  // The first row the group still holds or has yet to decode: a job that would start
+  // before it cannot be served from the group.
   uint64_t FirstHeldRowLocked() const REQUIRES(mu_);
   // Where row `row` was put, if it was (it may since have been written over).
   std::optional<uint64_t> PositionOfLocked(uint64_t row) const REQUIRES(mu_);
