@@ -151,28 +151,65 @@ void PeerListener::HandOff(std::string address, kj::AuthenticatedStream raw) {
 
 kj::Promise<void> PeerListener::Handshake(kj::AsyncIoContext& io, std::string address,
                                           kj::AuthenticatedStream raw) {
-  // TLS reads a record's header, then its body: buffered, one read of the socket.
-  if (tls_ != nullptr) raw.stream = BufferReads(kj::mv(raw.stream));
-  kj::Promise<kj::AuthenticatedStream> secured =
-      tls_ == nullptr ? kj::Promise<kj::AuthenticatedStream>(kj::mv(raw))
-                      : tls_->context().wrapServer(kj::mv(raw));
+  kj::Promise<kj::Maybe<kj::AuthenticatedStream>> secured = Secure(address, kj::mv(raw));
   const uint64_t timeout_ms = options_.handshake_timeout / kj::MILLISECONDS;
   auto deadline = io.provider->getTimer().afterDelay(options_.handshake_timeout)
-                      .then([timeout_ms]() -> kj::Promise<kj::AuthenticatedStream> {
+                      .then([timeout_ms]() -> kj::Promise<kj::Maybe<kj::AuthenticatedStream>> {
                         return KJ_EXCEPTION(DISCONNECTED,
                                             kj::str("no TLS handshake within ", timeout_ms,
                                                     " ms"));
                       });
   return secured.exclusiveJoin(kj::mv(deadline))
       .then(
-          [this, &io, address](kj::AuthenticatedStream&& stream) {
+          [this, &io, address](kj::Maybe<kj::AuthenticatedStream>&& stream) -> kj::Promise<void> {
             EndHandshake(address);
-            return Serve(io, address, kj::mv(stream));
+            KJ_IF_MAYBE(s, stream) { return Serve(io, address, kj::mv(*s)); }
+            return kj::READY_NOW;  // handed over
           },
           [this, address](kj::Exception&& e) {
             EndHandshake(address);
             Refuse(address, DescribeTlsError(e));
           });
+}
+
+kj::Promise<kj::Maybe<kj::AuthenticatedStream>> PeerListener::Secure(
+    const std::string& address, kj::AuthenticatedStream raw) {
+  using Secured = kj::Maybe<kj::AuthenticatedStream>;
+  auto wrap = [this](kj::AuthenticatedStream raw) {
+    return tls_->context().wrapServer(kj::mv(raw)).then([](kj::AuthenticatedStream&& s) {
+      return Secured(kj::mv(s));
+    });
+  };
+  if (tls_ == nullptr) return Secured(kj::mv(raw));
+  // TLS reads a record's header, then its body: buffered, one read of the socket.
+  if (options_.handoffs.empty()) {
+    raw.stream = BufferReads(kj::mv(raw.stream));
+    return wrap(kj::mv(raw));
+  }
+  // One byte exactly, so that a handed-over socket keeps everything after it.
+  auto first = kj::heapArray<kj::byte>(1);
+  kj::byte* at = first.begin();
+  kj::AsyncIoStream& stream = *raw.stream;
+  return stream.tryRead(at, 1, 1).then(
+      [this, address, wrap, raw = kj::mv(raw), first = kj::mv(first)](
+          size_t n) mutable -> kj::Promise<Secured> {
+        if (n == 0) return KJ_EXCEPTION(DISCONNECTED, "it closed the connection without a word");
+        auto handoff = options_.handoffs.find(first[0]);
+        if (handoff == options_.handoffs.end()) {
+          raw.stream = BufferReads(kj::mv(raw.stream), 16 * 1024, first.asPtr());
+          return wrap(kj::mv(raw));
+        }
+        int moved = -1;
+        KJ_IF_MAYBE(fd, raw.stream->getFd()) { moved = fcntl(*fd, F_DUPFD_CLOEXEC, 0); }
+        if (moved < 0)
+          return KJ_EXCEPTION(FAILED, kj::str("cannot hand the connection over: ",
+                                              std::strerror(errno)));
+        // The stream's end takes the socket out of this loop's event port; the duplicate
+        // goes to the handler.
+        raw.stream = nullptr;
+        handoff->second(kj::AutoCloseFd(moved), address);
+        return Secured(nullptr);
+      });
 }
 
 kj::Promise<void> PeerListener::Serve(kj::AsyncIoContext& io, const std::string& address,

@@ -8,6 +8,9 @@
 // and "refused peer ADDRESS: REASON" is logged (spdlog warn). Handshakes run concurrently
 // and never hold up accepting others.
 //
+// A connection whose first byte, before TLS, is a key of PeerListenerOptions::handoffs is
+// not served here: its socket goes to that handler (peer_wire.h), which does its own TLS.
+//
 // With serve_threads > 0 the listener accepts on its loop and hands each connection, before
 // its handshake, to one of that many peer loops (peer_loops.h, round robin), which does the
 // TLS handshake and serves the RPC system on it: one core no longer bounds how many nodes
@@ -18,6 +21,7 @@
 #include <capnp/capability.h>
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
+#include <kj/io.h>
 
 #include <atomic>
 #include <cstdint>
@@ -45,6 +49,11 @@ struct PeerInfo {
 using PeerBootstrapFactory =
     std::function<capnp::Capability::Client(const PeerInfo& peer, kj::AsyncIoContext& loop)>;
 
+// Takes over a connection's socket (its first byte read) from the peer `address`: called on
+// the thread of the loop that read the byte; must not block (it hands the socket to a
+// thread of its own).
+using PeerHandoff = std::function<void(kj::AutoCloseFd socket, const std::string& address)>;
+
 struct PeerListenerOptions {
   // From accepting a connection to the end of its TLS handshake (a real one takes
   // milliseconds; an idle connection holds a slot until then).
@@ -56,6 +65,9 @@ struct PeerListenerOptions {
   uint32_t max_handshakes_per_host = 8;
   // Peer loops serving the connections; 0: the listener's own loop serves them.
   unsigned serve_threads = 0;
+  // By first byte: connections handed over before TLS (only with TLS: with tls: off every
+  // connection is RPC).
+  std::map<uint8_t, PeerHandoff> handoffs;
 };
 
 // Lives on the thread of the kj event loop it was started on; not thread-safe. Destroying
@@ -97,6 +109,10 @@ class PeerListener final : private kj::TaskSet::ErrorHandler {
   // On the loop `io` that serves the connection, as the ones below.
   kj::Promise<void> Handshake(kj::AsyncIoContext& io, std::string address,
                               kj::AuthenticatedStream raw);
+  // The TLS handshake (none with tls: off), after the first byte when there are handoffs:
+  // no stream when the connection was handed over.
+  kj::Promise<kj::Maybe<kj::AuthenticatedStream>> Secure(const std::string& address,
+                                                          kj::AuthenticatedStream raw);
   kj::Promise<void> Serve(kj::AsyncIoContext& io, const std::string& address,
                           kj::AuthenticatedStream secured);
   // Of a connection accepted, refused or handed to its RPC system; `address` as accepted.

@@ -7,11 +7,16 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <memory>
-#include <sstream>
 #include <mutex>
+#include <sstream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -167,6 +172,56 @@ TEST_CASE("mutual TLS connects and the server sees the client's common name") {
   REQUIRE(server.Peers().size() == 1);
   CHECK(server.Peers()[0].common_name == "client");
   CHECK_THAT(server.Peers()[0].address, Catch::StartsWith("127.0.0.1:"));
+  CHECK(server.listener->accepted() == 1);
+  CHECK(server.listener->refused() == 0);
+}
+
+TEST_CASE("a connection whose first byte is a handoff's goes to it, socket and all; TLS "
+          "connections beside it are served as before") {
+  Pki pki("transport_handoff");
+  auto server_tls = pki.Load(pki.server, pki.ca);
+  kj::AsyncIoContext& io = pki.io;
+  PeerListenerOptions options = Threaded();
+  std::mutex mu;
+  std::vector<std::pair<int, std::string>> handed;  // duplicate descriptors, addresses
+  options.handoffs[kPeerDecodeRowsKind] = [&](kj::AutoCloseFd socket, const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu);
+    handed.emplace_back(socket.release(), address);
+  };
+  Server server(io, server_tls.get(), options);
+
+  // A TLS client: its first byte (0x16) goes on to kj's TLS.
+  auto connection = Connect(io, pki.client_tls.get(), server.address());
+  INFO(connection.status().ToString());
+  REQUIRE(connection.ok());
+  CHECK(Hello(io, **connection) == "client");
+
+  // A handoff: the handler gets the socket with every byte after the first still unread.
+  auto raw = server.ConnectRaw(io);
+  raw->write("\x44hello", 6).wait(io.waitScope);
+  REQUIRE(RunUntil(io, [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !handed.empty();
+  }));
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(handed.size() == 1);
+  CHECK_THAT(handed[0].second, Catch::StartsWith("127.0.0.1:"));
+  const int fd = handed[0].first;
+  char got[8] = {};
+  size_t have = 0;
+  for (int i = 0; i < 500 && have < 5; ++i) {
+    const ssize_t n = ::recv(fd, got + have, 5 - have, MSG_DONTWAIT);
+    if (n > 0) have += static_cast<size_t>(n);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(std::string(got, have) == "hello");
+  // The socket is the handler's: the listener's end of it is gone from its loop, and the
+  // handler's descriptor still talks to the client.
+  CHECK(::send(fd, "back", 4, MSG_NOSIGNAL) == 4);
+  char back[4];
+  raw->read(back, 4).wait(io.waitScope);
+  CHECK(std::string(back, 4) == "back");
+  ::close(fd);
   CHECK(server.listener->accepted() == 1);
   CHECK(server.listener->refused() == 0);
 }

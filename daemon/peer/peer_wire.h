@@ -12,6 +12,14 @@ namespace ember::daemon {
 
 inline constexpr uint8_t kPeerAcceptedByte = 0xE1;
 
+// A connection to a PeerListener whose first byte, before any TLS, is this one is a decode
+// rows stream (daemon/rpc/decode_rows.h): the listener hands its socket over
+// (PeerListenerOptions::handoffs), and the stream's server does the TLS handshake itself
+// (OpenSSL directly: daemon/peer/tls_socket.h), then writes kPeerAcceptedByte as the
+// listener does. Any other first byte starts a TLS handshake (a TLS record's first byte is
+// 0x16) for Cap'n Proto RPC.
+inline constexpr uint8_t kPeerDecodeRowsKind = 0x44;
+
 }  // namespace ember::daemon
 
 #endif  // EMBER_DAEMON_PEER_PEER_WIRE_H_

@@ -10,8 +10,13 @@ namespace {
 
 class ReadBuffer final : public ForwardingStream {
  public:
-  ReadBuffer(kj::Own<kj::AsyncIoStream> inner, size_t capacity)
-      : ForwardingStream(kj::mv(inner)), buffer_(kj::heapArray<kj::byte>(capacity)) {}
+  ReadBuffer(kj::Own<kj::AsyncIoStream> inner, size_t capacity,
+             kj::ArrayPtr<const kj::byte> already_read)
+      : ForwardingStream(kj::mv(inner)),
+        buffer_(kj::heapArray<kj::byte>(std::max(capacity, already_read.size()))),
+        end_(already_read.size()) {
+    if (end_ != 0) std::memcpy(buffer_.begin(), already_read.begin(), end_);
+  }
 
   kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
     return ReadMore(static_cast<kj::byte*>(buffer), min_bytes, max_bytes, 0);
@@ -46,8 +51,9 @@ class ReadBuffer final : public ForwardingStream {
 
 }  // namespace
 
-kj::Own<kj::AsyncIoStream> BufferReads(kj::Own<kj::AsyncIoStream> inner, size_t capacity) {
-  return kj::heap<ReadBuffer>(kj::mv(inner), capacity);
+kj::Own<kj::AsyncIoStream> BufferReads(kj::Own<kj::AsyncIoStream> inner, size_t capacity,
+                                       kj::ArrayPtr<const kj::byte> already_read) {
+  return kj::heap<ReadBuffer>(kj::mv(inner), capacity, already_read);
 }
 
 }  // namespace ember::daemon

@@ -13,9 +13,11 @@
 namespace ember::daemon {
 
 // Wraps `inner`, reading it `capacity` bytes at a time (reads at least that large go to
-// the caller's buffer directly).
+// the caller's buffer directly). `already_read` (at most `capacity` bytes): bytes read
+// from `inner` before, which the first reads return first.
 kj::Own<kj::AsyncIoStream> BufferReads(kj::Own<kj::AsyncIoStream> inner,
-                                       size_t capacity = 16 * 1024);
+                                       size_t capacity = 16 * 1024,
+                                       kj::ArrayPtr<const kj::byte> already_read = nullptr);
 
 }  // namespace ember::daemon
 

@@ -58,5 +58,15 @@ TEST_CASE("BufferReads serves small reads from one read of what has arrived") {
   CHECK(Read(*buffered, 1, 1, ws).empty());
 }
 
+TEST_CASE("BufferReads returns the bytes read before it first") {
+  auto io = kj::setupAsyncIo();
+  auto& ws = io.waitScope;
+  auto pipe = io.provider->newTwoWayPipe();
+  const kj::byte first[] = {0x16};
+  auto buffered = BufferReads(kj::mv(pipe.ends[0]), 64, first);
+  pipe.ends[1]->write("rest", 4).wait(ws);
+  CHECK(Read(*buffered, 5, 5, ws) == "\x16rest");
+}
+
 }  // namespace
 }  // namespace ember::daemon
