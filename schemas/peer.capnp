@@ -15,7 +15,7 @@ using Ember = import "/schemas/ember.capnp";
 # The bootstrap capability of every daemon-to-daemon connection.
 interface Peer {
   # The first call on a connection: each side names its node (config key `node`) and the
-  # protocol version it speaks (4). A version other than the server's fails with
+  # protocol version it speaks (5). A version other than the server's fails with
   # failed_precondition naming both versions.
   hello @0 (node :Text, protocol :UInt32) -> (node :Text, protocol :UInt32);
 
@@ -48,14 +48,6 @@ interface Peer {
   # (at least 8; else invalid_argument).
   exchange @3 (job :Text, commits :List(RankBatch), wants :List(RankWant))
       -> (results :List(RankLease), commitErrors :List(Text));
-
-  # Decodes samples of a dataset this daemon holds, for a stream of another node (remote
-  # decode workers: the caller's config decode_workers; this daemon's lend_decode must be
-  # on). Rows as DecodedRows (daemon/decode/decode_request.h): tensor-major, each tensor's
-  # rows back to back; a failed sample's rows are zeros and listed in `failed`.
-  # failed_precondition when lending is off or the dataset's fingerprint differs,
-  # not_found for a dataset the caller may not read, resource_exhausted when busy.
-  decode @4 (request :DecodeRequest) -> (rows :Data, failed :List(FailedRow));
 }
 
 struct RankBatch {
@@ -139,6 +131,15 @@ struct Principal {
   privileged @2 :Bool;
 }
 
+# Remote decode workers (the caller's config decode_workers; the worker's lend_decode) do
+# not use Peer: their rows go over a decode rows stream (first byte 'D' before TLS,
+# daemon/peer/peer_wire.h; daemon/rpc/decode_rows.h), where the caller writes a framed
+# DecodeRequest message and the worker answers each with a framed DecodeAnswer followed
+# by its rowBytes bytes of rows: tensor-major (each tensor's rows back to back, as
+# daemon/decode/decode_request.h's DecodedRows), a failed sample's rows zeros and listed
+# in `failed`. Refusals (error set, no rows): failed_precondition when lending is off or the
+# dataset's fingerprint differs, not_found for a dataset the caller may not read,
+# resource_exhausted when busy.
 struct DecodeRequest {
   dataset @0 :Text;
   fingerprint @1 :UInt64;   # the caller's copy's
@@ -146,6 +147,12 @@ struct DecodeRequest {
   epoch @3 :UInt64;
   ids @4 :List(UInt64);     # at most 1024
   caller @5 :Principal;     # the stream's owner on the calling node
+}
+
+struct DecodeAnswer {
+  error @0 :Text;       # empty: decoded; else "<status code name>: <message>", no rows
+  rowBytes @1 :UInt64;  # the bytes of rows that follow this message
+  failed @2 :List(FailedRow);
 }
 
 struct FailedRow {

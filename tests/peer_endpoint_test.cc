@@ -67,7 +67,7 @@ TEST_CASE("emberd listens for peers with mutual TLS and says hello") {
   INFO(hello.status().ToString());
   REQUIRE(hello.ok());
   CHECK(hello->node == "node-a");
-  CHECK(hello->protocol == 4);
+  CHECK(hello->protocol == 5);
   CHECK(Eventually([&] {
     return daemon.log().find("is node 'node-b' (certificate CN 'node-b')") != std::string::npos;
   }));

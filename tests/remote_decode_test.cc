@@ -1,17 +1,14 @@
 // Remote decode workers without a network, in one process: a stream sends parts of its
 // batches through RemoteDecoders to fake worker channels (each decoding with its own copy
-// of the source, on the channels' event loop thread), and the SDK's ring reader checks
+// of the source, straight into the slot), and the SDK's ring reader checks
 // every row. A worker that fails mid-epoch loses its parts to this node; nothing is lost
-// or served twice. (The same over real daemons and TLS: tests/remote_decode_netns_test.)
+// or served twice. (The same over real daemons and TLS: tests/netns_multinode_test.)
 #include "daemon/decode/remote_decoders.h"
-
-#include <kj/async-io.h>
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstring>
-#include <future>
 #include <map>
 #include <memory>
 #include <set>
@@ -26,30 +23,29 @@
 namespace ember::daemon {
 namespace {
 
-constexpr uint64_t kRowBytes = PatternSource::kRowBytes;
 constexpr uint64_t kSeed = 9;
 
 // A worker daemon's decode pool, faked: its own copy of the data, decoded on the loop.
 class WorkerChannel : public DecodeChannel {
  public:
   explicit WorkerChannel(uint64_t count) : source_(count) {}
-  kj::Promise<Result<RemoteRows>> Decode(const DecodeRequest& request) override {
+  Result<RemoteAnswer> Decode(const DecodeRequest& request, const RowsDestination& into,
+                              std::chrono::steady_clock::time_point) override {
     ++calls;
-    if (down.load()) return Result<RemoteRows>(Unavailable("connection to worker lost"));
+    if (down.load()) return Unavailable("connection to worker lost");
     const size_t n = request.ids.size();
-    auto bytes = std::make_shared<std::vector<uint8_t>>(n * (kRowBytes + 8));
     for (size_t r = 0; r < n; ++r) {
-      void* dsts[2] = {bytes->data() + r * kRowBytes, bytes->data() + n * kRowBytes + r * 8};
+      void* dsts[2] = {into.tensors[0] + r * into.row_bytes[0],
+                       into.tensors[1] + r * into.row_bytes[1]};
       Status read = source_.ReadSample(request.ids[r], SampleContext{request.seed, request.epoch}, dsts);
-      if (!read.ok()) return Result<RemoteRows>(read);
+      if (!read.ok()) return read;
     }
     rows += n;
-    RemoteRows answer;
-    answer.data = bytes->data();
-    answer.size = bytes->size();
-    answer.hold = bytes;
-    return Result<RemoteRows>(std::move(answer));
+    RemoteAnswer answer;
+    answer.bytes = into.Bytes(n);
+    return answer;
   }
+  void Cancel() override { down = true; }
   std::atomic<bool> down{false};
   std::atomic<uint64_t> calls{0}, rows{0};
 
@@ -57,38 +53,12 @@ class WorkerChannel : public DecodeChannel {
   PatternSource source_;
 };
 
-// The channels' event loop on a thread of its own, with RemoteDecoders made on it.
-class WorkerLoop {
- public:
-  explicit WorkerLoop(std::vector<RemoteDecoders::Worker> workers) {
-    std::promise<RemoteDecoders*> made;
-    auto ready = made.get_future();
-    thread_ = std::thread([this, workers, &made] {
-      kj::AsyncIoContext io = kj::setupAsyncIo();
-      RemoteDecodersOptions options;
-      options.retry_after = std::chrono::milliseconds(50);
-      auto decoders = std::make_unique<RemoteDecoders>(io.provider->getTimer(), workers, options);
-      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
-      stop_ = kj::mv(stop.fulfiller);
-      made.set_value(decoders.get());
-      stop.promise.wait(io.waitScope);
-      decoders->Shutdown();
-      io.waitScope.poll();
-      decoders.reset();
-    });
-    decoders_ = ready.get();
-  }
-  ~WorkerLoop() {
-    stop_->fulfill();
-    thread_.join();
-  }
-  RemoteDecoders& decoders() { return *decoders_; }
-
- private:
-  std::thread thread_;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
-  RemoteDecoders* decoders_ = nullptr;
-};
+// RemoteDecoders over `workers`, retrying a failed one after 50 ms.
+std::unique_ptr<RemoteDecoders> Decoders(std::vector<RemoteDecoders::Worker> workers) {
+  RemoteDecodersOptions options;
+  options.retry_after = std::chrono::milliseconds(50);
+  return std::make_unique<RemoteDecoders>(std::move(workers), options);
+}
 
 std::unique_ptr<Stream> StartStream(uint32_t epochs, RemoteDecoders* remote,
                                     const std::shared_ptr<PatternSource>& source,
@@ -110,12 +80,12 @@ std::unique_ptr<Stream> StartStream(uint32_t epochs, RemoteDecoders* remote,
 TEST_CASE("workers decode parts of each batch; a worker that fails mid-epoch loses them here") {
   constexpr uint64_t kCount = 320;
   WorkerChannel one(kCount), two(kCount);
-  WorkerLoop loop({{"one:7000", &one}, {"two:7000", &two}});
+  auto decoders = Decoders({{"one:7000", &one}, {"two:7000", &two}});
   auto source = std::make_shared<PatternSource>(kCount);
   std::unique_ptr<Env> env = NewPosixEnv();
   JobLedger ledger;
   DecodePool pool(2);
-  auto stream = StartStream(2, &loop.decoders(), source, ledger, pool, *env);
+  auto stream = StartStream(2, decoders.get(), source, ledger, pool, *env);
   auto reader = ReaderOf(*stream);
   auto epochs = ReadPatternRows(*reader, kSeed, [&](int batches) {
     if (batches == 10) two.down = true;  // killed after 10 batches
@@ -134,7 +104,7 @@ TEST_CASE("workers decode parts of each batch; a worker that fails mid-epoch los
     for (const auto& [key, times] : source->decoded()) n += times;
     return n;
   }() == 2 * kCount);
-  auto stats = loop.decoders().Stats();
+  auto stats = decoders->Stats();
   CHECK(stats[1].failed_calls > 0);
   CHECK_FALSE(stats[1].up);
   CHECK(stats[0].rows == one.rows);
@@ -144,12 +114,12 @@ TEST_CASE("a worker that comes back gets its share again") {
   constexpr uint64_t kCount = 640;
   WorkerChannel one(kCount);
   one.down = true;
-  WorkerLoop loop({{"one:7000", &one}});
+  auto decoders = Decoders({{"one:7000", &one}});
   auto source = std::make_shared<PatternSource>(kCount);
   std::unique_ptr<Env> env = NewPosixEnv();
   JobLedger ledger;
   DecodePool pool(2);
-  auto stream = StartStream(1, &loop.decoders(), source, ledger, pool, *env);
+  auto stream = StartStream(1, decoders.get(), source, ledger, pool, *env);
   auto reader = ReaderOf(*stream);
   auto epochs = ReadPatternRows(*reader, kSeed, [&](int batches) {
     if (batches != 10) return;
@@ -158,7 +128,7 @@ TEST_CASE("a worker that comes back gets its share again") {
   });
   CHECK(epochs[0] == AllIds(kCount));
   CHECK(one.rows > 0);
-  CHECK(loop.decoders().Stats()[0].up);
+  CHECK(decoders->Stats()[0].up);
 }
 
 }  // namespace

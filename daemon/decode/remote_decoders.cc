@@ -20,16 +20,13 @@ struct RemoteDecoders::State {
   DecodeWorkerStats stats;
   std::deque<Call> calls;
   SteadyClock::time_point retry_at{};
+  SteadyClock::time_point last_answer{};  // when its latest call ended
   std::chrono::milliseconds backoff{0};
   unsigned calling = 0;  // calls in flight
 };
 
-RemoteDecoders::RemoteDecoders(kj::Timer& timer, std::vector<Worker> workers,
-                               RemoteDecodersOptions options)
-    : timer_(timer),
-      executor_(kj::getCurrentThreadExecutor().addRef()),
-      workers_(std::move(workers)),
-      options_(options) {
+RemoteDecoders::RemoteDecoders(std::vector<Worker> workers, RemoteDecodersOptions options)
+    : workers_(std::move(workers)), options_(options) {
   {
     MutexLock lock(&mu_);
     states_.resize(workers_.size());
@@ -41,11 +38,7 @@ RemoteDecoders::RemoteDecoders(kj::Timer& timer, std::vector<Worker> workers,
 }
 
 RemoteDecoders::~RemoteDecoders() {
-  {
-    MutexLock lock(&mu_);
-    shut_down_ = true;
-  }
-  queued_.SignalAll();
+  Shutdown();
   for (std::thread& t : callers_) t.join();
 }
 
@@ -62,9 +55,8 @@ void RemoteDecoders::Shutdown() {
       }
   }
   queued_.SignalAll();
+  for (const Worker& worker : workers_) worker.channel->Cancel();
   for (Call& call : dropped) call.done(Cancelled("emberd is shutting down"));
-  // A caller thread in a call waits for it on this loop: let the loop run it out rather
-  // than join here (the destructor joins).
 }
 
 std::vector<RemoteDecoders::Part> RemoteDecoders::Split(uint64_t rows,
@@ -105,12 +97,12 @@ std::vector<RemoteDecoders::Part> RemoteDecoders::Split(uint64_t rows,
   return parts;
 }
 
-void RemoteDecoders::Send(size_t worker, DecodeRequest request,
-                          std::function<void(Result<RemoteRows>)> done) {
+void RemoteDecoders::Send(size_t worker, DecodeRequest request, RowsDestination into,
+                          Done done) {
   {
     MutexLock lock(&mu_);
     if (!shut_down_) {
-      states_[worker].calls.push_back({std::move(request), std::move(done)});
+      states_[worker].calls.push_back({std::move(request), std::move(into), std::move(done)});
       queued_.SignalAll();
       return;
     }
@@ -138,64 +130,35 @@ std::vector<DecodeWorkerStats> RemoteDecoders::Stats() const {
 void RemoteDecoders::CallerLoop(size_t worker) {
   while (true) {
     Call call;
-    unsigned concurrent = 1;
     {
       MutexLock lock(&mu_);
       while (!shut_down_ && states_[worker].calls.empty()) queued_.Wait(&mu_);
       if (shut_down_) return;
       call = std::move(states_[worker].calls.front());
       states_[worker].calls.pop_front();
-      concurrent = ++states_[worker].calling;
+      ++states_[worker].calling;
     }
     const auto began = SteadyClock::now();
-    Result<RemoteRows> rows = CallOnLoop(worker, call.request);
-    // The worker served `concurrent` calls side by side: each took that much longer.
-    const double seconds =
-        std::chrono::duration<double>(SteadyClock::now() - began).count() / concurrent;
-    if (rows.ok())
-      Finished(worker, call.request.ids.size(), rows->size, seconds, Status::Ok());
+    Result<RemoteAnswer> answer = workers_[worker].channel->Decode(
+        call.request, call.into, began + options_.call_timeout);
+    if (answer.ok())
+      Finished(worker, call.request.ids.size(), answer->bytes, began, Status::Ok());
     else
-      Finished(worker, 0, 0, seconds, rows.status());
-    // What holds the rows (the transport's message) belongs to the loop: it goes there.
-    std::shared_ptr<void> hold = rows.ok() ? rows->hold : nullptr;
-    call.done(std::move(rows));
-    if (hold != nullptr) ReleaseOnLoop(std::move(hold));
+      Finished(worker, 0, 0, began, answer.status());
+    call.done(std::move(answer));
   }
 }
 
-void RemoteDecoders::ReleaseOnLoop(std::shared_ptr<void> hold) {
-  if (kj::runCatchingExceptions([&] { executor_->executeSync([&] { hold.reset(); }); }) !=
-      nullptr) {
-    // The loop is gone (the daemon is stopping): its objects cannot be freed any more.
-    new std::shared_ptr<void>(std::move(hold));
-  }
-}
-
-Result<RemoteRows> RemoteDecoders::CallOnLoop(size_t worker, const DecodeRequest& request) {
-  DecodeChannel* channel = workers_[worker].channel;
-  const std::string address = workers_[worker].address;
-  const kj::Duration timeout = options_.call_timeout;
-  Result<RemoteRows> result = Unavailable("decode worker " + address + ": not called");
-  // The loop is gone (the daemon is stopping): executeSync throws.
-  kj::runCatchingExceptions([&] {
-    result = executor_->executeSync([&]() -> kj::Promise<Result<RemoteRows>> {
-      return timer_.timeoutAfter(timeout, channel->Decode(request))
-          .catch_([address, timeout](kj::Exception&& e) -> Result<RemoteRows> {
-            if (e.getType() == kj::Exception::Type::OVERLOADED)
-              return DeadlineExceeded("decode worker " + address + ": no answer within " +
-                                      std::to_string(timeout / kj::MILLISECONDS) + " ms");
-            return Unavailable("decode worker " + address + ": " +
-                               std::string(e.getDescription().cStr()));
-          });
-    });
-  });
-  return result;
-}
-
-void RemoteDecoders::Finished(size_t worker, uint64_t rows, uint64_t bytes, double seconds,
-                              const Status& error) {
+void RemoteDecoders::Finished(size_t worker, uint64_t rows, uint64_t bytes,
+                              SteadyClock::time_point began, const Status& error) {
+  const auto now = SteadyClock::now();
   MutexLock lock(&mu_);
   State& s = states_[worker];
+  // The worker's time on this call: from its start, or from the end of the call before it
+  // when they overlapped (the worker serves calls side by side or queued: the time between
+  // answers is what one more call costs it, so rows over it is its throughput).
+  const double seconds = std::chrono::duration<double>(now - std::max(began, s.last_answer)).count();
+  s.last_answer = now;
   --s.calling;
   ++s.stats.calls;
   if (error.ok()) {

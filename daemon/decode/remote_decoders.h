@@ -8,16 +8,12 @@
 // A worker whose call failed is left out for retry_after (doubling up to 30 s), then tried
 // again with its share.
 //
-// Calls go out on the channels' event loop (executeSync from `in_flight` caller threads
-// per worker, so the loop never waits and a stream never blocks on the network).
+// Calls go out from `in_flight` caller threads per worker, each blocking in its channel
+// (which reads the rows straight into the slot), so a stream never blocks on the network.
 //
-// Thread-safety: Split, Send, CountLocal and Stats from any thread. Create it on the
-// channels' event loop thread; Shutdown() there before the loop goes away.
+// Thread-safety: all methods from any thread.
 #ifndef EMBER_DAEMON_DECODE_REMOTE_DECODERS_H_
 #define EMBER_DAEMON_DECODE_REMOTE_DECODERS_H_
-
-#include <kj/async.h>
-#include <kj/timer.h>
 
 #include <chrono>
 #include <cstdint>
@@ -36,7 +32,7 @@
 namespace ember::daemon {
 
 struct RemoteDecodersOptions {
-  kj::Duration call_timeout = 10 * kj::SECONDS;
+  std::chrono::milliseconds call_timeout{10000};
   std::chrono::milliseconds retry_after{1000};
   unsigned in_flight = 3;  // calls at once per worker
 };
@@ -49,8 +45,8 @@ struct DecodeWorkerStats {
   uint64_t rows = 0;        // decoded by it and written into slots
   uint64_t bytes = 0;       // of those rows
   uint64_t failed_calls = 0;  // their rows were decoded here instead
-  double rows_per_second = 0;  // its measured rate (rows of a call / the call's time,
-                               // times the calls it served side by side)
+  double rows_per_second = 0;  // its measured rate (rows of a call / the time since the
+                               // call began or the worker's previous answer, the later)
   double share = 0;            // of all rows the streams decoded (here and remotely)
 };
 
@@ -60,11 +56,11 @@ class RemoteDecoders {
     std::string address;      // HOST:PORT, for messages and status
     DecodeChannel* channel;   // must outlive the object
   };
-  RemoteDecoders(kj::Timer& timer, std::vector<Worker> workers, RemoteDecodersOptions options);
-  // Shutdown() first (on the loop's thread); joins the caller threads.
+  RemoteDecoders(std::vector<Worker> workers, RemoteDecodersOptions options);
+  // Shuts down and joins the caller threads.
   ~RemoteDecoders();
-  // Answers every call not yet made with kCancelled and stops the caller threads. Event
-  // loop's thread only; idempotent.
+  // Answers every call not yet made with kCancelled, cancels those in progress (their
+  // parts are decoded here) and stops the caller threads. Idempotent.
   void Shutdown();
 
   // A worker's part of a batch: rows [begin, end).
@@ -80,9 +76,11 @@ class RemoteDecoders {
   // A part has at most `max_rows` rows (so that an answer stays a few MiB).
   std::vector<Part> Split(uint64_t rows, double local_rows_per_second,
                           uint64_t max_rows = kMaxDecodeIds);
-  // Calls worker `worker`; `done` runs once on one of its caller threads (or on this
-  // thread after Shutdown) with the rows, or the call's error.
-  void Send(size_t worker, DecodeRequest request, std::function<void(Result<RemoteRows>)> done);
+  // Calls worker `worker`, whose rows are read into `into` (DecodeChannel::Decode); `done`
+  // runs once on one of its caller threads (or on this thread after Shutdown) with the
+  // answer or the call's error, after the last write into `into`.
+  using Done = std::function<void(Result<RemoteAnswer>)>;
+  void Send(size_t worker, DecodeRequest request, RowsDestination into, Done done);
   // Rows this node decoded itself for streams (for the workers' shares).
   void CountLocal(uint64_t rows);
   std::vector<DecodeWorkerStats> Stats() const;
@@ -91,17 +89,14 @@ class RemoteDecoders {
  private:
   struct Call {
     DecodeRequest request;
-    std::function<void(Result<RemoteRows>)> done;
+    RowsDestination into;
+    Done done;
   };
   struct State;
   void CallerLoop(size_t worker);
-  Result<RemoteRows> CallOnLoop(size_t worker, const DecodeRequest& request);
-  // Drops the last reference to an answer's memory on the loop's thread.
-  void ReleaseOnLoop(std::shared_ptr<void> hold);
-  void Finished(size_t worker, uint64_t rows, uint64_t bytes, double seconds, const Status& error);
+  void Finished(size_t worker, uint64_t rows, uint64_t bytes,
+                std::chrono::steady_clock::time_point began, const Status& error);
 
-  kj::Timer& timer_;
-  const kj::Own<const kj::Executor> executor_;
   const std::vector<Worker> workers_;
   const RemoteDecodersOptions options_;
 

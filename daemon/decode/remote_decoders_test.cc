@@ -1,8 +1,7 @@
-// RemoteDecoders over fake channels on a real kj event loop: how batches are split, what a
-// call brings back, and a failing worker left out until its retry.
+// RemoteDecoders over fake channels: how batches are split, what a call brings back, a
+// failing or slow worker left out until its retry, and shutdown cancelling calls in
+// progress.
 #include "daemon/decode/remote_decoders.h"
-
-#include <kj/async-io.h>
 
 #include <catch2/catch.hpp>
 
@@ -11,70 +10,76 @@
 #include <memory>
 #include <thread>
 
+#include "common/mutex.h"
+
 namespace ember::daemon {
 namespace {
 
-// Answers each id with one byte (id % 251); `fail` makes it refuse.
+using Clock = std::chrono::steady_clock;
+
+// Answers each id with a row of one byte (id % 251); `fail` makes it refuse; `stall` makes
+// it wait, writing nothing, until its deadline or Cancel().
 class FakeChannel : public DecodeChannel {
  public:
-  kj::Promise<Result<RemoteRows>> Decode(const DecodeRequest& request) override {
+  Result<RemoteAnswer> Decode(const DecodeRequest& request, const RowsDestination& into,
+                              Clock::time_point deadline) override {
     ++calls;
-    if (fail) return Result<RemoteRows>(Unavailable("worker down"));
-    auto bytes = std::make_shared<std::vector<uint8_t>>();
-    for (uint64_t id : request.ids) bytes->push_back(static_cast<uint8_t>(id % 251));
-    RemoteRows rows;
-    rows.data = bytes->data();
-    rows.size = bytes->size();
-    rows.hold = bytes;
-    return Result<RemoteRows>(std::move(rows));
+    if (fail) return Unavailable("worker down");
+    if (stall) {
+      MutexLock lock(&mu_);
+      while (!cancelled_ && Clock::now() < deadline)
+        (void)changed_.WaitFor(&mu_, std::chrono::milliseconds(5));
+      if (cancelled_) return Cancelled("cancelled");
+      return DeadlineExceeded("no answer in time");
+    }
+    for (size_t i = 0; i < request.ids.size(); ++i)
+      into.tensors[0][i] = static_cast<uint8_t>(request.ids[i] % 251);
+    RemoteAnswer answer;
+    answer.bytes = request.ids.size();
+    return answer;
   }
-  std::atomic<bool> fail{false};
+  void Cancel() override {
+    MutexLock lock(&mu_);
+    cancelled_ = true;
+    changed_.SignalAll();
+  }
+  std::atomic<bool> fail{false}, stall{false};
   std::atomic<int> calls{0};
+
+ private:
+  Mutex mu_;
+  CondVar changed_;
+  bool cancelled_ GUARDED_BY(mu_) = false;
 };
 
 struct Harness {
   Harness() {
     RemoteDecodersOptions options;
     options.retry_after = std::chrono::milliseconds(100);
+    options.call_timeout = std::chrono::milliseconds(200);
     decoders = std::make_unique<RemoteDecoders>(
-        io.provider->getTimer(),
         std::vector<RemoteDecoders::Worker>{{"w1:7000", &one}, {"w2:7000", &two}}, options);
   }
-  ~Harness() {
-    decoders->Shutdown();
-    // Its caller threads may still hand an answer's memory back to the loop: run it.
-    std::atomic<bool> gone{false};
-    std::thread destroy([&] {
-      decoders.reset();
-      gone = true;
-    });
-    while (!gone) {
-      io.waitScope.poll();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    destroy.join();
-  }
-  // Sends ids to `worker` and runs the loop until the answer comes.
-  Result<RemoteRows> Call(size_t worker, std::vector<uint64_t> ids) {
+  // Sends ids to `worker` and waits for the answer; the rows land in `rows` (a byte each).
+  Result<RemoteAnswer> Call(size_t worker, std::vector<uint64_t> ids) {
     std::atomic<bool> done{false};
-    Result<RemoteRows> answer = Internal("unset");
+    Result<RemoteAnswer> answer = Internal("unset");
     DecodeRequest request;
     request.dataset = "d";
     request.ids = std::move(ids);
-    decoders->Send(worker, request, [&](Result<RemoteRows> rows) {
-      answer = std::move(rows);
-      done = true;
-    });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!done && std::chrono::steady_clock::now() < deadline) {
-      io.waitScope.poll();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    rows.assign(request.ids.size(), 0);
+    decoders->Send(worker, request, RowsDestination{{rows.data()}, {1}},
+                   [&](Result<RemoteAnswer> got) {
+                     answer = std::move(got);
+                     done = true;
+                   });
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (!done && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     REQUIRE(done);
     return answer;
   }
-  kj::AsyncIoContext io = kj::setupAsyncIo();
   FakeChannel one, two;
+  std::vector<uint8_t> rows;
   std::unique_ptr<RemoteDecoders> decoders;
 };
 
@@ -95,10 +100,10 @@ TEST_CASE("a batch is split between this node and the workers that are up") {
 
 TEST_CASE("a call brings the worker's rows; a failed one leaves the worker out until its retry") {
   Harness h;
-  auto rows = h.Call(0, {1, 2, 300});
-  REQUIRE(rows.ok());
-  REQUIRE(rows->size == 3);
-  CHECK(rows->data[2] == 300 % 251);
+  auto answer = h.Call(0, {1, 2, 300});
+  REQUIRE(answer.ok());
+  CHECK(answer->bytes == 3);
+  CHECK(h.rows == std::vector<uint8_t>{1, 2, 300 % 251});
   h.two.fail = true;
   auto failed = h.Call(1, {5});
   REQUIRE_FALSE(failed.ok());
@@ -122,16 +127,38 @@ TEST_CASE("a call brings the worker's rows; a failed one leaves the worker out u
   CHECK(h.decoders->Stats()[0].share == Approx(3.0 / 10));
 }
 
-TEST_CASE("calls queued at shutdown are cancelled, not lost") {
+TEST_CASE("a call gets the call timeout as its deadline; past it the worker is left out") {
   Harness h;
+  h.one.stall = true;
+  const auto began = Clock::now();
+  auto answer = h.Call(0, {7, 8});
+  REQUIRE_FALSE(answer.ok());
+  CHECK(answer.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(Clock::now() - began >= std::chrono::milliseconds(190));
+  CHECK(h.rows == std::vector<uint8_t>{0, 0});
+  CHECK_FALSE(h.decoders->Stats()[0].up);
+}
+
+TEST_CASE("shutdown cancels calls in progress and those queued, losing none") {
+  Harness h;
+  h.one.stall = true;
   std::atomic<int> cancelled{0};
-  h.decoders->Shutdown();
+  uint8_t row = 0;
   DecodeRequest request;
   request.ids = {1};
-  h.decoders->Send(0, request, [&](Result<RemoteRows> r) {
+  h.decoders->Send(0, request, RowsDestination{{&row}, {1}}, [&](Result<RemoteAnswer> r) {
     if (r.status().code() == StatusCode::kCancelled) ++cancelled;
   });
+  while (h.one.calls == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  h.decoders->Shutdown();
+  h.decoders.reset();  // joins: the call in progress has answered
   CHECK(cancelled == 1);
+  Harness again;
+  again.decoders->Shutdown();
+  again.decoders->Send(0, request, RowsDestination{{&row}, {1}}, [&](Result<RemoteAnswer> r) {
+    if (r.status().code() == StatusCode::kCancelled) ++cancelled;
+  });
+  CHECK(cancelled == 2);
 }
 
 }  // namespace

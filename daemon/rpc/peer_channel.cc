@@ -149,34 +149,6 @@ kj::Promise<Result<ExchangeAnswer>> PeerChannel::Exchange(const std::string& job
       });
 }
 
-kj::Promise<Result<RemoteRows>> PeerChannel::Decode(const DecodeRequest& request) {
-  auto call = Peer().decodeRequest();
-  auto r = call.initRequest();
-  r.setDataset(request.dataset);
-  r.setFingerprint(request.fingerprint);
-  r.setSeed(request.seed);
-  r.setEpoch(request.epoch);
-  auto ids = r.initIds(static_cast<unsigned>(request.ids.size()));
-  for (unsigned i = 0; i < request.ids.size(); ++i) ids.set(i, request.ids[i]);
-  ToRpc(request.caller, r.initCaller());
-  return call.send().then(
-      [](capnp::Response<rpc::Peer::DecodeResults>&& response) -> Result<RemoteRows> {
-        auto held = std::make_shared<capnp::Response<rpc::Peer::DecodeResults>>(kj::mv(response));
-        const capnp::Data::Reader rows = held->getRows();
-        RemoteRows answer;
-        answer.data = rows.begin();
-        answer.size = rows.size();
-        for (auto failed : held->getFailed())
-          answer.failed.emplace_back(failed.getRow(), rpc_status::FromDescription(
-                                                          std::string(failed.getError())));
-        answer.hold = std::move(held);
-        return answer;
-      },
-      [this](kj::Exception&& e) -> Result<RemoteRows> {
-        return rpc_status::FromException(e, {"decode worker " + address_, ""});
-      });
-}
-
 rpc::Job::Client PeerChannel::OpenJob(const std::string& job, const Principal& caller) {
   ++traffic_.opens;
   auto request = Peer().openJobRequest();

@@ -1,4 +1,4 @@
-// PeerChannel: the CoordinatorChannel (and DecodeChannel) to another node's daemon over its Peer endpoint
+// PeerChannel: the CoordinatorChannel to another node's daemon over its Peer endpoint
 // (schemas/peer.capnp, mutual TLS through daemon/peer): a RemoteCoordinator's transport.
 // Memberships are the rank's Coordination capabilities (dropping one releases it, and so
 // leaves the job); an exchange is Peer.exchange. Besides the channel's calls, the store and
@@ -19,14 +19,13 @@
 #include "daemon/access/principal.h"
 #include "common/rpc_status.h"
 #include "daemon/coordinator/coordinator_channel.h"
-#include "daemon/decode/decode_channel.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/peer/peer_tls.h"
 #include "schemas/peer.capnp.h"
 
 namespace ember::daemon {
 
-class PeerChannel final : public CoordinatorChannel, public DecodeChannel {
+class PeerChannel final : public CoordinatorChannel {
  public:
   // `address`: the coordinating daemon's HOST:PORT; `node`: this daemon's node name (its
   // hello and joins). `tls` null: plain TCP (tls: off). `io` and `tls` must outlive it.
@@ -42,9 +41,6 @@ class PeerChannel final : public CoordinatorChannel, public DecodeChannel {
                                                std::vector<RankBatch> commits,
                                                std::vector<RankWant> wants) override;
   ChannelTraffic traffic() const override;
-
-  // Peer.decode at that daemon (a remote decode worker): the rows, viewed in the response.
-  kj::Promise<Result<RemoteRows>> Decode(const DecodeRequest& request) override;
 
   // The store and barriers of `job` at the coordinator (Peer.openJob) for a rank's trainer
   // identified as `caller`, pipelined: calls on it wait for the connection.

@@ -99,4 +99,27 @@ Principal FromRpc(rpc::Principal::Reader r) {
   return p;
 }
 
+void ToRpc(const DecodeRequest& request, rpc::DecodeRequest::Builder b) {
+  b.setDataset(request.dataset);
+  b.setFingerprint(request.fingerprint);
+  b.setSeed(request.seed);
+  b.setEpoch(request.epoch);
+  auto ids = b.initIds(static_cast<unsigned>(request.ids.size()));
+  for (unsigned i = 0; i < request.ids.size(); ++i) ids.set(i, request.ids[i]);
+  ToRpc(request.caller, b.initCaller());
+}
+
+DecodeRequest FromRpc(rpc::DecodeRequest::Reader r) {
+  DecodeRequest request;
+  request.dataset = r.getDataset();
+  request.fingerprint = r.getFingerprint();
+  request.seed = r.getSeed();
+  request.epoch = r.getEpoch();
+  const auto ids = r.getIds();
+  request.ids.reserve(ids.size());
+  for (uint64_t id : ids) request.ids.push_back(id);
+  request.caller = r.hasCaller() ? FromRpc(r.getCaller()) : Principal{};
+  return request;
+}
+
 }  // namespace ember::daemon::peer_wire

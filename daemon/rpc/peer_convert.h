@@ -9,6 +9,7 @@
 
 #include "daemon/access/principal.h"
 #include "daemon/coordinator/job_coordinator.h"
+#include "daemon/decode/decode_request.h"
 #include "schemas/peer.capnp.h"
 
 namespace ember::daemon::peer_wire {
@@ -31,6 +32,11 @@ RankWant FromRpc(rpc::RankWant::Reader r);
 
 void ToRpc(const Principal& p, rpc::Principal::Builder b);
 Principal FromRpc(rpc::Principal::Reader r);
+
+// No caller on the wire: an unknown one (reading only shared datasets and those of
+// unknown owners).
+void ToRpc(const DecodeRequest& request, rpc::DecodeRequest::Builder b);
+DecodeRequest FromRpc(rpc::DecodeRequest::Reader r);
 
 // Lists, element by element with the converters above.
 template <typename T, typename Builder>

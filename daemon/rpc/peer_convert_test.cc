@@ -46,6 +46,11 @@ auto Fields(const RankWant& w) {
   const auto& [rank, epoch] = w;
   return std::tie(rank, epoch);
 }
+auto Fields(const DecodeRequest& r) {
+  const auto& [dataset, fingerprint, seed, epoch, ids, caller] = r;
+  return std::tie(dataset, fingerprint, seed, epoch, ids, caller.uid, caller.team,
+                  caller.privileged);
+}
 
 namespace {
 
@@ -135,6 +140,22 @@ TEST_CASE("peer wire: a BatchLease carries positions, not sample ids (protocol 4
   sent.sample_ids.clear();
   CheckSameFields(RoundTrip<rpc::BatchLease, PeerWire>(lease), sent);
   CheckSameFields(RoundTrip<rpc::BatchLease, PeerWire>(BatchLease{}), BatchLease{});
+}
+
+TEST_CASE("peer wire: a DecodeRequest round-trips every field; none sent is an unknown caller") {
+  DecodeRequest request;
+  request.dataset = "decode-dataset";
+  request.fingerprint = 701;
+  request.seed = 702;
+  request.epoch = 703;
+  request.ids = {704, 705};
+  request.caller.uid = 706;
+  request.caller.team = true;
+  request.caller.privileged = true;
+  CheckConverter<rpc::DecodeRequest>(request);
+  capnp::MallocMessageBuilder message;
+  CHECK(peer_wire::FromRpc(message.initRoot<rpc::DecodeRequest>().asReader()).caller.uid ==
+        Principal{}.uid);
 }
 
 TEST_CASE("peer wire: lists convert element by element, in order") {

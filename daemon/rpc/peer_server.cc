@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "common/rpc_status.h"
-#include "daemon/decode/decode_request.h"
 #include "daemon/rpc/daemon_server.h"
 #include "daemon/rpc/peer_convert.h"
 #include "daemon/rpc/peer_protocol.h"
@@ -127,48 +126,6 @@ kj::Promise<void> PeerServer::exchange(ExchangeContext context) {
   for (size_t i = 0; i < answer.commit_errors.size(); ++i)
     errors.set(i, answer.commit_errors[i].ToString());
   return kj::READY_NOW;
-}
-
-kj::Promise<void> PeerServer::decode(DecodeContext context) {
-  DecodeRequest request;
-  {
-    const auto r = context.getParams().getRequest();
-    request.dataset = r.getDataset();
-    request.fingerprint = r.getFingerprint();
-    request.seed = r.getSeed();
-    request.epoch = r.getEpoch();
-    const auto ids = r.getIds();
-    request.ids.reserve(ids.size());
-    for (uint64_t id : ids) request.ids.push_back(id);
-    // No caller: unknown, reading only shared datasets and those of unknown owners.
-    request.caller = r.hasCaller() ? FromRpc(r.getCaller()) : Principal{};
-  }
-  context.releaseParams();
-  const std::string& node = peer_.common_name.empty() ? hello_node_ : peer_.common_name;
-
-  using Answer = Result<DecodedRows>;
-  auto paf = kj::newPromiseAndCrossThreadFulfiller<Answer>();
-  // std::function needs a copyable callable: the fulfiller, shared (it may be destroyed on
-  // any thread; a call cancelled meanwhile makes fulfilling it a no-op).
-  auto fulfiller =
-      std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Answer>>>(kj::mv(paf.fulfiller));
-  service_.Decode(node, std::move(request),
-                  [fulfiller](Answer answer) { (*fulfiller)->fulfill(std::move(answer)); });
-  return paf.promise.then([context](Answer answer) mutable {
-    if (!answer.ok()) Throw(answer.status());
-    const DecodedRows& rows = *answer;
-    // One segment holding the rows, so that they are copied once, into it.
-    capnp::MessageSize size{rows.bytes.size() / sizeof(capnp::word) + 16 + rows.failed.size() * 32,
-                            0};
-    auto results = context.getResults(size);
-    auto data = results.initRows(rows.bytes.size());
-    if (!rows.bytes.empty()) std::memcpy(data.begin(), rows.bytes.data(), rows.bytes.size());
-    auto failed = results.initFailed(rows.failed.size());
-    for (size_t i = 0; i < rows.failed.size(); ++i) {
-      failed[i].setRow(rows.failed[i].first);
-      failed[i].setError(rows.failed[i].second.ToString());
-    }
-  });
 }
 
 }  // namespace ember::daemon

@@ -47,10 +47,6 @@ class PeerServer final : public rpc::Peer::Server {
   kj::Promise<void> openJob(OpenJobContext context) override;
   // PeerSession::Exchange.
   kj::Promise<void> exchange(ExchangeContext context) override;
-  // PeerService::Decode, for the node the peer's certificate names (with tls: off, the node
-  // it named in hello). The decoding runs on the decode pool; its answer comes back to
-  // this loop through a cross-thread fulfiller, so the loop never waits for it.
-  kj::Promise<void> decode(DecodeContext context) override;
 
  private:
   // kPermissionDenied unless `claimed` is the name of the node the peer's certificate is

@@ -1,15 +1,12 @@
 // PeerServer and SayHello over a real (plain TCP) PeerListener connection: hello names
 // both nodes, a protocol version mismatch fails on either side naming both versions, and
-// exchange serves only the ranks joined through the calling connection; decode serves a
-// lending daemon's rows.
+// exchange serves only the ranks joined through the calling connection.
 #include "daemon/rpc/peer_server.h"
 
 #include <kj/async-io.h>
 
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,13 +14,10 @@
 #include "common/env.h"
 #include "common/rpc_status.h"
 #include "daemon/coordinator/job_ledger.h"
-#include "daemon/decode/decode_lender.h"
-#include "daemon/decode/decode_testing.h"
 #include "daemon/peer/peer_connector.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/rpc/peer_client.h"
 #include "daemon/rpc/peer_protocol.h"
-#include "daemon/stream/stream_testing.h"
 
 namespace ember::daemon {
 namespace {
@@ -71,7 +65,7 @@ TEST_CASE("hello answers with this daemon's node name and protocol") {
   REQUIRE(hello.ok());
   CHECK(hello->node == "node-a");
   CHECK(hello->protocol == kPeerProtocol);
-  CHECK(kPeerProtocol == 4);
+  CHECK(kPeerProtocol == 5);
 }
 
 TEST_CASE("a peer is the node its certificate names, or nothing") {
@@ -109,7 +103,7 @@ TEST_CASE("the server refuses another protocol version, naming both") {
     const Status status = rpc_status::FromException(*e);
     CHECK(status.code() == StatusCode::kFailedPrecondition);
     CHECK(status.message() ==
-          "node 'node-b' speaks daemon-to-daemon protocol 3, this daemon speaks 4");
+          "node 'node-b' speaks daemon-to-daemon protocol 3, this daemon speaks 5");
   } else {
     FAIL("hello with protocol 3 succeeded");
   }
@@ -122,7 +116,7 @@ TEST_CASE("SayHello refuses a server of another protocol version, naming both") 
   REQUIRE_FALSE(hello.ok());
   CHECK(hello.status().code() == StatusCode::kFailedPrecondition);
   CHECK(hello.status().message() ==
-        "node 'future' speaks daemon-to-daemon protocol 5, this daemon speaks 4");
+        "node 'future' speaks daemon-to-daemon protocol 6, this daemon speaks 5");
 }
 
 TEST_CASE("CheckPeerProtocol") {
@@ -237,97 +231,6 @@ TEST_CASE("exchange serves only the ranks joined through the calling connection"
   after.initWants(1)[0].setRank(1);
   auto left = after.send().wait(ws);
   CHECK(left.getResults()[0].isError());
-}
-
-// A decode request of RowsCatalog's "data" for the rows of `ids`, seed 7, epoch 2.
-void SetDecode(rpc::DecodeRequest::Builder b, const std::vector<uint64_t>& ids,
-               uint64_t fingerprint = kRowsFingerprint) {
-  b.setDataset("data");
-  b.setFingerprint(fingerprint);
-  b.setSeed(7);
-  b.setEpoch(2);
-  auto list = b.initIds(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
-}
-
-// What a decode call fails with; kOk if it did not.
-Status DecodeError(rpc::Peer::Client& peer, const std::vector<uint64_t>& ids, kj::WaitScope& ws,
-                   uint64_t fingerprint = kRowsFingerprint) {
-  auto request = peer.decodeRequest();
-  SetDecode(request.initRequest(), ids, fingerprint);
-  Status status = Status::Ok();
-  request.send().then([](auto&&) {}, [&](kj::Exception&& e) {
-    status = rpc_status::FromException(e);
-  }).wait(ws);
-  return status;
-}
-
-TEST_CASE("decode serves the rows a local decode writes, from a lending daemon only") {
-  auto env = NewPosixEnv();
-  std::unique_ptr<Catalog> catalog = RowsCatalog(env.get(), "peer_decode");
-  REQUIRE(catalog != nullptr);
-  auto source = std::make_shared<RowSource>(/*parallel=*/true, /*bad=*/3);
-  DecodePool pool(2);
-  DecodeLender lender(catalog.get(), [&](const DatasetInfo&) { return Ready(source); }, &pool);
-  PeerServiceDeps deps;
-  deps.node = "node-a";
-  PeerService stingy(deps);
-  deps.lender = &lender;
-  PeerService service(deps);
-  std::atomic<bool> lend{true};
-  Loopback loopback([&](const PeerInfo& peer, kj::AsyncIoContext&) -> capnp::Capability::Client {
-    return kj::heap<PeerServer>(lend ? service : stingy, peer);
-  });
-  auto& ws = loopback.io.waitScope;
-  rpc::Peer::Client peer = loopback.connection->Bootstrap<rpc::Peer>();
-
-  const std::vector<uint64_t> ids = {5, 0, 63, 3, 9};
-  auto request = peer.decodeRequest();
-  SetDecode(request.initRequest(), ids);
-  auto response = request.send().wait(ws);
-  // Sample 3 (row 3) failed: zeros, and listed.
-  std::vector<uint8_t> expected = DecodeLocally(*source, {5, 0, 63, 0, 9}, {7, 2});
-  REQUIRE(expected.size() == 5 * 13);
-  std::memset(&expected[3 * 12], 0, 12);
-  expected[5 * 12 + 3] = 0;
-  const auto rows = response.getRows();
-  CHECK(std::vector<uint8_t>(rows.begin(), rows.end()) == expected);
-  REQUIRE(response.getFailed().size() == 1);
-  CHECK(response.getFailed()[0].getRow() == 3);
-  CHECK(std::string(response.getFailed()[0].getError()) ==
-        "data_loss: dataset 'data' sample 3: /data/rows.bin: corrupt at byte 42");
-  CHECK(lender.stats().requests == 1);
-
-  // The lender's refusals travel with their code.
-  Status refused = DecodeError(peer, ids, ws, /*fingerprint=*/0x99);
-  CHECK(refused.code() == StatusCode::kFailedPrecondition);
-  CHECK_THAT(refused.message(), Catch::Contains("0000000000000099"));
-  CHECK(DecodeError(peer, {64}, ws).code() == StatusCode::kInvalidArgument);
-
-  // A caller the calling node reports as privileged is not, from a node not trusted for
-  // root: another uid's dataset stays hidden.
-  auto privileged = peer.decodeRequest();
-  SetDecode(privileged.initRequest(), {1});
-  privileged.getRequest().setDataset("private");
-  privileged.getRequest().initCaller().setPrivileged(true);
-  Status hidden = Status::Ok();
-  privileged.send().then([](auto&&) {}, [&](kj::Exception&& e) {
-    hidden = rpc_status::FromException(e);
-  }).wait(ws);
-  CHECK(hidden.code() == StatusCode::kNotFound);
-  CHECK(hidden.message() == "dataset 'private' not found");
-
-  // A daemon that does not lend refuses.
-  lend = false;
-  auto other = ConnectToPeer(*loopback.io.provider, nullptr,
-                             "127.0.0.1:" + std::to_string(loopback.listener->port()))
-                   .wait(ws);
-  REQUIRE(other.ok());
-  rpc::Peer::Client stingy_peer = (*other)->Bootstrap<rpc::Peer>();
-  Status off = DecodeError(stingy_peer, ids, ws);
-  CHECK(off.code() == StatusCode::kFailedPrecondition);
-  CHECK(off.message() == "node 'node-a' does not lend its decode pool (config lend_decode)");
-  CHECK(lender.stats().requests == 1);
 }
 
 }  // namespace

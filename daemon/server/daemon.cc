@@ -34,9 +34,11 @@
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/metrics/prometheus_text.h"
 #include "daemon/peer/host_port.h"
+#include "daemon/peer/peer_wire.h"
 #include "daemon/peer/loop_links.h"
 #include "daemon/peer/peer_listener.h"
 #include "daemon/peer/peer_tls.h"
+#include "daemon/rpc/decode_rows.h"
 #include "daemon/rpc/peer_server.h"
 #include "daemon/coordinator/remote_coordinator.h"
 #include "daemon/rpc/peer_channel.h"
@@ -151,6 +153,8 @@ class Daemon::Parts {
   };
   // Null when `address` is this daemon.
   Result<Remote*> RemoteAt(const std::string& address);
+  // Whether `where` is this daemon's own peer endpoint.
+  bool IsThisDaemon(const HostPort& where) const;
   void Shutdown(const std::string& why);
 
   Env* const env_;
@@ -183,8 +187,9 @@ class Daemon::Parts {
   std::unique_ptr<DatasetCache> cache_;
   std::unique_ptr<DecodePool> decode_pool_;
   std::unique_ptr<boost::asio::thread_pool> blocking_;
-  // Other daemons decoding parts of this one's batches (config decode_workers), over the
-  // channels in remotes_; outlives the streams that use it.
+  // Other daemons decoding parts of this one's batches (config decode_workers), over
+  // decode rows streams; outlives the streams that use it.
+  std::vector<std::unique_ptr<DecodeRowsChannel>> decode_channels_;
   std::unique_ptr<RemoteDecoders> remote_decoders_;
   std::unique_ptr<StreamManager> streams_;
   // Other nodes' decoding on decode_pool_ (config lend_decode); null: not lent.
@@ -195,6 +200,7 @@ class Daemon::Parts {
   // The peer side: the jobs (any peer loop) and the stores (this loop only).
   std::unique_ptr<PeerService> peer_jobs_;
   std::unique_ptr<PeerService> peer_stores_;
+  std::unique_ptr<DecodeRowsServer> decode_rows_;  // other nodes' decode rows streams
   // What serves on the loop; closed first.
   std::unique_ptr<LoopLinks> links_;  // outlives the peer listener: its connections' links
   std::unique_ptr<PeerListener> peers_;
@@ -333,16 +339,19 @@ Status Daemon::Parts::StartService() {
                    source_);
   }
   if (!config_.decode_workers.empty()) {
+    if (peer_tls_ == nullptr)
+      return InvalidArgument("decode_workers: needs tls (decode rows streams are mutual TLS "
+                             "only), and this daemon has tls: off");
     std::vector<RemoteDecoders::Worker> workers;
     for (const std::string& address : config_.decode_workers) {
-      Result<Remote*> remote = RemoteAt(address);
-      if (!remote.ok()) return remote.status().WithContext("decode_workers: '" + address + "'");
-      if (*remote == nullptr)
+      Result<HostPort> where = ParseHostPort(address);
+      if (!where.ok()) return where.status().WithContext("decode_workers: '" + address + "'");
+      if (IsThisDaemon(*where))
         return InvalidArgument("decode_workers: '" + address + "' is this daemon");
-      workers.push_back({address, (*remote)->channel.get()});
+      decode_channels_.push_back(std::make_unique<DecodeRowsChannel>(*peer_tls_, address));
+      workers.push_back({address, decode_channels_.back().get()});
     }
-    remote_decoders_ = std::make_unique<RemoteDecoders>(io_->provider->getTimer(),
-                                                         std::move(workers),
+    remote_decoders_ = std::make_unique<RemoteDecoders>(std::move(workers),
                                                          RemoteDecodersOptions{});
     streams_->set_remote_decoders(remote_decoders_.get());
     spdlog::info("decoding parts of its streams' batches with {} worker(s) too (decode_workers)",
@@ -410,6 +419,15 @@ Status Daemon::Parts::ListenForPeers() {
   peer_stores_ = std::make_unique<PeerService>(
       PeerServiceDeps{node_, nullptr, service_.get(), trusted, nullptr});
   PeerListenerOptions options;
+  // Other nodes' decode rows streams, on threads of their own (lend_decode; with it off,
+  // each request is refused with the reason). TLS only.
+  if (peer_tls_ != nullptr) {
+    decode_rows_ = std::make_unique<DecodeRowsServer>(*peer_jobs_, *peer_tls_);
+    options.handoffs[kPeerDecodeRowsKind] = [this](kj::AutoCloseFd socket,
+                                                   const std::string& address) {
+      decode_rows_->Serve(kj::mv(socket), address);
+    };
+  }
   options.serve_threads = config_.peer_threads != 0
                               ? config_.peer_threads
                               : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
@@ -470,11 +488,7 @@ Status Daemon::Parts::ServeMetrics() {
 
 Result<Daemon::Parts::Remote*> Daemon::Parts::RemoteAt(const std::string& address) {
   EMBER_ASSIGN_OR_RETURN(HostPort where, ParseHostPort(address));
-  if (peers_ && where.port == peers_->port() &&
-      (where.host == "127.0.0.1" || where.host == "localhost" || where.host == "::1" ||
-       where.host == node_ || address == config_.listen ||
-       where.host == ParseHostPort(config_.listen).value().host))
-    return nullptr;
+  if (IsThisDaemon(where)) return nullptr;
   if (config_.listen.empty())
     return FailedPrecondition("this daemon has no `listen` endpoint, so no TLS identity "
                               "to reach other daemons with");
@@ -489,6 +503,16 @@ Result<Daemon::Parts::Remote*> Daemon::Parts::RemoteAt(const std::string& addres
                                                              *remote.channel, address, options);
   }
   return &remote;
+}
+
+bool Daemon::Parts::IsThisDaemon(const HostPort& where) const {
+  if (config_.listen.empty()) return false;
+  const HostPort listen = ParseHostPort(config_.listen).value();
+  // Before it listens, a port 0 in `listen` is no port yet.
+  const uint16_t port = peers_ ? peers_->port() : listen.port;
+  return port != 0 && where.port == port &&
+         (where.host == "127.0.0.1" || where.host == "localhost" || where.host == "::1" ||
+          where.host == node_ || where.host == listen.host);
 }
 
 Status Daemon::Parts::Serve(kj::Promise<std::string> stop) {
@@ -558,6 +582,7 @@ void Daemon::Parts::Shutdown(const std::string& why) {
   if (remote_decoders_) remote_decoders_->Shutdown();
   // Peer connections close on their loops while this one runs (their links end here).
   if (peers_) peers_->Stop().wait(io_->waitScope);
+  if (decode_rows_) decode_rows_->Stop();
   // Every client connection: their streams close and free their rings.
   clients_.reset();
   // Let file work in flight (a dataset being probed) finish while the event loop it

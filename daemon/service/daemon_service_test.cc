@@ -5,7 +5,6 @@
 
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
-#include <kj/async-io.h>
 
 #include <future>
 #include <optional>
@@ -248,9 +247,11 @@ TEST_CASE("status gathers datasets, jobs, streams, memory and pending segments")
 // A worker channel that is never called (the status reads the workers' counters only).
 class IdleChannel : public DecodeChannel {
  public:
-  kj::Promise<Result<RemoteRows>> Decode(const DecodeRequest&) override {
-    return Result<RemoteRows>(Unavailable("idle channel"));
+  Result<RemoteAnswer> Decode(const DecodeRequest&, const RowsDestination&,
+                              std::chrono::steady_clock::time_point) override {
+    return Unavailable("idle channel");
   }
+  void Cancel() override {}
 };
 
 TEST_CASE("status shows the node's decode workers to every caller, none without them") {
@@ -258,10 +259,8 @@ TEST_CASE("status shows the node's decode workers to every caller, none without 
   DaemonService& service = f.service();
   CHECK(service.GetStatus(ServiceFixture::Root()).decode_workers.empty());
 
-  kj::AsyncIoContext io = kj::setupAsyncIo();
   IdleChannel one, two;
-  RemoteDecoders remote(io.provider->getTimer(),
-                        {{"w1.example:7000", &one}, {"w2.example:7000", &two}}, {});
+  RemoteDecoders remote({{"w1.example:7000", &one}, {"w2.example:7000", &two}}, {});
   f.streams().set_remote_decoders(&remote);
   remote.CountLocal(100);
   for (const Principal& caller : {ServiceFixture::Root(), ServiceFixture::User(1001)}) {

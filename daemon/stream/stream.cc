@@ -56,9 +56,10 @@ struct Stream::Filling {
   // Rows [0, local_end) are decoded here; the rest went to remote decode workers.
   uint64_t local_end = 0;
   std::atomic<bool> failed{false};
-  // When this node's own decode tasks of the batch began and ended (its rate, for the
-  // workers' shares).
-  int64_t local_began_us = 0;
+  // When this node's own decode tasks of the batch began (the first one the pool ran, not
+  // when they were queued behind the batch before) and ended: its rate, for the workers'
+  // shares.
+  std::atomic<int64_t> local_began_us{0};
   std::atomic<int64_t> local_ended_us{0};
   std::atomic<uint64_t> local_tasks{0};
   // Its decode tasks posted and not yet started: the pool's queue holds them, but they
@@ -266,6 +267,7 @@ Status Stream::Produce() {
   // end before it goes.
   std::deque<std::unique_ptr<Filling>> filling;
   const bool overlap = decode_pool_ != nullptr && source->ParallelDecode() && group_ == nullptr;
+  const size_t overlap_depth = remote_ != nullptr && remote_->size() > 0 ? 3 : 2;
   std::optional<BatchLease> ahead;  // the next batch, leased early for prefetching
   for (uint64_t epoch = params_.rejoin ? params_.rejoin_epoch : params_.start_epoch;
        params_.epochs == 0 || epoch < params_.epochs; ++epoch) {
@@ -283,13 +285,18 @@ Status Stream::Produce() {
         }
         EMBER_RETURN_IF_ERROR(StartNext(slot, epoch, *source, ahead, epoch_done, filling));
       }
-      if (overlap && filling.size() == 1 && !epoch_done) {
-        filling.front()->WaitUntilRowsClaimed();
-        if (decode_pool_->queued.load(std::memory_order_relaxed) <=
-                filling.front()->unstarted.load(std::memory_order_relaxed) &&
-            !drain_.load())
-          if (ring::SlotHeader* slot = ring_->TryAcquireWithinDepth())
-            EMBER_RETURN_IF_ERROR(StartNext(slot, epoch, *source, ahead, epoch_done, filling));
+      // The next batch starts once this one's local rows are all claimed, so the pool
+      // never idles between batches; with remote workers one more, so that they always
+      // have a part to decode while this node waits for the oldest batch's.
+      while (overlap && filling.size() < overlap_depth && !epoch_done) {
+        filling.back()->WaitUntilRowsClaimed();
+        if (decode_pool_->queued.load(std::memory_order_relaxed) >
+                filling.back()->unstarted.load(std::memory_order_relaxed) ||
+            drain_.load())
+          break;
+        ring::SlotHeader* slot = ring_->TryAcquireWithinDepth();
+        if (slot == nullptr) break;
+        EMBER_RETURN_IF_ERROR(StartNext(slot, epoch, *source, ahead, epoch_done, filling));
       }
       std::unique_ptr<Filling> oldest = std::move(filling.front());
       filling.pop_front();
@@ -432,12 +439,17 @@ void Stream::SendToWorkers(Filling& filling, const Source& source) {
     request.ids.assign(f->lease.sample_ids.begin() + part.begin,
                        f->lease.sample_ids.begin() + part.end);
     request.caller = params_.owner;
+    RowsDestination into;
+    for (size_t t = 0; t < info_.tensors.size(); ++t) {
+      into.tensors.push_back(f->columns[t] + part.begin * f->sample_bytes[t]);
+      into.row_bytes.push_back(f->sample_bytes[t]);
+    }
     f->AddPending(1);
-    remote_->Send(part.worker, std::move(request),
-                  [this, f, &source, part](Result<RemoteRows> got) {
-                    if (!WriteRemoteRows(*f, part.begin, part.end, got)) {
-                      // Decoded here instead, over the pool (the rows were written by
-                      // no one: the answer is dropped whole).
+    remote_->Send(part.worker, std::move(request), std::move(into),
+                  [this, f, &source, part](Result<RemoteAnswer> got) {
+                    if (!TakeRemoteAnswer(*f, part.begin, part.end, got)) {
+                      // Decoded here instead, over the pool, over whatever part of the
+                      // rows the failed call wrote.
                       auto next = std::make_shared<std::atomic<uint64_t>>(part.begin);
                       const uint64_t tasks =
                           std::min<uint64_t>(part.end - part.begin, decode_pool_->threads);
@@ -453,23 +465,10 @@ void Stream::SendToWorkers(Filling& filling, const Source& source) {
   }
 }
 
-bool Stream::WriteRemoteRows(Filling& f, uint64_t begin, uint64_t end,
-                             const Result<RemoteRows>& got) {
+bool Stream::TakeRemoteAnswer(Filling& f, uint64_t begin, uint64_t end,
+                              const Result<RemoteAnswer>& got) {
   if (!got.ok()) return false;
   const uint64_t n = end - begin;
-  uint64_t expected = 0;
-  for (size_t t = 0; t < info_.tensors.size(); ++t) expected += n * f.sample_bytes[t];
-  if (got->size != expected) {
-    spdlog::warn("stream {}: a decode worker sent {} bytes for {} rows of dataset '{}', not {}",
-                 id_, got->size, n, info_.spec.name, expected);
-    return false;
-  }
-  const uint8_t* from = got->data;
-  for (size_t t = 0; t < info_.tensors.size(); ++t) {
-    const uint64_t bytes = n * f.sample_bytes[t];
-    std::memcpy(f.columns[t] + begin * f.sample_bytes[t], from, bytes);
-    from += bytes;
-  }
   for (const auto& [row, error] : got->failed) {
     if (row >= n) continue;
     f.errors[begin + row] = error;
@@ -481,7 +480,7 @@ bool Stream::WriteRemoteRows(Filling& f, uint64_t begin, uint64_t end,
 
 void Stream::StartDecode(Filling& filling, const Source& source) {
   Filling* f = &filling;
-  f->local_began_us = static_cast<int64_t>(env_.NowMicros());
+  f->local_began_us.store(static_cast<int64_t>(env_.NowMicros()));
   SendToWorkers(filling, source);
   const uint64_t rows = f->local_end;
   // Decodes rows straight into the slot until none is left. A stop ends it too, so that a
@@ -506,8 +505,9 @@ void Stream::StartDecode(Filling& filling, const Source& source) {
   f->unstarted.store(tasks, std::memory_order_relaxed);
   f->local_tasks.store(tasks, std::memory_order_relaxed);
   for (uint64_t c = 0; c < tasks; ++c) {
-    decode_pool_->Post([this, read_rows, f] {
-      f->unstarted.fetch_sub(1, std::memory_order_relaxed);
+    decode_pool_->Post([this, read_rows, f, tasks] {
+      if (f->unstarted.fetch_sub(1, std::memory_order_relaxed) == tasks)
+        f->local_began_us.store(static_cast<int64_t>(env_.NowMicros()));
       read_rows();
       if (f->local_tasks.fetch_sub(1, std::memory_order_acq_rel) == 1)
         f->local_ended_us.store(static_cast<int64_t>(env_.NowMicros()));
@@ -549,7 +549,7 @@ Result<uint64_t> Stream::FinishFill(Filling& f) {
   f.Wait();
   if (remote_ != nullptr && !f.from_group) {
     // This node's rate over its part of the batch: the workers' shares follow from it.
-    const int64_t took = f.local_ended_us.load() - f.local_began_us;
+    const int64_t took = f.local_ended_us.load() - f.local_began_us.load();
     if (f.local_end > 0 && took > 0) {
       const double rate = f.local_end * 1e6 / static_cast<double>(took);
       local_rate_ = local_rate_ == 0 ? rate : 0.7 * local_rate_ + 0.3 * rate;

@@ -171,8 +171,10 @@ class Stream {
   // Sends parts of the batch to the remote decode workers, if any are up, and sets
   // f.local_end; a part whose worker fails is decoded here.
   void SendToWorkers(Filling& f, const Source& source);
-  // Copies a worker's answer for rows [begin, end) into the slot; false if it has none.
-  bool WriteRemoteRows(Filling& f, uint64_t begin, uint64_t end, const Result<RemoteRows>& got);
+  // A worker's answer for rows [begin, end), which its channel read into the slot: notes
+  // its failed rows; false if the call failed (the part is decoded here).
+  bool TakeRemoteAnswer(Filling& f, uint64_t begin, uint64_t end,
+                        const Result<RemoteAnswer>& got);
   // Decodes rows from `next` (claimed one at a time) below `end` into the slot.
   void ReadRows(Filling& f, const Source& source, std::atomic<uint64_t>& next, uint64_t end);
   // The batch's rows from the share group, pinned for its slot: false if the group does
