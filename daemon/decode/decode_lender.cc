@@ -103,7 +103,7 @@ void DecodeLender::Refuse(const Done& done, Status why) {
   done(std::move(why));
 }
 
-void DecodeLender::Decode(DecodeRequest request, Done done) {
+void DecodeLender::Decode(DecodeRequest request, Done done, std::vector<uint8_t> buffer) {
   Result<DatasetInfo> info = Check(request);
   if (!info.ok()) return Refuse(done, info.status());
   uint32_t busy = 0;
@@ -129,6 +129,7 @@ void DecodeLender::Decode(DecodeRequest request, Done done) {
   r->request = std::move(request);
   r->info = std::move(info).value();
   r->done = std::move(done);
+  r->rows.bytes = std::move(buffer);
   DatasetCache::SourceFuture future = load_source_(r->info);
   if (!future.valid()) {
     failed_.fetch_add(1, std::memory_order_relaxed);
@@ -170,6 +171,8 @@ void DecodeLender::Start(std::shared_ptr<Request> r, std::shared_ptr<const Sourc
       r->offsets.push_back(at);
       at += n * r->sample_bytes.back();
     }
+    // Every byte is written below (a failed row's with zeros): a reused buffer keeps its
+    // bytes, a larger one is zeroed only past them.
     r->rows.bytes.resize(at);
     r->errors.resize(n);
     r->source->Prefetch(r->request.ids.data(), n);

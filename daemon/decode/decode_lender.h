@@ -92,7 +92,9 @@ class DecodeLender {
   //                        in flight ("busy")
   // Once accepted: the load's error, kDeadlineExceeded when the dataset has not loaded
   // within load_timeout, kCancelled when the lender is destroyed meanwhile.
-  void Decode(DecodeRequest request, Done done);
+  // `buffer`: memory for the rows, e.g. an earlier answer's (its bytes are written over, so
+  // a caller that sends answers one after the other touches and zeroes no new pages).
+  void Decode(DecodeRequest request, Done done, std::vector<uint8_t> buffer = {});
 
   Stats stats() const;
 

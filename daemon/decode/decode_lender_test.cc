@@ -74,9 +74,9 @@ struct Harness {
     return request;
   }
 
-  Result<DecodedRows> Decode(DecodeRequest request) {
+  Result<DecodedRows> Decode(DecodeRequest request, std::vector<uint8_t> buffer = {}) {
     Answer answer;
-    lender->Decode(std::move(request), answer.Done());
+    lender->Decode(std::move(request), answer.Done(), std::move(buffer));
     Result<DecodedRows> result = answer.Wait();
     CHECK(answer.Calls() == 1);
     return result;
@@ -118,10 +118,18 @@ TEST_CASE("lent rows are the bytes a local decode writes, tensor-major") {
   REQUIRE(rows.ok());
   CHECK(rows->bytes == DecodeLocally(*serial.source, {1, 2, 3}, SampleContext{7, 2}));
 
+  // Into an earlier answer's memory, larger or smaller: its bytes are written over.
+  for (size_t stale : {size_t{1000}, size_t{20}}) {
+    Result<DecodedRows> again =
+        h.Decode(Harness::Request({7, 8, 9}), std::vector<uint8_t>(stale, 0xab));
+    REQUIRE(again.ok());
+    CHECK(again->bytes == DecodeLocally(*h.source, {7, 8, 9}, SampleContext{7, 2}));
+  }
+
   const DecodeLender::Stats stats = h.lender->stats();
-  CHECK(stats.requests == 2);
-  CHECK(stats.rows == 10);
-  CHECK(stats.bytes == 130);
+  CHECK(stats.requests == 4);
+  CHECK(stats.rows == 16);
+  CHECK(stats.bytes == 208);
   CHECK(stats.failed_rows == 0);
   CHECK(stats.refused == 0);
   CHECK(stats.in_flight == 0);

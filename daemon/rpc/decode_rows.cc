@@ -164,6 +164,8 @@ void DecodeRowsServer::Run(uint64_t id, int fd, std::string address) {
     const std::string node = tls.peer_common_name();
     static constexpr uint8_t kAccepted = kPeerAcceptedByte;
     Status status = tls.Write(&kAccepted, 1, Clock::now() + options_.handshake_timeout);
+    // The previous answer's rows: the next request's memory.
+    std::vector<uint8_t> buffer;
     while (status.ok()) {
       kj::Array<capnp::word> words;
       Result<bool> got = ReadFrame(tls, kMaxRequestBytes, Clock::now() + options_.idle_timeout,
@@ -183,8 +185,10 @@ void DecodeRowsServer::Run(uint64_t id, int fd, std::string address) {
       if (!status.ok()) break;
       auto answered = std::make_shared<std::promise<Result<DecodedRows>>>();
       std::future<Result<DecodedRows>> answer = answered->get_future();
-      service_.Decode(node, std::move(request),
-                      [answered](Result<DecodedRows> rows) { answered->set_value(std::move(rows)); });
+      service_.Decode(
+          node, std::move(request),
+          [answered](Result<DecodedRows> rows) { answered->set_value(std::move(rows)); },
+          std::move(buffer));
       if (answer.wait_for(options_.answer_timeout) != std::future_status::ready) {
         status = DeadlineExceeded("a request not decoded within " + Ms(options_.answer_timeout));
         break;
@@ -207,6 +211,7 @@ void DecodeRowsServer::Run(uint64_t id, int fd, std::string address) {
       status = WriteFrame(tls, Frame(message), deadline);
       if (status.ok() && rows.ok() && !rows->bytes.empty())
         status = tls.Write(rows->bytes.data(), rows->bytes.size(), deadline);
+      if (rows.ok()) buffer = std::move(rows->bytes);
     }
     if (!status.ok()) warn(status);
   }

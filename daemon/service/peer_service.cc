@@ -59,12 +59,12 @@ Principal PeerService::Claimed(const std::string& node, Principal reported) cons
 }
 
 void PeerService::Decode(const std::string& node, DecodeRequest request,
-                         DecodeLender::Done done) const {
+                         DecodeLender::Done done, std::vector<uint8_t> buffer) const {
   if (deps_.lender == nullptr)
     return done(FailedPrecondition("node '" + deps_.node +
                                    "' does not lend its decode pool (config lend_decode)"));
   request.caller = Claimed(node, request.caller);
-  deps_.lender->Decode(std::move(request), std::move(done));
+  deps_.lender->Decode(std::move(request), std::move(done), std::move(buffer));
 }
 
 Result<std::unique_ptr<PeerRank>> PeerSession::Join(const PeerJoin& join) {

@@ -68,7 +68,8 @@ class PeerService {
   // the lender, answering through `done` as DecodeLender::Decode does (any thread; at once
   // for a refusal). kFailedPrecondition without a lender (config lend_decode off).
   // Thread-safe.
-  void Decode(const std::string& node, DecodeRequest request, DecodeLender::Done done) const;
+  void Decode(const std::string& node, DecodeRequest request, DecodeLender::Done done,
+              std::vector<uint8_t> buffer = {}) const;
 
  private:
   const PeerServiceDeps deps_;
