@@ -60,9 +60,9 @@ def add_arguments(parser):
     parser.add_argument("--compute-ms", type=float, default=5,
                         help="a sleeping step per batch in the rank, as a GPU trainer's "
                              "(loader_bench --compute-ms; default 5; 0: none)")
-    parser.add_argument("--folder", default="photos", choices=("bench", "photos"),
-                        help="the images: the photographs or the bench JPEG folder "
-                             "(default photos)")
+    parser.add_argument("--folder", default="photos", choices=("bench", "photos", "photos-large"),
+                        help="the images: the photographs (300-500 px), the same in crops of "
+                             "800-1024 px, or the bench JPEG folder (default photos)")
 
 
 def _ip(*args, check=True):
@@ -541,7 +541,7 @@ def main(ctx, args):
         "seconds / window seconds (at most 1: one core). Worker share, rows/s, rows, calls, "
         "failed: A's `emberctl status` \"decode workers\" line (share: of all rows A's "
         "streams decoded, since A started; rows/s: the split's measured rate, rows of a call "
-        "/ the call's time) mid-window and after the run (per round). Others' cores: CPU of "
+        "/ the time since it began or the worker's previous answer) mid-window and after the run (per round). Others' cores: CPU of "
         "processes outside the run / (window + 2 s).\n\n" + report(records) + "\n")
     if failed:
         text += "\nFailed runs, left out: " + "; ".join(failed) + "\n"
