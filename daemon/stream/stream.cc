@@ -338,18 +338,17 @@ Status Stream::StartNext(ring::SlotHeader* slot, uint64_t epoch, const Source& s
   epoch_done = lease->last_in_epoch;
   forecast_->Advance(lease->epoch, lease->batch);
   if (!source.ParallelDecode()) source.Prefetch(lease->sample_ids.data(), lease->sample_ids.size());
-  if (source.ParallelDecode() && !epoch_done && group_ == nullptr) {
+  const bool lease_ahead = source.ParallelDecode() && !epoch_done && group_ == nullptr;
+  filling.push_back(StartFill(slot, std::move(lease).value(), source));
+  if (lease_ahead) {
     // Lease the next batch now so the source can start reading its files while this one
-    // decodes.
+    // decodes (after this one's decode tasks are out: opening a batch of files takes the
+    // folder format a while, and the pool would wait for it).
     Result<BatchLease> next = NextLease(epoch);
-    if (!next.ok()) {
-      ring_->Abandon(slot);
-      return next.status();
-    }
+    if (!next.ok()) return next.status();
     source.Prefetch(next->sample_ids.data(), next->sample_ids.size());
     ahead = std::move(next).value();
   }
-  filling.push_back(StartFill(slot, std::move(lease).value(), source));
   return Status::Ok();
 }
 
