@@ -6,7 +6,9 @@
         for batch in loader:                     # dict of tensors, views into the ring
             x, y = batch["image"], batch["label"]
 
-``ember.init_process_group("gloo")`` bootstraps torch.distributed through emberd.
+``ember.init_process_group("gloo")`` bootstraps torch.distributed through emberd;
+``ember.train.run(train_loop, workers=N, ...)`` runs a data-parallel training loop without
+the DDP plumbing (process group, device, DDP, checkpoints with the loaders' state, restarts).
 ``ember.Client`` registers and inspects datasets as emberctl does. Errors are
 ``ember.Error`` subclasses carrying the daemon's message.
 """
@@ -34,6 +36,9 @@ def __getattr__(name):
     if name in ("Store", "init_process_group"):
         from . import _distributed
         return getattr(_distributed, name)
+    if name == "train":
+        import importlib
+        return importlib.import_module(".train", __name__)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
 
 
