@@ -160,19 +160,30 @@ class TrainTest(unittest.TestCase):
             print("result", os.getpid(), result.value[0], result.value[1], result.value[2],
                   flush=True)
         """)
-        children = []
-        for rank in range(2):
-            env = dict(os.environ, EMBER_RANK=str(rank), EMBER_WORLD_SIZE="2",
-                       EMBER_LOCAL_RANK=str(rank), EMBER_JOB="train-launched")
-            children.append(subprocess.Popen([sys.executable, "-c", script], env=env,
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                             text=True))
-        for rank, child in enumerate(children):
-            out, err = child.communicate(timeout=120)
-            self.assertEqual(child.returncode, 0, err)
-            words = [line for line in out.splitlines() if line.startswith("result")][0].split()
-            self.assertEqual(words[1], words[2])  # the loop ran in the launched process
-            self.assertEqual((int(words[3]), float(words[4])), (rank, 2.0))
+        # ember-run's variables, and torchrun's (as torchrun sets them for its workers).
+        launchers = {
+            "ember-run": lambda rank: dict(EMBER_RANK=str(rank), EMBER_WORLD_SIZE="2",
+                                           EMBER_LOCAL_RANK=str(rank), EMBER_JOB="launched"),
+            "torchrun": lambda rank: dict(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                                          LOCAL_WORLD_SIZE="2", GROUP_RANK="0",
+                                          TORCHELASTIC_RUN_ID="launched-torchrun",
+                                          TORCHELASTIC_RESTART_COUNT="0"),
+        }
+        for launcher, variables in launchers.items():
+            with self.subTest(launcher=launcher):
+                children = []
+                for rank in range(2):
+                    env = dict(os.environ, **variables(rank))
+                    children.append(subprocess.Popen(
+                        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True))
+                for rank, child in enumerate(children):
+                    out, err = child.communicate(timeout=120)
+                    self.assertEqual(child.returncode, 0, err)
+                    words = [line for line in out.splitlines()
+                             if line.startswith("result")][0].split()
+                    self.assertEqual(words[1], words[2])  # the loop ran in the launched process
+                    self.assertEqual((int(words[3]), float(words[4])), (rank, 2.0))
 
 
 if __name__ == "__main__":
