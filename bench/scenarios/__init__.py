@@ -1,7 +1,8 @@
 """What bench/compare runs, and what its runs share (Context: options, builds, a temporary
 directory, private emberds, the results heading).
 
-The comparison suite's scenarios (training, images, scaling, datasets: SUITE) each have
+The comparison suite's scenarios (training, images, scaling, datasets, images-training:
+SUITE; each in scenarios/<name with _ for ->.py) each have
     NAME, TITLE: its --scenario name and the heading of its results,
     prepare(ctx): builds or generates what its runs need (once per invocation),
     runs(ctx): the list of Run(system, case, fn), one round of the scenario; bench/compare
@@ -38,7 +39,7 @@ EMBER_RUN = "bazel-bin/tools/ember_run/ember-run"
 TRAINER = "bazel-bin/sdk/examples/fashion_mnist_train"
 LOADER_BENCH = "bazel-bin/bench/loader_bench"
 DAEMON_BUILD = ["//daemon:emberd", "//tools/emberctl:emberctl"]
-SUITE = ("training", "images", "scaling", "datasets")
+SUITE = ("training", "images", "scaling", "datasets", "images-training")
 BENCHES = ("loader_bench", "image_bench", "train_bench", "resume_accuracy", "sync_bench",
            "nodes_bench", "coordinator_scale", "soak", "python_loaders", "footprint",
            "python_handoff", "webdataset_bench", "shard_cache_bench", "remote_bench", "nodes_cache_bench",

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 import ember
 import ember.train as train
+from image_cnn import SmallCnn  # beside this script, shared with the baselines
 
 # The repository's configs/pipelines (this file is sdk/examples/python/train_images.py).
 PIPELINES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
@@ -31,22 +32,6 @@ PIPELINES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 def pipeline(name):
     with open(os.path.join(PIPELINES, name)) as f:
         return f.read()
-
-
-class SmallCnn(torch.nn.Module):
-    """uint8 [B, 3, 224, 224] -> class scores: 4x average pooling to 56x56, two strided
-    convolutions, global average pooling, a linear layer."""
-
-    def __init__(self, classes):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(3, 16, 5, stride=2, padding=2)
-        self.conv2 = torch.nn.Conv2d(16, 32, 3, stride=2, padding=1)
-        self.fc = torch.nn.Linear(32, classes)
-
-    def forward(self, images):
-        x = F.avg_pool2d(images.float().div(255), 4)
-        x = F.relu(self.conv2(F.relu(self.conv1(x))))
-        return self.fc(x.mean((2, 3)))
 
 
 def test_accuracy(model, path, job, batch_size):
