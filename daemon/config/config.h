@@ -42,7 +42,7 @@ struct DaemonConfig {
   // rows are held for: a member further behind the group decodes its own batches.
   uint32_t share_window = 4;
   // key: lend_decode; true: other nodes' streams may have this daemon decode samples of
-  // its datasets for them (Peer.decode, with `listen`: remote decode workers) on its
+  // its datasets for them (decode rows streams, with `listen`: remote decode workers) on its
   // decode threads. false (the default): refused.
   bool lend_decode = false;
   // key: decode_workers; HOST:PORT of other daemons (their listen endpoints, with

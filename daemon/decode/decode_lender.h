@@ -1,8 +1,8 @@
 // DecodeLender: the worker side of remote decoding. Another node's stream asks this daemon
-// (Peer.decode, config lend_decode) to decode samples of a dataset registered here under
-// the same name and fingerprint; the lender reads them from its own copy with the
+// (a decode rows stream, config lend_decode) to decode samples of a dataset registered here
+// under the same name and fingerprint; the lender reads them from its own copy with the
 // dataset's pipeline, on this daemon's decode pool, and hands the rows back
-// (DecodedRows, daemon/decode/decode_request.h). Transport-free: daemon/rpc/peer_server
+// (DecodedRows, daemon/decode/decode_request.h). Transport-free: daemon/rpc/decode_rows
 // translates.
 //
 // Glossary

@@ -1,5 +1,6 @@
-// Remote decoding: what a trainer node's stream asks a worker daemon to decode (Peer.decode,
-// schemas/peer.capnp), and what comes back. Transport-free; daemon/rpc translates.
+// Remote decoding: what a trainer node's stream asks a worker daemon to decode (a decode
+// rows stream: daemon/rpc/decode_rows.h, schemas/peer.capnp), and what comes back.
+// Transport-free; daemon/rpc translates.
 #ifndef EMBER_DAEMON_DECODE_DECODE_REQUEST_H_
 #define EMBER_DAEMON_DECODE_DECODE_REQUEST_H_
 

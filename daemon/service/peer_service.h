@@ -64,10 +64,10 @@ class PeerService {
   Principal Claimed(const std::string& node, Principal reported) const;
   const PeerServiceDeps& deps() const { return deps_; }
 
-  // Peer.decode: decodes `request` for a stream of node `node` (its caller as Claimed) with
-  // the lender, answering through `done` as DecodeLender::Decode does (any thread; at once
-  // for a refusal). kFailedPrecondition without a lender (config lend_decode off).
-  // Thread-safe.
+  // A decode rows stream's request: decodes `request` for a stream of node `node` (its
+  // caller as Claimed) with the lender, into `buffer` (DecodeLender::Decode), answering
+  // through `done` as DecodeLender::Decode does (any thread; at once for a refusal).
+  // kFailedPrecondition without a lender (config lend_decode off). Thread-safe.
   void Decode(const std::string& node, DecodeRequest request, DecodeLender::Done done,
               std::vector<uint8_t> buffer = {}) const;
 
