@@ -170,7 +170,24 @@ def report(records):
 
 
 def summary(records):
-    return report(records)
+    """The README's rows: per folder, Ember, the best DataLoader, Ray Train and DALI: wall
+    time, accuracy, PSS and ember-train's ratios against each."""
+    runs_ = by_key(records)
+    lines = ["| folder | system | wall s | test accuracy | peak PSS MiB "
+             "| ember-train time / PSS vs this |", "|---|---|---|---|---|---|"]
+    for which in FOLDERS:
+        ember = runs_.get((which, "ember-train"), {})
+        for system in ("ember-train", _best_dataloader(runs_, which), "ray-train", "dali-cpu"):
+            r = runs_.get((which, system))
+            if not r:
+                continue
+            versus = "" if system == "ember-train" or not ember else (
+                f"{fmt_ratio(ratio(ember, r, 'wall_s'))} / "
+                f"{fmt_ratio(ratio(ember, r, 'peak_pss_mib'))}")
+            lines.append(f"| {which} | {system} | {median(r, 'wall_s'):.1f} "
+                         f"| {median(r, 'accuracy'):.4f} | {median(r, 'peak_pss_mib'):,.0f} "
+                         f"| {versus} |")
+    return "\n".join(lines)
 
 
 def plot(records, path):
