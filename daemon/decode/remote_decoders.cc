@@ -22,7 +22,6 @@ struct RemoteDecoders::State {
   SteadyClock::time_point retry_at{};
   SteadyClock::time_point last_answer{};  // when its latest call ended
   std::chrono::milliseconds backoff{0};
-  unsigned calling = 0;  // calls in flight
 };
 
 RemoteDecoders::RemoteDecoders(std::vector<Worker> workers, RemoteDecodersOptions options)
@@ -136,7 +135,6 @@ void RemoteDecoders::CallerLoop(size_t worker) {
       if (shut_down_) return;
       call = std::move(states_[worker].calls.front());
       states_[worker].calls.pop_front();
-      ++states_[worker].calling;
     }
     const auto began = SteadyClock::now();
     Result<RemoteAnswer> answer = workers_[worker].channel->Decode(
@@ -159,7 +157,6 @@ void RemoteDecoders::Finished(size_t worker, uint64_t rows, uint64_t bytes,
   // answers is what one more call costs it, so rows over it is its throughput).
   const double seconds = std::chrono::duration<double>(now - std::max(began, s.last_answer)).count();
   s.last_answer = now;
-  --s.calling;
   ++s.stats.calls;
   if (error.ok()) {
     s.stats.rows += rows;
