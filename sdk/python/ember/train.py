@@ -45,8 +45,8 @@ import dataclasses
 import glob
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
-import queue as queue_module
 import re
 import signal
 import sys
@@ -243,7 +243,7 @@ def report(metrics: Dict[str, Any], checkpoint: Any = None) -> None:
     _show(s, metrics, record, now, batches)
     s.last_report = (now, batches)
     if s.channel is not None:
-        s.channel.put(("report", 0, record, path))
+        s.channel.send(("report", 0, record, path))
 
 
 def _show(s: _Session, metrics: Dict[str, Any], record: Dict[str, Any], now: float,
@@ -331,10 +331,10 @@ def _worker(train_loop: Callable[[Dict[str, Any]], Any], settings: Dict[str, Any
         stats = WorkerStats(rank, time.monotonic() - started, s.stall(), s.batches())
         if s.progress_open:
             sys.stdout.write("\n")
-        channel.put(("done", rank, value if rank == 0 else None, stats))
+        channel.send(("done", rank, value if rank == 0 else None, stats))
         _finish_process_group()
     except BaseException:  # noqa: BLE001 (the traceback goes to run(), whatever it is)
-        channel.put(("failed", rank, traceback.format_exc(), None))
+        channel.send(("failed", rank, traceback.format_exc(), None))
         sys.exit(1)
 
 
@@ -429,27 +429,41 @@ def _attempt(context, train_loop, workers, attempt, base_job, backend, resume, c
              result, deadline):
     """Runs one attempt of every worker; None when all returned, else (what failed, its
     traceback). Stops the others when one fails."""
-    channel = context.Queue()
     job = f"{base_job}.attempt{attempt}" if attempt else base_job
-    processes = []
+    # A pipe per worker (not a multiprocessing.Queue: no named semaphores in /dev/shm).
+    processes, pipes = [], []
     for rank in range(workers):
         env = {"EMBER_RANK": str(rank), "EMBER_WORLD_SIZE": str(workers),
                "EMBER_LOCAL_RANK": str(rank), "EMBER_JOB": job,
                "EMBER_RESTART_COUNT": str(attempt)}
         settings = dict(common, context=Context(rank, workers, rank, job, attempt, backend),
                         resume=resume)
+        receiver, sender = context.Pipe(duplex=False)
         process = context.Process(target=_worker, name=f"ember.train rank {rank}",
-                                  args=(train_loop, settings, env, channel))
+                                  args=(train_loop, settings, env, sender))
         process.start()
+        sender.close()  # the worker's end: the pipe ends when the worker does
         processes.append(process)
+        pipes.append(receiver)
+    pending = []
+
+    def receive(timeout):
+        """The next message of any worker, or None within `timeout`."""
+        if not pending:
+            for pipe in multiprocessing.connection.wait(pipes, timeout):
+                try:
+                    pending.append(pipe.recv())
+                except (EOFError, OSError):
+                    pipes.remove(pipe)  # the worker ended; its exit code says how
+                    pipe.close()
+        return pending.pop(0) if pending else None
+
     done: Dict[int, WorkerStats] = {}
     failure = None
     try:
         while len(done) < workers and failure is None:
-            try:
-                kind, rank, payload, extra = channel.get(timeout=0.2)
-            except queue_module.Empty:
-                kind = None
+            message = receive(0.2)
+            kind, rank, payload, extra = message if message else (None, None, None, None)
             if kind == "report":
                 result.metrics = payload
             elif kind == "done":
@@ -479,6 +493,8 @@ def _attempt(context, train_loop, workers, attempt, base_job, backend, resume, c
                 failure = ("the run's timeout passed", "the run's timeout passed")
     finally:
         _stop(processes)
+        for pipe in pipes:
+            pipe.close()
     result.workers = [done[r] for r in sorted(done)]
     return failure
 
