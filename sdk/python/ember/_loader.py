@@ -182,10 +182,11 @@ class _Epoch:
     """Iterates the batches of the loader's current epoch (keeps no batch itself)."""
 
     def __init__(self, native: Any, convert: Callable[[Any], Any] = lambda t: t,
-                 capsules: bool = False) -> None:
+                 capsules: bool = False, wait_meter: Any = None) -> None:
         self._native = native
         self._convert = convert
         self._capsules = capsules
+        self._wait_meter = wait_meter  # begin() / end() around each wait (ember.train)
 
     def __iter__(self) -> "_Epoch":
         return self
@@ -193,7 +194,13 @@ class _Epoch:
     def __next__(self) -> Batch:
         if self._native is None:
             raise StopIteration
-        item = self._native.next(True) if self._capsules else self._native.next()
+        if self._wait_meter is not None:
+            self._wait_meter.begin()
+        try:
+            item = self._native.next(True) if self._capsules else self._native.next()
+        finally:
+            if self._wait_meter is not None:
+                self._wait_meter.end()
         if item is None:
             self._native = None
             raise StopIteration
@@ -304,6 +311,7 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
         self._client = client
         self._resume: Optional[_ember.LoaderState] = None
         self._native: Any = None
+        self._wait_meter: Any = None
 
     def _open(self) -> Any:
         if self._native is None:
@@ -333,7 +341,8 @@ loader resumed from a state_dict() starts at the state's epoch. client: an
             raise FailedPrecondition(
                 f"the loader's {self.epochs} epochs of dataset '{self.dataset}' are over "
                 f"(job '{self.job}' rank {self.rank}); make a Loader with more epochs")
-        return _Epoch(self._native, self._convert, _WANTS_CAPSULES[self.output])
+        return _Epoch(self._native, self._convert, _WANTS_CAPSULES[self.output],
+                      self._wait_meter)
 
     def __len__(self) -> int:
         """Batches per epoch for this rank (the same on every rank)."""

@@ -20,8 +20,15 @@
 ``run`` starts ``workers`` processes on this node, each calling ``train_loop(config)`` as one
 rank of the job (torch.distributed through emberd: no MASTER_ADDR / MASTER_PORT), and
 returns a ``Result`` once every worker has returned. Under a launcher (ember-run, torchrun,
-srun) it runs the loop in the calling process only, as the rank the launcher made it (and
-several nodes are the launcher's: ``ember-run --nnodes``).
+srun) it runs the loop in the calling process only, as the rank the launcher made it.
+
+Several nodes: call ``run`` on each with the same ``job``, ``nodes=N``, its ``node_rank``
+and the ``coordinator`` (HOST:PORT of one node's emberd peer port), as ``ember-run
+--nnodes`` takes them; node k's workers are ranks k*workers .. (k+1)*workers-1. Each node
+restarts its own workers: a failure on one node fails the others' collectives, so every
+node restarts, under the same attempt's job. checkpoint_dir must then be one directory
+that every node sees (a shared file system); rank 0 (node 0) writes it, and ``Result``
+carries rank 0's metrics and value on node 0 only.
 
 Checkpoints: ``report(metrics, checkpoint=obj)`` has rank 0 write ``obj`` with every
 ``loader``'s state to ``checkpoint_dir/checkpoint-<step>.pt`` atomically (a kill during the
@@ -32,6 +39,11 @@ all start again from the latest checkpoint: ``get_checkpoint()`` returns it and 
 the model that the run ends with. Past ``max_failures``, ``run`` raises ``TrainingFailed``
 with the worker's traceback.
 
+GPU idle: with a worker's model on a CUDA device (``prepare``), each wait of its loaders
+is bracketed by two CUDA events on the current stream; the GPU time between them is time
+the GPU had no work because the batch had not come (``WorkerStats.gpu_idle_seconds``,
+None without CUDA).
+
 Metrics: each ``report`` of rank 0 appends a JSON line (step, time, the metrics, the data
 stall so far) to ``metrics_path`` (default: ``checkpoint_dir/metrics.jsonl`` when there is
 a checkpoint_dir) and prints it, or on a terminal a progress line (epoch, step/steps,
@@ -41,6 +53,7 @@ length.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import glob
 import json
@@ -76,11 +89,13 @@ class TrainingFailed(Error):
 @dataclasses.dataclass
 class WorkerStats:
     """One worker's last attempt: its rank, seconds in train_loop, seconds it waited for
-    batches (every loader it made), batches it took."""
+    batches (every loader it made), batches it took, and seconds its GPU had no work while
+    it waited (None: not on a CUDA device)."""
     rank: int
     seconds: float = 0.0
     data_stall_seconds: float = 0.0
     batches: int = 0
+    gpu_idle_seconds: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -106,6 +121,53 @@ class Context:
     backend: str
 
 
+class _GpuIdleMeter:
+    """GPU time without work during loader waits: an event on the current CUDA stream as a
+    wait begins (it completes when the work queued before it does) and one as it ends (it
+    completes at once if the GPU is idle by then); the time between them on the GPU is the
+    time it sat idle for want of the batch. `make_event`: a timing CUDA event (tests give
+    another with record / query / synchronize / elapsed_time in milliseconds)."""
+
+    _MAX_PENDING = 64  # pairs not yet complete; past it the oldest is waited for
+
+    def __init__(self, make_event: Callable[[], Any]) -> None:
+        self._make_event = make_event
+        self._pending: Any = collections.deque()
+        self._begun: Any = None
+        self._seconds = 0.0
+
+    def begin(self) -> None:
+        self._collect(wait=False)
+        self._begun = self._make_event()
+        self._begun.record()
+
+    def end(self) -> None:
+        if self._begun is None:
+            return
+        ended = self._make_event()
+        ended.record()
+        self._pending.append((self._begun, ended))
+        self._begun = None
+        if len(self._pending) > self._MAX_PENDING:
+            self._pending[0][1].synchronize()
+
+    def seconds(self, wait: bool = True) -> float:
+        """Idle seconds so far: of every wait (`wait`: blocks until the GPU reached the last
+        one's end), else of those the GPU has reached."""
+        self._collect(wait)
+        return self._seconds
+
+    def _collect(self, wait: bool) -> None:
+        while self._pending:
+            begun, ended = self._pending[0]
+            if wait:
+                ended.synchronize()
+            elif not ended.query():
+                return
+            self._pending.popleft()
+            self._seconds += max(0.0, begun.elapsed_time(ended)) / 1000.0
+
+
 class _Session:
     """The state of ember.train inside one worker process."""
 
@@ -123,6 +185,7 @@ class _Session:
         self.metrics_path = metrics_path
         self.channel = channel  # to run()'s process; None under a launcher
         self.loaders: Dict[str, Loader] = {}
+        self.gpu_meter: Optional[_GpuIdleMeter] = None  # once prepare() put a model on CUDA
         self.resumed: Optional[Dict[str, Any]] = None
         self.step = 0
         self.started = time.monotonic()
@@ -137,6 +200,13 @@ class _Session:
 
     def stall(self) -> float:
         return sum(float(l.stats()["data_stall_seconds"]) for l in self.loaders.values())
+
+    def gpu_idle(self) -> Optional[float]:
+        return None if self.gpu_meter is None else self.gpu_meter.seconds()
+
+    def stats(self, rank: int) -> WorkerStats:
+        return WorkerStats(rank, time.monotonic() - self.started, self.stall(), self.batches(),
+                           self.gpu_idle())
 
 
 _session: Optional[_Session] = None
@@ -174,6 +244,10 @@ def prepare(model: Any, *, device: Optional[str] = None) -> Any:
         device = f"cuda:{s.context.local_rank}"
     if device is not None and device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
+        if s.gpu_meter is None:
+            s.gpu_meter = _GpuIdleMeter(lambda: torch.cuda.Event(enable_timing=True))
+            for made in s.loaders.values():
+                made._wait_meter = s.gpu_meter
     if device is not None:
         model = model.to(device)
     ids = [torch.device(device).index] if device is not None and device.startswith("cuda") else None
@@ -196,6 +270,7 @@ def loader(name: str, batch_size: int, **kwargs: Any) -> Loader:
                   rank=s.context.rank, world_size=s.context.world_size, **kwargs)
     if s.resumed is not None and name in s.resumed.get("loaders", {}):
         made.load_state_dict(s.resumed["loaders"][name])
+    made._wait_meter = s.gpu_meter
     s.loaders[name] = made
     return made
 
@@ -231,6 +306,8 @@ def report(metrics: Dict[str, Any], checkpoint: Any = None) -> None:
     batches = s.batches()
     record = {"step": s.step, "time": round(time.time(), 3), **metrics,
               "data_stall_seconds": round(s.stall(), 3)}
+    if s.gpu_meter is not None:
+        record["gpu_idle_seconds"] = round(s.gpu_meter.seconds(wait=False), 3)
     path = None
     if checkpoint is not None and s.checkpoint_dir and (
             not s.checkpoint_every or s.step % s.checkpoint_every == 0):
@@ -323,12 +400,11 @@ def _worker(train_loop: Callable[[Dict[str, Any]], Any], settings: Dict[str, Any
     global _session
     os.environ.update(env)
     rank = int(env["EMBER_RANK"])
-    started = time.monotonic()
     try:
         _session = _Session(channel=channel, **settings)
         value = train_loop(settings["config"])
         s = _session
-        stats = WorkerStats(rank, time.monotonic() - started, s.stall(), s.batches())
+        stats = s.stats(rank)
         if s.progress_open:
             sys.stdout.write("\n")
         channel.send(("done", rank, value if rank == 0 else None, stats))
@@ -354,12 +430,16 @@ def run(train_loop: Callable[[Dict[str, Any]], Any], *, workers: Optional[int] =
         checkpoint_dir: Optional[str] = None, checkpoint_every: Optional[int] = None,
         keep_checkpoints: int = 3, max_failures: int = 0, backend: str = "gloo",
         seed: int = 0, job: Optional[str] = None, metrics_path: Optional[str] = None,
-        timeout: Optional[float] = None) -> Result:
+        timeout: Optional[float] = None, nodes: int = 1, node_rank: Optional[int] = None,
+        coordinator: Optional[str] = None) -> Result:
     """Runs ``train_loop(config)`` on ``workers`` processes of this node (default: one per
     GPU with backend "nccl", else one per core, at most 8) and returns their ``Result``;
     under a launcher, in this process only. ``datasets`` maps the names
     ``loader`` takes to registered datasets or paths. ``timeout``: seconds the whole run
-    may take (None: no limit) before its workers are stopped and TrainingFailed raised."""
+    may take (None: no limit) before its workers are stopped and TrainingFailed raised.
+    ``nodes`` > 1: this node is ``node_rank`` of a run that every node starts with the same
+    ``job`` and ``workers``, coordinated by the emberd at ``coordinator`` (HOST:PORT, default
+    $EMBER_COORDINATOR), as ember-run --nnodes does."""
     config = dict(config or {})
     datasets = dict(datasets or {})
     if backend not in ("gloo", "nccl"):
@@ -384,6 +464,7 @@ def run(train_loop: Callable[[Dict[str, Any]], Any], *, workers: Optional[int] =
             max(1, min(8, os.cpu_count() or 1))
     if workers < 1:
         raise InvalidArgument(f"workers must be >= 1, not {workers}")
+    layout = _node_layout(nodes, node_rank, coordinator, job)
 
     result = Result()
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -391,8 +472,8 @@ def run(train_loop: Callable[[Dict[str, Any]], Any], *, workers: Optional[int] =
     attempt = 0
     while True:
         resume = latest_checkpoint(checkpoint_dir)
-        failure = _attempt(context, train_loop, workers, attempt, base_job, backend, resume,
-                           common, result, deadline)
+        failure = _attempt(context, train_loop, workers, layout, attempt, base_job, backend,
+                           resume, common, result, deadline)
         result.checkpoint = latest_checkpoint(checkpoint_dir)
         if failure is None:
             return result
@@ -407,6 +488,38 @@ def run(train_loop: Callable[[Dict[str, Any]], Any], *, workers: Optional[int] =
               f"{max_failures})", file=sys.stderr, flush=True)
 
 
+@dataclasses.dataclass
+class _NodeLayout:
+    nodes: int = 1
+    node_rank: int = 0
+    coordinator: str = ""
+
+
+def _node_layout(nodes: int, node_rank: Optional[int], coordinator: Optional[str],
+                 job: Optional[str]) -> _NodeLayout:
+    """run()'s node arguments checked as ember-run checks its flags."""
+    if nodes < 1:
+        raise InvalidArgument(f"nodes must be >= 1, not {nodes}")
+    if nodes == 1:
+        if node_rank not in (None, 0):
+            raise InvalidArgument(f"node_rank {node_rank} is not in 0..0 (nodes=1)")
+        return _NodeLayout(1, 0, coordinator or "")
+    if node_rank is None or not 0 <= node_rank < nodes:
+        raise InvalidArgument(f"node_rank {node_rank} is not in 0..{nodes - 1} "
+                              f"(nodes={nodes}): each node's run() gives its own")
+    if not job:
+        raise InvalidArgument(f"job is required with nodes={nodes}: every node's run() must "
+                              f"give its workers the same job")
+    coordinator = coordinator or os.environ.get("EMBER_COORDINATOR", "")
+    if not coordinator:
+        raise InvalidArgument(f"coordinator (HOST:PORT of the emberd that coordinates the "
+                              f"job) is required with nodes={nodes}, or $EMBER_COORDINATOR")
+    host, _, port = coordinator.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidArgument(f"coordinator {coordinator!r} is not HOST:PORT")
+    return _NodeLayout(nodes, node_rank, coordinator)
+
+
 def _run_here(train_loop, env, base_job, backend, common) -> Result:
     """Under a launcher: this process is one rank; its restarts are the launcher's."""
     global _session
@@ -415,28 +528,31 @@ def _run_here(train_loop, env, base_job, backend, common) -> Result:
                       int(env.get("restart_count", 0) or 0), backend)
     _session = _Session(context=context, resume=latest_checkpoint(common["checkpoint_dir"]),
                         channel=None, **common)
-    started = time.monotonic()
     value = train_loop(common["config"])
     s = _session
     if s.progress_open:
         sys.stdout.write("\n")
     return Result(metrics={}, checkpoint=latest_checkpoint(common["checkpoint_dir"]),
-                  value=value, workers=[WorkerStats(rank, time.monotonic() - started,
-                                                    s.stall(), s.batches())])
+                  value=value, workers=[s.stats(rank)])
 
 
-def _attempt(context, train_loop, workers, attempt, base_job, backend, resume, common,
+def _attempt(context, train_loop, workers, layout, attempt, base_job, backend, resume, common,
              result, deadline):
-    """Runs one attempt of every worker; None when all returned, else (what failed, its
-    traceback). Stops the others when one fails."""
+    """Runs one attempt of this node's workers; None when all returned, else (what failed,
+    its traceback). Stops the others when one fails."""
     job = f"{base_job}.attempt{attempt}" if attempt else base_job
+    world_size = workers * layout.nodes
     # A pipe per worker (not a multiprocessing.Queue: no named semaphores in /dev/shm).
     processes, pipes = [], []
-    for rank in range(workers):
-        env = {"EMBER_RANK": str(rank), "EMBER_WORLD_SIZE": str(workers),
-               "EMBER_LOCAL_RANK": str(rank), "EMBER_JOB": job,
-               "EMBER_RESTART_COUNT": str(attempt)}
-        settings = dict(common, context=Context(rank, workers, rank, job, attempt, backend),
+    ranks = [layout.node_rank * workers + local for local in range(workers)]
+    for local, rank in enumerate(ranks):
+        env = {"EMBER_RANK": str(rank), "EMBER_WORLD_SIZE": str(world_size),
+               "EMBER_LOCAL_RANK": str(local), "EMBER_LOCAL_WORLD_SIZE": str(workers),
+               "EMBER_NODE_RANK": str(layout.node_rank), "EMBER_NNODES": str(layout.nodes),
+               "EMBER_JOB": job, "EMBER_RESTART_COUNT": str(attempt)}
+        if layout.coordinator:
+            env["EMBER_COORDINATOR"] = layout.coordinator
+        settings = dict(common, context=Context(rank, world_size, local, job, attempt, backend),
                         resume=resume)
         receiver, sender = context.Pipe(duplex=False)
         process = context.Process(target=_worker, name=f"ember.train rank {rank}",
@@ -474,14 +590,14 @@ def _attempt(context, train_loop, workers, attempt, base_job, backend, resume, c
                 failure = (f"worker {rank} raised", payload)
                 # Another worker's death makes the others' collectives raise: name it first.
                 time.sleep(0.2)
-                for other, process in enumerate(processes):
+                for other, process in zip(ranks, processes):
                     if other not in done and other != rank and process.exitcode is not None \
                             and process.exitcode < 0:
                         died = f"worker {other} exited with {_describe_exit(process.exitcode)}"
                         failure = (died, f"{died}; then worker {rank} raised:\n{payload}")
                         break
             if failure is None and kind is None:
-                for rank, process in enumerate(processes):
+                for rank, process in zip(ranks, processes):
                     if rank not in done and process.exitcode is not None:
                         # Dead without a word (a signal, os._exit): after its last message.
                         failure = (f"worker {rank} exited with "

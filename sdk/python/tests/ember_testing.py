@@ -121,6 +121,61 @@ class Daemon:
         self.stop()
 
 
+class Nodes:
+    """`count` emberds as the nodes of one machine (see Daemon): each with a peer port on
+    127.0.0.1 and mutual TLS with a certificate from a CA made for the test (openssl, as
+    tools/lib/certs.sh makes them), node i named "node<i>"; `coordinator` is node 0's
+    peer address. Stopped, with their certificates, by stop() / the with block."""
+
+    def __init__(self, count: int = 2) -> None:
+        self.certs = tempfile.mkdtemp(prefix="ember-py-certs-", dir="/tmp")
+        self.daemons: List[Daemon] = []
+        try:
+            self._openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
+                          "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
+                          "-out", "ca.pem", "-days", "1", "-subj", "/CN=ember-test-ca")
+            for i in range(count):
+                self.daemons.append(self._node(f"node{i}"))
+        except BaseException:
+            self.stop()
+            raise
+        with open(os.path.join(self.daemons[0].dir, "state", "peer.port")) as f:
+            self.coordinator = f"127.0.0.1:{f.read().strip()}"
+
+    def _openssl(self, *args: str) -> None:
+        done = subprocess.run(["openssl", *args], cwd=self.certs, capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"openssl {args[0]} failed: {done.stderr}")
+
+    def _node(self, name: str) -> Daemon:
+        with open(os.path.join(self.certs, f"{name}.ext"), "w") as f:
+            f.write("subjectAltName=DNS:localhost,DNS:127.0.0.1,IP:127.0.0.1\n"
+                    "extendedKeyUsage=serverAuth,clientAuth\n")
+        self._openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                      "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        self._openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                      "-CAcreateserial", "-days", "1", "-extfile", f"{name}.ext",
+                      "-out", f"{name}.pem")
+        config = os.path.join(self.certs, f"{name}.yaml")
+        with open(config, "w") as f:
+            f.write(f"listen: 127.0.0.1:0\nnode: {name}\n"
+                    f"tls: {{cert: {self.certs}/{name}.pem, key: {self.certs}/{name}.key, "
+                    f"ca: {self.certs}/ca.pem}}\n")
+        return Daemon(extra_args=[f"--config={config}"])
+
+    def stop(self) -> None:
+        for daemon in self.daemons:
+            daemon.stop()
+        shutil.rmtree(self.certs, ignore_errors=True)
+
+    def __enter__(self) -> "Nodes":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
 def count_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 

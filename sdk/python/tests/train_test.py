@@ -72,6 +72,12 @@ def raising_loop(config):
     dist.barrier()  # rank 0 waits for rank 1, which is gone: run must not hang here
 
 
+def cuda_loop(config):
+    model = train.prepare(torch.nn.Linear(28 * 28, 10), device="cuda:0")
+    for batch in train.loader("train", BATCH, epochs=1):
+        model(batch["image"].float().reshape(-1, 28 * 28).cuda()).sum().backward()
+
+
 class TrainTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -184,6 +190,153 @@ class TrainTest(unittest.TestCase):
                              if line.startswith("result")][0].split()
                     self.assertEqual(words[1], words[2])  # the loop ran in the launched process
                     self.assertEqual((int(words[3]), float(words[4])), (rank, 2.0))
+
+
+NODE_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import ember.train as train
+from train_test import counting_loop
+result = train.run(counting_loop, workers=1, nodes=2, node_rank={node}, coordinator={coordinator!r},
+                   job="train-nodes", config={config!r}, datasets={{"train": "synth-train"}},
+                   checkpoint_dir={directory!r}, max_failures=1, timeout=240)
+print("result", json.dumps({{"restarts": result.restarts, "value": result.value,
+                            "ranks": [w.rank for w in result.workers]}}), flush=True)
+"""
+
+
+class TwoNodesTest(unittest.TestCase):
+    def test_each_node_runs_its_workers_and_a_kill_on_one_restarts_both(self):
+        """Two emberds as two nodes (mutual TLS on loopback), run() on each with nodes=2:
+        rank 1 (node 1) SIGKILLs itself at step 8 of 24; both nodes restart from the shared
+        checkpoint and every sample is still seen once per epoch."""
+        with et.Nodes(2) as nodes, tempfile.TemporaryDirectory() as directory:
+            for daemon in nodes.daemons:
+                daemon.add_synthetic("synth-train", SAMPLES)
+            config = {"epochs": 2, "kill_rank": 1, "kill_step": 8}
+            children = []
+            for node, daemon in enumerate(nodes.daemons):
+                script = NODE_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)),
+                                            node=node, coordinator=nodes.coordinator,
+                                            config=config, directory=directory)
+                env = dict(os.environ, EMBER_SOCKET=daemon.socket, GLOO_SOCKET_IFNAME="lo")
+                children.append(subprocess.Popen([sys.executable, "-c", script], env=env,
+                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                 text=True))
+            results = []
+            for child in children:
+                out, err = child.communicate(timeout=300)
+                self.assertEqual(child.returncode, 0, err)
+                line = [l for l in out.splitlines() if l.startswith("result ")][0]
+                results.append(json.loads(line[len("result "):]))
+            self.assertEqual([r["ranks"] for r in results], [[0], [1]])
+            self.assertEqual([r["restarts"] for r in results], [1, 1])
+            value = results[0]["value"]
+            self.assertEqual(value["world"], 2)
+            self.assertEqual(value["steps"], 24)
+            self.assertEqual(set(value["counts"]), {2})  # once in each of 2 epochs
+            self.assertIsNone(results[1]["value"])  # rank 0's value is node 0's
+            self.assertIn("node1", nodes.daemons[0].log())  # rank 1 joined from node 1
+
+    def test_node_arguments_are_checked(self):
+        cases = [
+            (dict(nodes=0), "nodes must be >= 1"),
+            (dict(nodes=2, node_rank=2, job="j", coordinator="h:1"), "node_rank 2 is not in 0..1"),
+            (dict(nodes=2, node_rank=0, coordinator="h:1"), "job is required with nodes=2"),
+            (dict(nodes=2, node_rank=0, job="j", coordinator="nohost"), "is not HOST:PORT"),
+            (dict(nodes=1, node_rank=1), "node_rank 1 is not in 0..0"),
+        ]
+        for kwargs, message in cases:
+            with self.subTest(**kwargs), self.assertRaises(ember.InvalidArgument) as raised:
+                train.run(raising_loop, workers=1, **kwargs)
+            self.assertIn(message, str(raised.exception))
+
+
+class _FakeEvent:
+    """A CUDA event's timing on a scripted GPU clock: records the `clock` value the GPU
+    reaches it at."""
+
+    def __init__(self, gpu):
+        self.gpu = gpu
+        self.at = None
+
+    def record(self):
+        self.at = self.gpu.reach()
+
+    def query(self):
+        return self.at <= self.gpu.now
+
+    def synchronize(self):
+        self.gpu.now = max(self.gpu.now, self.at)
+
+    def elapsed_time(self, later):
+        return (later.at - self.at) * 1000.0  # milliseconds
+
+
+class _FakeGpu:
+    """now: the GPU's clock; busy_until: when the work queued so far ends; host: the CPU's
+    clock. An event recorded completes at max(host, busy_until)."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.busy_until = 0.0
+        self.host = 0.0
+
+    def reach(self):
+        return max(self.host, self.busy_until)
+
+
+class GpuIdleMeterTest(unittest.TestCase):
+    def test_counts_only_the_gpu_time_without_work_during_waits(self):
+        gpu = _FakeGpu()
+        meter = train._GpuIdleMeter(lambda: _FakeEvent(gpu))
+        # Wait 1: the GPU is busy until t=5; the wait runs t=1..3: no idle time.
+        gpu.host, gpu.busy_until = 1.0, 5.0
+        meter.begin()
+        gpu.host = 3.0
+        meter.end()
+        gpu.busy_until = 8.0  # the next step's work, queued at once
+        # Wait 2: the GPU finishes at t=8; the wait runs t=6..10: 2 seconds idle.
+        gpu.host = 6.0
+        meter.begin()
+        gpu.host = 10.0
+        meter.end()
+        self.assertEqual(meter.seconds(wait=False), 0.0)  # the GPU has reached neither end
+        gpu.now = 5.0
+        self.assertEqual(meter.seconds(wait=False), 0.0)  # wait 1 reached, nothing idle
+        self.assertAlmostEqual(meter.seconds(), 2.0)     # waits for wait 2's end
+
+    def test_a_loader_wait_is_bracketed(self):
+        calls = []
+
+        class Meter:
+            def begin(self):
+                calls.append("begin")
+
+            def end(self):
+                calls.append("end")
+
+        class Native:
+            def next(self, *args):
+                calls.append("next")
+                return None
+
+        epoch = ember._loader._Epoch(Native(), wait_meter=Meter())
+        self.assertEqual(list(epoch), [])
+        self.assertEqual(calls, ["begin", "next", "end"])
+
+    @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA device")
+    def test_on_cuda_workers_report_gpu_idle(self):
+        with et.Daemon(slots=4) as daemon:
+            daemon.add_synthetic("synth-train", SAMPLES)
+            os.environ["EMBER_SOCKET"] = daemon.socket
+            os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+            result = train.run(cuda_loop, workers=1, datasets={"train": "synth-train"},
+                               job="train-gpu", timeout=120)
+        idle = result.workers[0].gpu_idle_seconds
+        self.assertIsNotNone(idle)
+        self.assertGreaterEqual(idle, 0.0)
+        self.assertLessEqual(idle, result.workers[0].seconds)
 
 
 if __name__ == "__main__":
