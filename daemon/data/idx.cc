@@ -209,7 +209,7 @@ class Accumulator {
 };
 
 // Inflates a whole gzip file (all members, as gzip(1) does) into `sink`.
-Status Gunzip(const std::string& path, const std::string& compressed, Accumulator& sink) {
+Status Gunzip(const std::string& path, std::string_view compressed, Accumulator& sink) {
   z_stream zs;
   std::memset(&zs, 0, sizeof(zs));
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
@@ -316,22 +316,28 @@ Result<std::string> ReadPrefix(const ReadableFile& file, uint64_t n) {
 // load would.
 Result<IdxArray> ReadIdx(Env& env, const std::string& path, const IdxKind& kind, bool keep,
                          DatasetMemory::Charge* memory) {
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, env.OpenForRead(path));
-  const uint64_t size = file->Size();
-  if (memory != nullptr) EMBER_RETURN_IF_ERROR(memory->Add(size, path));
   IdxArray array;
   array.path = path;
   if (EndsWith(path, ".gz")) {
-    EMBER_ASSIGN_OR_RETURN(std::string contents, ReadPrefix(*file, size));
-    const uint64_t reserve_limit = contents.size() * kMaxDeflateRatio + 4096;
+    // Inflated straight from the mapped file: no copy of the compressed bytes on the heap
+    // (where, freed, they would stay in the allocator's arena beside the payload).
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, env.MapReadOnly(path));
+    const uint64_t size = mapped->size();
+    if (memory != nullptr) EMBER_RETURN_IF_ERROR(memory->Add(size, path));
+    (void)mapped->Advise(MappedFile::Access::kSequential);
+    const uint64_t reserve_limit = size * kMaxDeflateRatio + 4096;
     Accumulator sink(path, kind, keep, reserve_limit, memory);
-    EMBER_RETURN_IF_ERROR(Gunzip(path, contents, sink));
-    contents.clear();
-    contents.shrink_to_fit();
-    if (memory != nullptr) memory->Remove(size);  // the compressed bytes are gone
+    Status inflated = Gunzip(path, std::string_view(mapped->data(), size), sink);
+    if (mapped->shrunk()) inflated = mapped->ShrunkError();
+    mapped.reset();
+    if (memory != nullptr) memory->Remove(size);  // the compressed bytes are unmapped
+    EMBER_RETURN_IF_ERROR(inflated);
     EMBER_ASSIGN_OR_RETURN(array.header, CheckContents(path, kind, sink.bytes(), sink.total()));
     if (keep) array.bytes = std::move(sink.bytes());
   } else {
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, env.OpenForRead(path));
+    const uint64_t size = file->Size();
+    if (memory != nullptr) EMBER_RETURN_IF_ERROR(memory->Add(size, path));
     // The header's length is in its 4th byte; a probe reads no more than the header.
     EMBER_ASSIGN_OR_RETURN(std::string contents, ReadPrefix(*file, keep ? size : 4));
     if (!keep && contents.size() == 4) {
