@@ -179,7 +179,8 @@ def summary(records):
     """The README's rows: per folder, Ember, the best DataLoader, Ray Train and DALI: wall
     time, accuracy, PSS and ember-train's ratios against each."""
     runs_ = by_key(records)
-    lines = ["| folder | system | wall s | test accuracy | peak PSS MiB "
+    epochs = "/".join(str(e) for e in sorted({r.get("epochs", 2) for r in records}))
+    lines = [f"| folder ({epochs} epochs) | system | wall s | test accuracy | peak PSS MiB "
              "| ember-train time / PSS vs this |", "|---|---|---|---|---|---|"]
     for which in FOLDERS:
         ember = runs_.get((which, "ember-train"), {})
