@@ -189,7 +189,7 @@ class _Session:
         self.resumed: Optional[Dict[str, Any]] = None
         self.step = 0
         self.started = time.monotonic()
-        self.last_report = (time.monotonic(), 0)  # (time, batches) at the last report
+        self.last_report = (time.monotonic(), 0, 0)  # (time, samples, batches) then
         self.progress_open = False
         if resume:
             self.resumed = _load(resume)
@@ -197,6 +197,11 @@ class _Session:
 
     def batches(self) -> int:
         return sum(int(l.stats()["batches"]) for l in self.loaders.values())
+
+    def samples(self) -> int:
+        """Samples the whole job took so far: this worker's batches x batch size x ranks."""
+        return sum(int(l.stats()["batches"]) * l.batch_size * l.world_size
+                   for l in self.loaders.values())
 
     def stall(self) -> float:
         return sum(float(l.stats()["data_stall_seconds"]) for l in self.loaders.values())
@@ -303,7 +308,6 @@ def report(metrics: Dict[str, Any], checkpoint: Any = None) -> None:
     if s.context.rank != 0:
         return
     now = time.monotonic()
-    batches = s.batches()
     record = {"step": s.step, "time": round(time.time(), 3), **metrics,
               "data_stall_seconds": round(s.stall(), 3)}
     if s.gpu_meter is not None:
@@ -317,20 +321,25 @@ def report(metrics: Dict[str, Any], checkpoint: Any = None) -> None:
     if s.metrics_path:
         with open(s.metrics_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
-    _show(s, metrics, record, now, batches)
-    s.last_report = (now, batches)
+    progress = (now, s.samples(), s.batches())
+    _show(s, metrics, record, progress)
+    s.last_report = progress
     if s.channel is not None:
         s.channel.send(("report", 0, record, path))
 
 
-def _show(s: _Session, metrics: Dict[str, Any], record: Dict[str, Any], now: float,
-          batches: int) -> None:
+def _show(s: _Session, metrics: Dict[str, Any], record: Dict[str, Any],
+          progress: Any) -> None:
+    """The JSON line on stdout; on a terminal a progress line instead. `progress`: (time,
+    samples of the job, batches of this worker) now."""
     if not sys.stdout.isatty():
         print(json.dumps(record, default=str), flush=True)
         return
     # A progress line, rewritten in place.
-    then, before = s.last_report
-    rate = (batches - before) / max(now - then, 1e-9)
+    (now, samples, batches), (then, samples_then, batches_then) = progress, s.last_report
+    elapsed = max(now - then, 1e-9)
+    rate = (samples - samples_then) / elapsed          # the job's samples a second
+    batch_rate = (batches - batches_then) / elapsed    # this worker's batches a second
     per_epoch = 0
     for l in s.loaders.values():
         try:
@@ -343,11 +352,11 @@ def _show(s: _Session, metrics: Dict[str, Any], record: Dict[str, Any], now: flo
         text = f"epoch {epoch} " + text
     if per_epoch:
         text += f" ({batches % per_epoch or per_epoch}/{per_epoch} batches)"
-    text += f"  {rate:,.1f} batches/s  data stall {record['data_stall_seconds']:.1f} s"
+    text += f"  {rate:,.0f} samples/s  data stall {record['data_stall_seconds']:.1f} s"
     epochs = s.config.get("epochs") if isinstance(s.config, dict) else None
-    if per_epoch and epochs and rate > 0:
+    if per_epoch and epochs and batch_rate > 0:
         left = max(0, int(epochs) * per_epoch - batches)
-        text += f"  ETA {left / rate:,.0f} s"
+        text += f"  ETA {left / batch_rate:,.0f} s"
     sys.stdout.write("\r" + text.ljust(79))
     sys.stdout.flush()
     s.progress_open = True

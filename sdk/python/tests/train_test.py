@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 import torch
@@ -250,6 +251,46 @@ class TwoNodesTest(unittest.TestCase):
             with self.subTest(**kwargs), self.assertRaises(ember.InvalidArgument) as raised:
                 train.run(raising_loop, workers=1, **kwargs)
             self.assertIn(message, str(raised.exception))
+
+
+class ProgressLineTest(unittest.TestCase):
+    def test_on_a_terminal_report_shows_epoch_step_samples_per_second_stall_and_eta(self):
+        class FakeLoader:
+            batch_size, world_size, batches = 8, 2, 0
+
+            def stats(self):
+                return {"batches": self.batches, "data_stall_seconds": 1.5}
+
+            def __len__(self):
+                return 10
+
+        class Terminal(list):
+            def isatty(self):
+                return True
+
+            def write(self, text):
+                self.append(text)
+
+            def flush(self):
+                pass
+
+        loader = FakeLoader()
+        session = train._Session(
+            context=train.Context(0, 2, 0, "j", 0, "gloo"), config={"epochs": 2}, datasets={},
+            seed=0, checkpoint_dir=None, checkpoint_every=None, keep=3, metrics_path=None,
+            resume=None, channel=None)
+        session.loaders["train"] = loader
+        terminal, saved = Terminal(), (train._session, sys.stdout)
+        train._session, sys.stdout = session, terminal
+        try:
+            session.last_report = (time.monotonic() - 2.0, 0, 0)  # 2 s ago, nothing yet
+            loader.batches = 4  # 4 batches of 8 on each of 2 ranks in 2 s: 32 samples/s
+            train.report({"epoch": 0})
+        finally:
+            train._session, sys.stdout = saved
+        line = terminal[-1]
+        self.assertTrue(line.startswith("\repoch 0 step 1 (4/10 batches)"), line)
+        self.assertRegex(line, r" 3[12] samples/s  data stall 1.5 s  ETA 8 s")
 
 
 class _FakeEvent:
