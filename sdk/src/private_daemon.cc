@@ -38,10 +38,12 @@ Status ErrnoError(const std::string& what, int err) {
   return Unavailable("private emberd: " + what + ": " + std::strerror(err));
 }
 
-// `dir` made if missing (mode 0700), and checked to be the caller's own directory that
-// no one else may write to: a socket in another user's directory could be theirs.
-Status PrivateDir(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError("mkdir " + dir, errno);
+// `dir` made if missing (mode 0700, unless `make` is false), and checked to be the
+// caller's own directory that no one else may write to: a socket in another user's
+// directory could be theirs.
+Status PrivateDir(const std::string& dir, bool make = true) {
+  if (make && mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return ErrnoError("mkdir " + dir, errno);
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0) return ErrnoError("stat " + dir, errno);
   if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 022) != 0)
@@ -61,15 +63,15 @@ Status MakeDirs(const std::string& path) {
 }
 
 // Where the socket, lock and log live: $XDG_RUNTIME_DIR/ember where that directory exists,
-// else /tmp/ember-<uid>.
-Result<std::string> RuntimeDir() {
+// else /tmp/ember-<uid>; made (with `make`) and checked as PrivateDir says.
+Result<std::string> RuntimeDir(bool make = true) {
   const std::string xdg = Env("XDG_RUNTIME_DIR");
   struct stat st;
   // The XDG spec: a relative path is to be ignored.
   const bool have_xdg = !xdg.empty() && xdg[0] == '/' && stat(xdg.c_str(), &st) == 0 &&
                         S_ISDIR(st.st_mode);
   const std::string dir = have_xdg ? xdg + "/ember" : "/tmp/ember-" + std::to_string(getuid());
-  EMBER_RETURN_IF_ERROR(PrivateDir(dir));
+  EMBER_RETURN_IF_ERROR(PrivateDir(dir, make));
   return dir;
 }
 
@@ -198,6 +200,14 @@ Result<int> Lock(const std::string& path, Clock::time_point deadline) {
 }  // namespace
 
 bool AutostartAllowed() { return Env("EMBER_AUTOSTART") != "0"; }
+
+Result<std::string> RunningPrivateDaemon() {
+  Result<std::string> dir = RuntimeDir(/*make=*/false);
+  if (!dir.ok()) return NotFound("no private emberd of yours runs (" + dir.status().message() + ")");
+  const std::string socket = *dir + "/emberd.sock";
+  if (!UnixSocketAnswers(socket)) return NotFound("no private emberd of yours answers on " + socket);
+  return socket;
+}
 
 Result<std::string> EnsurePrivateDaemon(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;

@@ -29,6 +29,10 @@ Result<std::string> EnsurePrivateDaemon(std::chrono::milliseconds timeout);
 // Whether EMBER_AUTOSTART allows a private daemon (unset or anything but "0").
 bool AutostartAllowed();
 
+// The socket of the calling user's private daemon if one answers there; starts and makes
+// nothing. kNotFound naming the socket (or why its directory is not the user's) otherwise.
+Result<std::string> RunningPrivateDaemon();
+
 }  // namespace ember
 
 #endif  // EMBER_SDK_SRC_PRIVATE_DAEMON_H_

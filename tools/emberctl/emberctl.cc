@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string socket;
   app.add_option("--socket", socket, "emberd's unix socket (default: $EMBER_SOCKET, else " +
-                                         std::string(ember::kDefaultSocket) + ")");
+                                         std::string(ember::kDefaultSocket) +
+                                         ", else your private emberd if it runs)");
   uint32_t timeout_s = 60;
   app.add_option("--timeout", timeout_s,
                  "seconds to wait for emberd to connect and to answer each request")
@@ -233,13 +234,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   if (*pack_cmd) return ember::pack::RunPackCommand(pack, stdout, stderr);
-  if (socket.empty()) {
-    const char* env = std::getenv("EMBER_SOCKET");
-    socket = (env != nullptr && *env != '\0') ? env : ember::kDefaultSocket;
-  }
-
+  // No --socket: $EMBER_SOCKET, else the node's daemon, else the user's private one if it
+  // runs (emberctl looks; it starts no daemon).
   ember::ClientOptions options;
   options.socket_path = socket;
+  options.start_private_daemon = false;
   options.connect_timeout = std::chrono::seconds(timeout_s);
   options.call_timeout = std::chrono::seconds(timeout_s);
   auto client = Client::Connect(options);

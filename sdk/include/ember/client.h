@@ -36,6 +36,10 @@ struct ClientOptions {
   // restart), before it fails kUnavailable; KvGet and Barrier retry within their own
   // timeout. 0: fail at once.
   std::chrono::milliseconds rejoin_timeout{30000};
+  // With no socket_path and no $EMBER_SOCKET, when no daemon answers on kDefaultSocket:
+  // true starts the user's private daemon if none runs (sdk/src/private_daemon.h); false
+  // connects to it only if it runs (a status tool: look, start nothing).
+  bool start_private_daemon = true;
 };
 
 inline constexpr const char* kDefaultSocket = "/run/ember/emberd.sock";

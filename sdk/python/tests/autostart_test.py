@@ -1,8 +1,11 @@
 """A daemon on demand from Python: with no EMBER_SOCKET and no system daemon, the first
 ember.Loader of a user, given the data's path, starts a private emberd, registers the
-path there and reads it; the daemon stops once idle."""
+path there and reads it; the daemon stops once idle. emberctl finds a running private
+daemon and starts none."""
 
 import os
+import re
+import signal
 import subprocess
 import tempfile
 import textwrap
@@ -47,6 +50,35 @@ class AutostartTest(unittest.TestCase):
             self.assertFalse(os.path.exists(socket), "the private emberd did not stop when idle")
             with open(os.path.join(tmp, "run", "ember", "emberd.log")) as log:
                 self.assertIn("(idle_exit)", log.read())
+
+    def test_emberctl_finds_a_running_private_daemon_and_starts_none(self):
+        with tempfile.TemporaryDirectory(prefix="ember-autostart-", dir="/tmp") as tmp:
+            env = {k: v for k, v in os.environ.items() if k != "EMBER_SOCKET"}
+            env.update(XDG_RUNTIME_DIR=os.path.join(tmp, "run"),
+                       XDG_CACHE_HOME=os.path.join(tmp, "cache"),
+                       EMBER_EMBERD=et.runfile("daemon/emberd"), EMBER_IDLE_EXIT="60")
+            os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700)
+            socket = os.path.join(tmp, "run", "ember", "emberd.sock")
+            emberctl = [et.runfile("tools/emberctl/emberctl"), "--timeout", "10", "status"]
+            before = subprocess.run(emberctl, env=env, capture_output=True, text=True,
+                                    timeout=60)
+            self.assertNotEqual(before.returncode, 0)
+            self.assertIn("no emberd answers on /run/ember/emberd.sock", before.stderr)
+            self.assertIn("no private emberd of yours", before.stderr)
+            self.assertFalse(os.path.exists(socket), "emberctl status started a daemon")
+            # A trainer's client starts the user's private daemon; emberctl then finds it.
+            subprocess.run([et.python(), "-c", "import ember; ember.Client().status()"],
+                           env=env, check=True, timeout=120)
+            after = subprocess.run(emberctl, env=env, capture_output=True, text=True,
+                                   timeout=60)
+            self.assertEqual(after.returncode, 0, after.stderr)
+            self.assertIn(f"on {socket};", after.stdout)
+            pid = int(re.search(r" pid (\d+) ", after.stdout).group(1))
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            while os.path.exists(socket) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertFalse(os.path.exists(socket), "the private emberd did not stop")
 
 
 if __name__ == "__main__":
