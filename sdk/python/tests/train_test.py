@@ -2,10 +2,13 @@
 store), a worker SIGKILLed mid-epoch with max_failures=1 (the group resumes from the
 latest checkpoint and every sample of each epoch reaches the final model once), a loop that
 raises (its traceback in TrainingFailed, no hang), atomic checkpoints kept to the last K,
-and run under a launcher (the loop runs in the launcher's processes only)."""
+run under a launcher (the loop runs in the launcher's processes only), two nodes' run()s
+(two emberds over mutual TLS), the progress line and GPU idle accounting, and the
+Fashion-MNIST example on ember.train."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -251,6 +254,33 @@ class TwoNodesTest(unittest.TestCase):
             with self.subTest(**kwargs), self.assertRaises(ember.InvalidArgument) as raised:
                 train.run(raising_loop, workers=1, **kwargs)
             self.assertIn(message, str(raised.exception))
+
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"  # tools/install-deps puts it there
+
+
+class ExampleTest(unittest.TestCase):
+    def test_the_example_trains_on_fashion_mnist_with_two_workers(self):
+        """sdk/examples/python/train_fmnist_ember_train.py, 2 workers, one epoch of
+        Fashion-MNIST's test split (79 steps of 2 x 64), checkpointing: it learns."""
+        self.assertTrue(os.path.exists(os.path.join(FASHION_MNIST, "t10k-images-idx3-ubyte.gz")),
+                        f"no Fashion-MNIST in {FASHION_MNIST}: run ./tools/test "
+                        f"(tools/install-deps installs it)")
+        example = et.runfile("sdk/examples/python/train_fmnist_ember_train.py")
+        with et.Daemon(slots=4) as daemon, tempfile.TemporaryDirectory() as directory:
+            daemon.client().add_dataset("fmnist-test", FASHION_MNIST, split="test")
+            env = dict(os.environ, EMBER_SOCKET=daemon.socket, GLOO_SOCKET_IFNAME="lo")
+            done = subprocess.run(
+                [sys.executable, example, "--workers", "2", "--dataset", "fmnist-test",
+                 "--test-dataset", "fmnist-test", "--epochs", "1", "--checkpoint", directory],
+                env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            found = re.search(r"result: test_accuracy=([0-9.]+) train_seconds=[0-9.]+ ranks=2",
+                              done.stdout)
+            self.assertIsNotNone(found, done.stdout)
+            self.assertGreater(float(found.group(1)), 0.6)  # chance is 0.1
+            self.assertEqual(train.latest_checkpoint(directory),
+                             os.path.join(directory, "checkpoint-00000001.pt"))
 
 
 class ProgressLineTest(unittest.TestCase):
