@@ -66,15 +66,14 @@ its command line: measure it with bench/measure.py --match <temp-dir>.
 """
 
 import json
-import math
 import os
-import signal
 import sys
 import time
 
 BASELINES = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BASELINES)
 import dataloader_images_train as common  # noqa: E402  bench/baselines/, beside this file
+import ray_fit  # noqa: E402
 
 import ray  # noqa: E402
 import ray.data  # noqa: E402
@@ -165,62 +164,20 @@ def main(argv):
         p.error("--data-cpus must be >= 1")
     classes = common.class_names(args.train, args.val)
     class_index = {name: i for i, name in enumerate(classes)}
-    temp_dir = os.path.abspath(args.temp_dir)
-    os.makedirs(temp_dir, exist_ok=True)
-    result_file = os.path.join(temp_dir, "rank0_result.json")
-    if os.path.exists(result_file):
-        os.remove(result_file)
-
     launch = time.perf_counter()
-    # The workers import dataloader_images_train (and through it train_images.py's
-    # SmallCnn) by name; they inherit the raylet's environment, which is this one.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [BASELINES] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-
-    timed_out = []
-
-    def on_timeout(_signum, _frame):
-        timed_out.append(True)
-        raise TimeoutError(f"no result after --timeout {args.timeout:g} s")
-
-    # Bounds the whole run (TorchTrainer.fit() has no timeout of its own).
-    signal.signal(signal.SIGALRM, on_timeout)
-    signal.alarm(math.ceil(args.timeout))
     try:
-        ray.init(num_cpus=args.ranks + args.data_cpus, _temp_dir=temp_dir,
-                 include_dashboard=False)
-        trainer = ray.train.torch.TorchTrainer(
-            train_loop_per_worker,
-            train_loop_config={"epochs": args.epochs, "batch_size": args.batch_size,
-                               "lr": args.lr, "seed": args.seed, "classes": len(classes),
-                               "result_file": result_file},
-            scaling_config=ray.train.ScalingConfig(num_workers=args.ranks, use_gpu=False),
-            datasets={"train": image_dataset(args.train, class_index, True, args.seed),
-                      "val": image_dataset(args.val, class_index, False, args.seed)},
-            # storage_path: results in the run's temp dir instead of ~/ray_results.
-            run_config=ray.train.RunConfig(name="images",
-                                           storage_path=os.path.join(temp_dir, "results")))
-        fit_start = time.perf_counter()
-        result = trainer.fit()
-        fit_s = time.perf_counter() - fit_start
-    except Exception:  # noqa: BLE001  ray.get() wraps the alarm's TimeoutError
-        if not timed_out:
-            raise
-        print(f"ray_images_train: error: no result after --timeout {args.timeout:g} s",
-              file=sys.stderr)
-        return 1
-    finally:
-        signal.alarm(0)
-        ray.shutdown()
-    if result.error:
-        print(f"ray_images_train: error: training failed: {result.error}", file=sys.stderr)
-        return 1
-    try:
-        with open(result_file) as f:
-            metrics = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"ray_images_train: error: rank 0 left no result in {result_file}: {e}",
-              file=sys.stderr)
+        # The workers import dataloader_images_train (and through it train_images.py's
+        # SmallCnn) by name.
+        metrics, fit_s = ray_fit.fit(
+            "images", train_loop_per_worker,
+            {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+             "seed": args.seed, "classes": len(classes)},
+            lambda: {"train": image_dataset(args.train, class_index, True, args.seed),
+                     "val": image_dataset(args.val, class_index, False, args.seed)},
+            ranks=args.ranks, cpus=args.ranks + args.data_cpus, temp_dir=args.temp_dir,
+            import_dirs=[BASELINES], timeout=args.timeout)
+    except ray_fit.RayRunFailed as e:
+        print(f"ray_images_train: error: {e}", file=sys.stderr)
         return 1
     print(f"ray_images_train: fit_s={fit_s:.2f} run_s={time.perf_counter() - launch:.2f} "
           f"steps={metrics['steps']} samples_per_rank={metrics['samples_per_rank']} "

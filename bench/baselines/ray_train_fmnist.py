@@ -32,6 +32,7 @@ sys.path.insert(0, BENCH_DIR)
 import ray  # noqa: E402
 import ray.train  # noqa: E402
 import ray.train.torch  # noqa: E402
+import ray_fit  # noqa: E402  bench/baselines/, beside this file
 
 FMNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -108,52 +109,26 @@ def main():
     parser.add_argument("--shuffle-buffer", type=int, default=10000,
                         help="iter_torch_batches' local_shuffle_buffer_size (rows)")
     args = parser.parse_args()
-    temp_dir = os.path.abspath(args.temp_dir)
-    os.makedirs(temp_dir, exist_ok=True)
-
-    result_file = os.path.join(temp_dir, "rank0_result.json")
-    if os.path.exists(result_file):
-        os.remove(result_file)
-
     launch = time.perf_counter()
-    # The workers import bench/'s modules (python_ddp, ddp_baseline) by name; they inherit
-    # the raylet's environment, which is this one.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [BENCH_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    # num_cpus=2: the 2 training workers, one CPU each (ScalingConfig's default), as the
-    # other systems get 2 ranks on this 2-core machine; Ray would otherwise count every
-    # core of the host. _temp_dir: a per-run directory, so that every Ray process names it
-    # in its command line (bench/measure.py --match) and runs leave nothing shared behind.
-    # include_dashboard=False: the dashboard is a web UI, no part of training.
-    ray.init(num_cpus=2, _temp_dir=temp_dir, include_dashboard=False)
-    try:
+    samples = []
+
+    def datasets():
         dataset = load_train_split(args.limit)
-        samples = dataset.count()
-        trainer = ray.train.torch.TorchTrainer(
-            train_loop_per_worker,
-            train_loop_config={"epochs": args.epochs, "batch_size": args.batch_size,
-                               "lr": args.lr, "seed": args.seed,
-                               "shuffle_buffer": args.shuffle_buffer,
-                               "result_file": result_file},
-            scaling_config=ray.train.ScalingConfig(num_workers=args.ranks, use_gpu=False),
-            datasets={"train": dataset},
-            # storage_path: results in the run's temp dir instead of ~/ray_results.
-            run_config=ray.train.RunConfig(name="fmnist",
-                                           storage_path=os.path.join(temp_dir, "results")))
-        fit_start = time.perf_counter()
-        result = trainer.fit()
-        fit_s = time.perf_counter() - fit_start
-    finally:
-        ray.shutdown()
-    if result.error:
-        print(f"ray_train_fmnist: error: training failed: {result.error}", file=sys.stderr)
-        return 1
+        samples.append(dataset.count())
+        return {"train": dataset}
+
     try:
-        with open(result_file) as f:
-            metrics = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"ray_train_fmnist: error: rank 0 left no result in {result_file}: {e}",
-              file=sys.stderr)
+        # cpus=2: the 2 training workers, one CPU each (ScalingConfig's default), as the
+        # other systems get 2 ranks on this 2-core machine; Ray would otherwise count every
+        # core of the host. The workers import bench/'s modules (python_ddp, ddp_baseline).
+        metrics, fit_s = ray_fit.fit(
+            "fmnist", train_loop_per_worker,
+            {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+             "seed": args.seed, "shuffle_buffer": args.shuffle_buffer},
+            datasets, ranks=args.ranks, cpus=2, temp_dir=args.temp_dir,
+            import_dirs=[BENCH_DIR])
+    except ray_fit.RayRunFailed as e:
+        print(f"ray_train_fmnist: error: {e}", file=sys.stderr)
         return 1
     print("result: " + json.dumps({
         "system": "ray-train",
@@ -164,7 +139,7 @@ def main():
         "epochs": args.epochs,
         "ranks": args.ranks,
         "batch_size": args.batch_size,
-        "samples": samples,
+        "samples": samples[0],
         "steps": metrics["steps"],
         "shuffle_buffer": args.shuffle_buffer,
     }), flush=True)
