@@ -421,11 +421,7 @@ class IdxSource : public Source {
   const DatasetInfo& info() const override { return split_.info; }
 
   Status ReadSample(uint64_t id, const SampleContext&, void* const* dsts) const override {
-    if (id >= split_.info.count) {
-      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
-                             split_.info.spec.name + "' has " + std::to_string(split_.info.count) +
-                             " samples");
-    }
+    EMBER_RETURN_IF_ERROR(CheckInRange(id));
     std::memcpy(dsts[0], split_.images.payload() + id * sample_bytes_[0],
                 static_cast<size_t>(sample_bytes_[0]));
     std::memcpy(dsts[1], split_.labels.payload() + id * sample_bytes_[1],

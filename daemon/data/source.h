@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "daemon/catalog/dataset.h"
 #include "daemon/data/read_forecast.h"
@@ -48,6 +49,17 @@ class Source {
   // remote storage uses it to prefetch and evict (ReadForecast). The source holds it
   // weakly; it ends with the reader. Thread-safe; the default ignores it.
   virtual void Follow(std::weak_ptr<const ReadForecast> reader) const { (void)reader; }
+
+ protected:
+  // Ok if `id` is a sample of info(); kInvalidArgument naming it and the dataset's count
+  // otherwise (what ReadSample returns first).
+  Status CheckInRange(uint64_t id) const {
+    const DatasetInfo& dataset = info();
+    if (id < dataset.count) return Status::Ok();
+    return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
+                           dataset.spec.name + "' has " + std::to_string(dataset.count) +
+                           " samples");
+  }
 };
 
 }  // namespace ember::daemon

@@ -108,11 +108,7 @@ class ImageFolderSource : public Source {
   const DatasetInfo& info() const override { return folder_.info; }
 
   Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
-    if (id >= folder_.info.count) {
-      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
-                             folder_.info.spec.name + "' has " +
-                             std::to_string(folder_.info.count) + " samples");
-    }
+    EMBER_RETURN_IF_ERROR(CheckInRange(id));
     thread_local PixelBuffer file;
     const std::string path = folder_.listing.path(id);
     size_t size = 0;

@@ -464,11 +464,7 @@ class MdsSource : public Source {
   const DatasetInfo& info() const override { return index_.info; }
 
   Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
-    if (id >= index_.info.count) {
-      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
-                             index_.info.spec.name + "' has " + std::to_string(index_.info.count) +
-                             " samples");
-    }
+    EMBER_RETURN_IF_ERROR(CheckInRange(id));
     const Shard& shard = ShardOf(id);
     const uint64_t k = id - shard.first;
     const uint32_t begin = shard.offsets[k];

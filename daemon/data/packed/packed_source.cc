@@ -51,11 +51,7 @@ class PackedSource : public Source {
   const DatasetInfo& info() const override { return info_; }
 
   Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
-    if (id >= info_.count) {
-      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
-                             info_.spec.name + "' has " + std::to_string(info_.count) +
-                             " samples");
-    }
+    EMBER_RETURN_IF_ERROR(CheckInRange(id));
     const pack::PackedRecord record = dataset_->Get(id);
     EMBER_RETURN_IF_ERROR(dataset_->VerifyRecord(record));
     Status status = codec_.decode(record, id, context, dsts);

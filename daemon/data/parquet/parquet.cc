@@ -629,11 +629,7 @@ class ParquetSource : public Source {
   const DatasetInfo& info() const override { return index_.info; }
 
   Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
-    if (id >= index_.info.count) {
-      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
-                             index_.info.spec.name + "' has " + std::to_string(index_.info.count) +
-                             " samples");
-    }
+    EMBER_RETURN_IF_ERROR(CheckInRange(id));
     const uint32_t f = reads_.ShardOf(id);
     const File& file = index_.files[f];
     const uint64_t row = id - file.first;

@@ -190,11 +190,7 @@ class TokensSource : public Source {
   const DatasetInfo& info() const override { return tokens_.info; }
 
   Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
-    if (id >= tokens_.info.count) {
-      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
-                             tokens_.info.spec.name + "' has " +
-                             std::to_string(tokens_.info.count) + " samples");
-    }
+    EMBER_RETURN_IF_ERROR(CheckInRange(id));
     const uint64_t start = TokenEpochOffset(context.seed, context.epoch, seq_len_) + id * seq_len_;
     const char* data = tokens_.file->data();
     char* input = static_cast<char*>(dsts[0]);

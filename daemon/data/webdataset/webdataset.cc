@@ -329,11 +329,7 @@ class WebDatasetSource : public Source {
   const DatasetInfo& info() const override { return index_.info; }
 
   Status ReadSample(uint64_t id, const SampleContext& context, void* const* dsts) const override {
-    if (id >= index_.info.count) {
-      return InvalidArgument("sample " + std::to_string(id) + " is out of range: dataset '" +
-                             index_.info.spec.name + "' has " +
-                             std::to_string(index_.info.count) + " samples");
-    }
+    EMBER_RETURN_IF_ERROR(CheckInRange(id));
     const size_t fields = index_.fields.size();
     size_t tensor = 0;
     std::shared_ptr<const MappedFile> opened;
