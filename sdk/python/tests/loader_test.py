@@ -312,6 +312,7 @@ class LoaderTest(unittest.TestCase):
         seen_early = [ids_of(next(early_epochs[0])) for _ in range(12)]  # row 0 is gone
         late = ember.Loader("share-late", 20, epochs=1, seed=5, client=self.client,
                             sample_ids=True, job="share-late", share="late")
+        self.assertEqual(len(late), 20)  # its stream opens now, while early is in epoch 0
         done = threading.Event()
 
         def read_early():
