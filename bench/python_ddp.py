@@ -193,14 +193,14 @@ def main():
               f"images_per_s={rate.item():.1f} test_accuracy={accuracy:.4f}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
-    return 0
+    # Exit with the model still referenced: freeing torch 1.13's DDP Reducer (here, or in
+    # interpreter teardown) joins ProcessGroupGloo's worker thread with the GIL held while
+    # that thread waits for the GIL to free a tensor (gdb of a rank hung 15 minutes at
+    # exit). Everything is printed by now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    code = main()
-    # Not through interpreter teardown: there torch 1.13's DDP Reducer, freed with the GIL
-    # held, joins ProcessGroupGloo's worker thread, which waits for the GIL to free a
-    # tensor (gdb of a rank hung at exit for 15 minutes). Everything is printed by now.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    sys.exit(main())
