@@ -331,21 +331,22 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     const char* env = std::getenv("EMBER_SOCKET");
     path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
     // No daemon named and none serving the node: the user's own (private_daemon.h).
-    if (path == kDefaultSocket && !UnixSocketAnswers(path) && !options.start_private_daemon) {
-      Result<std::string> running = RunningPrivateDaemon();
-      if (!running.ok())
-        return Unavailable("no emberd answers on " + std::string(kDefaultSocket) +
-                           " and EMBER_SOCKET is unset; " + running.status().message());
-      path = *running;
-    } else if (path == kDefaultSocket && !UnixSocketAnswers(path) && AutostartAllowed()) {
-      Result<std::string> started =
-          EnsurePrivateDaemon(std::max(options.connect_timeout, kPrivateDaemonStartTimeout));
-      if (!started.ok())
-        return Unavailable("no emberd answers on " + std::string(kDefaultSocket) +
-                           " and EMBER_SOCKET is unset; starting a private one failed (" +
-                           started.status().message() +
-                           "); set EMBER_SOCKET, or EMBER_AUTOSTART=0 to not start one");
-      path = *started;
+    if (path == kDefaultSocket && !UnixSocketAnswers(path)) {
+      const std::string none = "no emberd answers on " + std::string(kDefaultSocket) +
+                               " and EMBER_SOCKET is unset; ";
+      if (!options.start_private_daemon) {
+        Result<std::string> running = RunningPrivateDaemon();
+        if (!running.ok()) return Unavailable(none + running.status().message());
+        path = *running;
+      } else if (AutostartAllowed()) {
+        Result<std::string> started =
+            EnsurePrivateDaemon(std::max(options.connect_timeout, kPrivateDaemonStartTimeout));
+        if (!started.ok())
+          return Unavailable(none + "starting a private one failed (" +
+                             started.status().message() +
+                             "); set EMBER_SOCKET, or EMBER_AUTOSTART=0 to not start one");
+        path = *started;
+      }
     }
   }
   auto memory = std::make_shared<JobMemory>();
