@@ -322,18 +322,18 @@ def report(metrics: Dict[str, Any], checkpoint: Any = None) -> None:
         with open(s.metrics_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
     progress = (now, s.samples(), s.batches())
-    _show(s, metrics, record, progress)
+    _show(s, metrics, record, line, progress)
     s.last_report = progress
     if s.channel is not None:
         s.channel.send(("report", 0, record, path))
 
 
-def _show(s: _Session, metrics: Dict[str, Any], record: Dict[str, Any],
+def _show(s: _Session, metrics: Dict[str, Any], record: Dict[str, Any], line: str,
           progress: Any) -> None:
-    """The JSON line on stdout; on a terminal a progress line instead. `progress`: (time,
-    samples of the job, batches of this worker) now."""
+    """`line` (the record as JSON) on stdout; on a terminal a progress line instead.
+    `progress`: (time, samples of the job, batches of this worker) now."""
     if not sys.stdout.isatty():
-        print(json.dumps(record, default=str), flush=True)
+        print(line, flush=True)
         return
     # A progress line, rewritten in place.
     (now, samples, batches), (then, samples_then, batches_then) = progress, s.last_report
